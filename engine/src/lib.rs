@@ -1,0 +1,1 @@
+//! corelog engine (filled by issue 4).

@@ -1,0 +1,175 @@
+//! Admission: untrusted bytes in, a validated view or a precise error out.
+//!
+//! The same check serves producer batches (at admission) and stored
+//! batches (recovery, verified polls): a stamped batch is a valid batch
+//! whose `batch_checksum` covers the stamped header.
+
+use crate::checksum::{xxh3, BatchChecksum};
+use crate::layout::{self, batch, frame, BATCH_HEADER_LEN, FRAME_HEADER_LEN};
+use crate::view::BatchRef;
+use crate::BatchError;
+
+/// What a batch may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest accepted `batch_length`.
+    pub max_batch_bytes: u64,
+}
+
+impl Limits {
+    /// 64 MiB: well above Iggy's default producer batches, small enough
+    /// that one batch cannot monopolise a shard.
+    pub const DEFAULT_MAX_BATCH_BYTES: u64 = 64 << 20;
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_batch_bytes: Self::DEFAULT_MAX_BATCH_BYTES,
+        }
+    }
+}
+
+/// Reads `batch_length` from the first bytes of a batch, refusing values
+/// that can never be valid. Stream readers use it to know how much to read.
+pub fn declared_length(header: &[u8], limits: &Limits) -> Result<u64, BatchError> {
+    if header.len() < BATCH_HEADER_LEN {
+        return Err(BatchError::ShortHeader { len: header.len() });
+    }
+    let declared = layout::u64_at(header, batch::BATCH_LENGTH.start);
+    if declared < BATCH_HEADER_LEN as u64 {
+        return Err(BatchError::LengthBelowHeader { declared });
+    }
+    if declared > limits.max_batch_bytes {
+        return Err(BatchError::TooLarge {
+            declared,
+            max: limits.max_batch_bytes,
+        });
+    }
+    Ok(declared)
+}
+
+/// Checks that `bytes` is exactly one whole batch: lengths, reserved bytes,
+/// frame tiling, `offset_delta`s, every frame checksum and the batch
+/// checksum. Never panics, whatever the bytes.
+pub fn check<'a>(bytes: &'a [u8], limits: &Limits) -> Result<BatchRef<'a>, BatchError> {
+    let declared = declared_length(bytes, limits)?;
+    if declared != bytes.len() as u64 {
+        return Err(BatchError::LengthMismatch {
+            declared,
+            actual: bytes.len(),
+        });
+    }
+    check_reserved(&bytes[..BATCH_HEADER_LEN])?;
+    let count = layout::u32_at(bytes, batch::MESSAGE_COUNT.start);
+    if count == 0 {
+        return Err(BatchError::Empty);
+    }
+    let blob_len = bytes.len() - BATCH_HEADER_LEN;
+    if u64::from(count) * FRAME_HEADER_LEN as u64 > blob_len as u64 {
+        return Err(BatchError::CountTooLarge { count, blob_len });
+    }
+
+    let mut sum = BatchChecksum::new(&layout::checksummed_header(bytes));
+    let mut position = BATCH_HEADER_LEN;
+    for index in 0..count {
+        let frame_checksum = check_frame(bytes, index, position)?;
+        sum.push(frame_checksum.0);
+        position = frame_checksum.1;
+    }
+    if position != bytes.len() {
+        return Err(BatchError::TrailingBytes {
+            count,
+            position,
+            extra: bytes.len() - position,
+        });
+    }
+    let stored = layout::u64_at(bytes, batch::BATCH_CHECKSUM.start);
+    let computed = sum.finish();
+    if stored != computed {
+        return Err(BatchError::BatchChecksum { stored, computed });
+    }
+    Ok(BatchRef::new_checked(bytes))
+}
+
+/// Checks frame `index` at `position`; returns its checksum and the
+/// position after it.
+#[inline(always)]
+fn check_frame(bytes: &[u8], index: u32, position: usize) -> Result<(u64, usize), BatchError> {
+    let available = bytes.len() - position;
+    if available < FRAME_HEADER_LEN {
+        return Err(if available == 0 {
+            BatchError::MissingFrames {
+                declared: layout::u32_at(bytes, batch::MESSAGE_COUNT.start),
+                found: index,
+            }
+        } else {
+            BatchError::FrameHeaderTruncated {
+                index,
+                position,
+                available,
+            }
+        });
+    }
+    let header = &bytes[position..position + FRAME_HEADER_LEN];
+    let reserved = layout::u64_at(header, frame::RESERVED.start);
+    if reserved != 0 {
+        return Err(BatchError::FrameReserved {
+            index,
+            position,
+            value: reserved,
+        });
+    }
+    let stored_delta = layout::u32_at(header, frame::OFFSET_DELTA.start);
+    if stored_delta != index {
+        return Err(BatchError::OffsetDelta {
+            index,
+            position,
+            stored: stored_delta,
+        });
+    }
+    let payload_length = layout::u32_at(header, frame::PAYLOAD_LENGTH.start);
+    let user_headers_length = layout::u32_at(header, frame::USER_HEADERS_LENGTH.start);
+    let body = u64::from(payload_length) + u64::from(user_headers_length);
+    let room = (available - FRAME_HEADER_LEN) as u64;
+    if body > room {
+        return Err(BatchError::FrameBodyTruncated {
+            index,
+            position,
+            payload_length,
+            user_headers_length,
+            overrun: body - room,
+        });
+    }
+    // body <= room < usize::MAX, so the cast is exact.
+    let end = position + FRAME_HEADER_LEN + body as usize;
+    let stored = layout::u64_at(header, frame::CHECKSUM.start);
+    let computed = xxh3(&bytes[position + frame::CHECKSUMMED_FROM..end]);
+    if stored != computed {
+        return Err(BatchError::FrameChecksum {
+            index,
+            position,
+            stored,
+            computed,
+        });
+    }
+    Ok((stored, end))
+}
+
+fn check_reserved(header: &[u8]) -> Result<(), BatchError> {
+    let reserved = &header[batch::RESERVED];
+    // Fast path: eight bytes at a time; find the exact byte only on failure.
+    if reserved
+        .chunks(8)
+        .all(|c| c.iter().fold(0u8, |a, b| a | b) == 0)
+    {
+        return Ok(());
+    }
+    match reserved.iter().position(|&b| b != 0) {
+        Some(i) => Err(BatchError::ReservedHeaderByte {
+            at: batch::RESERVED.start + i,
+            value: reserved[i],
+        }),
+        None => Ok(()),
+    }
+}

@@ -1,0 +1,71 @@
+//! Stamping: the server fields of an admitted batch and its new checksum.
+//!
+//! Only `partition_id`, `base_offset`, `base_timestamp` and
+//! `batch_checksum` change. Frame bytes are never touched and never hashed
+//! again: the new `batch_checksum` hashes the stamped header fields and the
+//! N frame checksums (N × 8 bytes).
+
+use crate::checksum::BatchChecksum;
+use crate::layout::{self, batch, BATCH_HEADER_LEN};
+use crate::view::BatchRef;
+use crate::{check, BatchError, Limits};
+
+/// The server-stamped fields of a batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stamp {
+    /// The partition that stores the batch.
+    pub partition_id: u64,
+    /// The offset of its first message.
+    pub base_offset: u64,
+    /// Server time at append, µs.
+    pub base_timestamp: u64,
+}
+
+/// The header of a stamped batch: the original header with the stamp and
+/// the recomputed `batch_checksum`. Written in front of the untouched blob.
+#[derive(Clone, PartialEq, Eq)]
+pub struct StampedHeader(pub [u8; BATCH_HEADER_LEN]);
+
+impl std::fmt::Debug for StampedHeader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StampedHeader")
+            .field(
+                "base_offset",
+                &layout::u64_at(&self.0, batch::BASE_OFFSET.start),
+            )
+            .finish()
+    }
+}
+
+/// Builds the stamped header of `batch`.
+pub fn stamped_header(batch: BatchRef<'_>, stamp: Stamp) -> StampedHeader {
+    let mut header = [0u8; BATCH_HEADER_LEN];
+    header.copy_from_slice(batch.header());
+    let checksum = stamped_checksum(&header, batch, stamp);
+    write_stamp(&mut header, stamp, checksum);
+    StampedHeader(header)
+}
+
+/// Checks `bytes` as a batch, then stamps it in place.
+pub fn stamp_in_place(bytes: &mut [u8], stamp: Stamp, limits: &Limits) -> Result<(), BatchError> {
+    let header = stamped_header(check(bytes, limits)?, stamp);
+    bytes[..BATCH_HEADER_LEN].copy_from_slice(&header.0);
+    Ok(())
+}
+
+fn stamped_checksum(header: &[u8; BATCH_HEADER_LEN], batch: BatchRef<'_>, stamp: Stamp) -> u64 {
+    let mut h = *header;
+    write_stamp(&mut h, stamp, 0);
+    let mut sum = BatchChecksum::new(&layout::checksummed_header(&h));
+    for c in batch.frame_checksums() {
+        sum.push(c);
+    }
+    sum.finish()
+}
+
+fn write_stamp(header: &mut [u8], stamp: Stamp, checksum: u64) {
+    layout::put_u64(header, batch::PARTITION_ID.start, stamp.partition_id);
+    layout::put_u64(header, batch::BASE_OFFSET.start, stamp.base_offset);
+    layout::put_u64(header, batch::BASE_TIMESTAMP.start, stamp.base_timestamp);
+    layout::put_u64(header, batch::BATCH_CHECKSUM.start, checksum);
+}
