@@ -21,3 +21,5 @@ pub use builder::{BatchBuilder, MessageSpec};
 pub use error::{BatchError, BuildError};
 pub use stamp::{stamp_in_place, stamped_header, Stamp, StampedHeader};
 pub use view::{Batch, BatchRef, Message, Messages};
+pub mod io;
+pub mod log;

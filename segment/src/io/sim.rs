@@ -1,0 +1,695 @@
+//! A simulated disk for tests: the same [`Storage`] seam, in memory, with a
+//! fault model.
+//!
+//! # Fault model
+//!
+//! * **Page cache vs. disk.** Every file has a volatile image (what reads
+//!   and mappings see) and a durable image (what survives a power cut).
+//!   `sync_data` makes the volatile image durable; `sync_dir` makes the
+//!   directory's names durable.
+//! * **Power cut** ([`SimStorage::crash`]): a new disk whose files start from
+//!   their durable image; every write or length change since the file's
+//!   last sync is, independently and in order, applied, dropped, or torn at
+//!   a random byte (a prefix of it lands). Names created, renamed or removed
+//!   since their directory's last sync may each land or not.
+//! * **Injected failures** ([`SimFaults`]): the n-th `sync_data` fails with
+//!   EIO, the n-th write fails with EIO, writes and allocations past a space
+//!   limit fail with ENOSPC (a write may land partly first).
+//! * **Bit rot**: [`SimStorage::corrupt`] flips bits in both images.
+//! * **Interleaving**: every operation yields to the scheduler a seeded
+//!   random number of times, so concurrent appends complete in varied
+//!   orders.
+//!
+//! Directories are durable as soon as they exist (a simplification: the
+//! log creates a partition's directory once, before its first segment).
+#![allow(unsafe_code)]
+
+use super::{Mapped, Storage, StorageFile, WriteBufs};
+use std::cell::{RefCell, UnsafeCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::future::Future;
+use std::io;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+/// Failures to inject.
+#[derive(Debug, Clone, Default)]
+pub struct SimFaults {
+    /// The n-th `sync_data` (counting from 0) fails with EIO.
+    pub fail_sync_at: Option<u64>,
+    /// The n-th write (counting from 0) fails with EIO, writing nothing.
+    pub fail_write_at: Option<u64>,
+    /// Total bytes the disk holds; beyond it writes and allocations fail
+    /// with ENOSPC.
+    pub space_limit: Option<u64>,
+    /// Each operation yields up to this many times before completing.
+    pub max_yields: u32,
+}
+
+/// Counts of what the simulated disk was asked to do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SimCounters {
+    /// `sync_data` calls.
+    pub syncs: u64,
+    /// `sync_dir` calls.
+    pub dir_syncs: u64,
+    /// Writes.
+    pub writes: u64,
+    /// Bytes written.
+    pub bytes_written: u64,
+}
+
+/// An in-memory disk with a fault model; clones share the disk.
+#[derive(Clone)]
+pub struct SimStorage {
+    state: Rc<RefCell<State>>,
+}
+
+impl std::fmt::Debug for SimStorage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.state.borrow();
+        f.debug_struct("SimStorage")
+            .field("files", &s.names.len())
+            .field("counters", &s.counters)
+            .finish()
+    }
+}
+
+struct State {
+    rng: fastrand::Rng,
+    faults: SimFaults,
+    counters: SimCounters,
+    file_capacity: usize,
+    next_ino: u64,
+    inodes: BTreeMap<u64, Inode>,
+    names: BTreeMap<PathBuf, u64>,
+    durable_names: BTreeMap<PathBuf, u64>,
+    dirs: BTreeSet<PathBuf>,
+}
+
+struct Inode {
+    mem: Arc<SimMem>,
+    len: usize,
+    durable: Vec<u8>,
+    unsynced: Vec<Change>,
+}
+
+#[derive(Clone)]
+enum Change {
+    Write { pos: usize, data: Vec<u8> },
+    SetLen(usize),
+}
+
+impl SimStorage {
+    /// An empty disk. Files can grow to `file_capacity` bytes; `seed` drives
+    /// every random choice, so a run is replayable from it.
+    pub fn new(seed: u64, file_capacity: usize) -> SimStorage {
+        SimStorage {
+            state: Rc::new(RefCell::new(State {
+                rng: fastrand::Rng::with_seed(seed),
+                faults: SimFaults::default(),
+                counters: SimCounters::default(),
+                file_capacity,
+                next_ino: 1,
+                inodes: BTreeMap::new(),
+                names: BTreeMap::new(),
+                durable_names: BTreeMap::new(),
+                dirs: BTreeSet::new(),
+            })),
+        }
+    }
+
+    /// Replaces the injected failures.
+    pub fn set_faults(&self, faults: SimFaults) {
+        self.state.borrow_mut().faults = faults;
+    }
+
+    /// What the disk was asked to do so far.
+    pub fn counters(&self) -> SimCounters {
+        self.state.borrow().counters
+    }
+
+    /// The bytes a reader sees in `path` now.
+    pub fn file_bytes(&self, path: &Path) -> Option<Vec<u8>> {
+        let s = self.state.borrow();
+        let ino = s.inodes.get(s.names.get(path)?)?;
+        Some(ino.mem.read(0..ino.len).to_vec())
+    }
+
+    /// The paths of every file.
+    pub fn files(&self) -> Vec<PathBuf> {
+        self.state.borrow().names.keys().cloned().collect()
+    }
+
+    /// Overwrites bytes of `path` in both images (bit rot, a stray writer).
+    /// Returns false when the file or range does not exist.
+    pub fn corrupt(&self, path: &Path, pos: usize, bytes: &[u8]) -> bool {
+        let mut s = self.state.borrow_mut();
+        let Some(&ino) = s.names.get(path) else {
+            return false;
+        };
+        let Some(inode) = s.inodes.get_mut(&ino) else {
+            return false;
+        };
+        if pos + bytes.len() > inode.len {
+            return false;
+        }
+        inode.mem.write(pos, bytes);
+        if inode.durable.len() >= pos + bytes.len() {
+            inode.durable[pos..pos + bytes.len()].copy_from_slice(bytes);
+        }
+        for c in &mut inode.unsynced {
+            if let Change::Write { pos: p, data } = c {
+                for (i, b) in bytes.iter().enumerate() {
+                    let at = pos + i;
+                    if at >= *p && at < *p + data.len() {
+                        data[at - *p] = *b;
+                    }
+                }
+            }
+        }
+        true
+    }
+
+    /// Sets a file's length in both images (a truncation the log did not
+    /// make, or zero-filled growth).
+    pub fn set_len(&self, path: &Path, len: usize) -> bool {
+        let mut s = self.state.borrow_mut();
+        let cap = s.file_capacity;
+        let Some(&ino) = s.names.get(path) else {
+            return false;
+        };
+        let Some(inode) = s.inodes.get_mut(&ino) else {
+            return false;
+        };
+        if len > cap {
+            return false;
+        }
+        if len > inode.len {
+            inode.mem.zero(inode.len..len);
+        }
+        inode.len = len;
+        inode.durable.resize(len, 0);
+        inode.unsynced.clear();
+        true
+    }
+
+    /// Writes a whole file directly and durably (test setup).
+    pub fn put_file(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        let file = self.open(path, true)?;
+        let mut s = self.state.borrow_mut();
+        let inode = s.inodes.get_mut(&file.ino).ok_or_else(gone)?;
+        if bytes.len() > inode.mem.cap() {
+            return Err(io::Error::from_raw_os_error(libc::EFBIG));
+        }
+        inode.mem.write(0, bytes);
+        inode.len = bytes.len();
+        inode.durable = bytes.to_vec();
+        inode.unsynced.clear();
+        let names = s.names.clone();
+        s.durable_names = names;
+        Ok(())
+    }
+
+    /// Cuts the power: returns the disk as a reboot would find it (see the
+    /// module docs). The old disk stays usable by tasks still holding it,
+    /// but nothing they do reaches the new one.
+    pub fn crash(&self) -> SimStorage {
+        let mut s = self.state.borrow_mut();
+        let seed = s.rng.u64(..);
+        let mut rng = fastrand::Rng::with_seed(seed);
+        // Names: each binding that differs between the images lands or not.
+        let mut names = BTreeMap::new();
+        let keys: BTreeSet<PathBuf> = s
+            .names
+            .keys()
+            .chain(s.durable_names.keys())
+            .cloned()
+            .collect();
+        for k in keys {
+            let chosen = match (s.names.get(&k), s.durable_names.get(&k)) {
+                (Some(v), Some(d)) if v == d => Some(*v),
+                (v, d) => {
+                    if rng.bool() {
+                        v.copied()
+                    } else {
+                        d.copied()
+                    }
+                }
+            };
+            if let Some(ino) = chosen {
+                names.insert(k, ino);
+            }
+        }
+        let cap = s.file_capacity;
+        let mut inodes = BTreeMap::new();
+        for ino in names.values().copied().collect::<BTreeSet<_>>() {
+            let Some(old) = s.inodes.get(&ino) else {
+                continue;
+            };
+            let mut image = old.durable.clone();
+            for change in &old.unsynced {
+                match change {
+                    Change::Write { pos, data } => match rng.u32(0..5) {
+                        0 | 1 => apply_write(&mut image, *pos, data),
+                        2 => {
+                            let keep = rng.usize(0..=data.len());
+                            apply_write(&mut image, *pos, &data[..keep]);
+                        }
+                        _ => {}
+                    },
+                    Change::SetLen(len) => {
+                        if rng.bool() {
+                            image.resize(*len, 0);
+                        }
+                    }
+                }
+            }
+            image.truncate(cap);
+            let mem = Arc::new(SimMem::new(cap));
+            mem.write(0, &image);
+            inodes.insert(
+                ino,
+                Inode {
+                    mem,
+                    len: image.len(),
+                    durable: image,
+                    unsynced: Vec::new(),
+                },
+            );
+        }
+        SimStorage {
+            state: Rc::new(RefCell::new(State {
+                rng: fastrand::Rng::with_seed(seed ^ 0x5eed),
+                faults: SimFaults::default(),
+                counters: SimCounters::default(),
+                file_capacity: cap,
+                next_ino: s.next_ino,
+                inodes,
+                durable_names: names.clone(),
+                names,
+                dirs: s.dirs.clone(),
+            })),
+        }
+    }
+
+    fn yields(&self) -> Yield {
+        let mut s = self.state.borrow_mut();
+        let max = s.faults.max_yields;
+        let n = if max == 0 { 0 } else { s.rng.u32(0..=max) };
+        Yield(n)
+    }
+
+    fn used(s: &State) -> u64 {
+        s.inodes.values().map(|i| i.len as u64).sum()
+    }
+}
+
+fn apply_write(image: &mut Vec<u8>, pos: usize, data: &[u8]) {
+    if image.len() < pos + data.len() {
+        image.resize(pos + data.len(), 0);
+    }
+    image[pos..pos + data.len()].copy_from_slice(data);
+}
+
+fn gone() -> io::Error {
+    io::Error::new(io::ErrorKind::NotFound, "simulated file no longer exists")
+}
+
+struct Yield(u32);
+
+impl Future for Yield {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 == 0 {
+            return Poll::Ready(());
+        }
+        self.0 -= 1;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+impl Storage for SimStorage {
+    type File = SimFile;
+
+    fn create_dir_all(&self, path: &Path) -> io::Result<()> {
+        let mut s = self.state.borrow_mut();
+        for a in path.ancestors() {
+            s.dirs.insert(a.to_path_buf());
+        }
+        Ok(())
+    }
+
+    fn list_dir(&self, path: &Path) -> io::Result<Vec<String>> {
+        let s = self.state.borrow();
+        if !s.dirs.contains(path) {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{}: no such directory", path.display()),
+            ));
+        }
+        let mut out = BTreeSet::new();
+        for p in s.names.keys().chain(s.dirs.iter()) {
+            if p.parent() == Some(path) {
+                if let Some(n) = p.file_name() {
+                    out.insert(n.to_string_lossy().into_owned());
+                }
+            }
+        }
+        Ok(out.into_iter().collect())
+    }
+
+    fn open(&self, path: &Path, create: bool) -> io::Result<SimFile> {
+        let mut s = self.state.borrow_mut();
+        if let Some(&ino) = s.names.get(path) {
+            return Ok(SimFile {
+                disk: self.clone(),
+                ino,
+            });
+        }
+        if !create {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{}: no such file", path.display()),
+            ));
+        }
+        if let Some(parent) = path.parent() {
+            if !s.dirs.contains(parent) {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!("{}: no such directory", parent.display()),
+                ));
+            }
+        }
+        let ino = s.next_ino;
+        s.next_ino += 1;
+        let cap = s.file_capacity;
+        s.inodes.insert(
+            ino,
+            Inode {
+                mem: Arc::new(SimMem::new(cap)),
+                len: 0,
+                durable: Vec::new(),
+                unsynced: Vec::new(),
+            },
+        );
+        s.names.insert(path.to_path_buf(), ino);
+        Ok(SimFile {
+            disk: self.clone(),
+            ino,
+        })
+    }
+
+    fn remove_file(&self, path: &Path) -> io::Result<()> {
+        let mut s = self.state.borrow_mut();
+        match s.names.remove(path) {
+            Some(_) => Ok(()),
+            None => Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{}: no such file", path.display()),
+            )),
+        }
+    }
+
+    fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let mut s = self.state.borrow_mut();
+        let ino = s.names.remove(from).ok_or_else(|| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{}: no such file", from.display()),
+            )
+        })?;
+        s.names.insert(to.to_path_buf(), ino);
+        Ok(())
+    }
+
+    async fn sync_dir(&self, path: &Path) -> io::Result<()> {
+        self.yields().await;
+        let mut s = self.state.borrow_mut();
+        s.counters.dir_syncs += 1;
+        let in_dir = |p: &PathBuf| p.parent() == Some(path);
+        s.durable_names.retain(|p, _| !in_dir(p));
+        let now: Vec<(PathBuf, u64)> = s
+            .names
+            .iter()
+            .filter(|(p, _)| in_dir(p))
+            .map(|(p, i)| (p.clone(), *i))
+            .collect();
+        s.durable_names.extend(now);
+        Ok(())
+    }
+}
+
+/// A simulated open file; clones share it.
+#[derive(Clone)]
+pub struct SimFile {
+    disk: SimStorage,
+    ino: u64,
+}
+
+impl std::fmt::Debug for SimFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimFile").field("ino", &self.ino).finish()
+    }
+}
+
+impl SimFile {
+    fn with<R>(&self, f: impl FnOnce(&mut State, u64) -> io::Result<R>) -> io::Result<R> {
+        let mut s = self.disk.state.borrow_mut();
+        if !s.inodes.contains_key(&self.ino) {
+            return Err(gone());
+        }
+        f(&mut s, self.ino)
+    }
+}
+
+fn inode(s: &mut State, ino: u64) -> io::Result<&mut Inode> {
+    s.inodes.get_mut(&ino).ok_or_else(gone)
+}
+
+impl StorageFile for SimFile {
+    fn len(&self) -> io::Result<u64> {
+        self.with(|s, ino| Ok(inode(s, ino)?.len as u64))
+    }
+
+    async fn write_all_at(&self, pos: u64, bufs: WriteBufs) -> io::Result<()> {
+        self.disk.yields().await;
+        self.with(|s, ino| {
+            let n = s.counters.writes;
+            s.counters.writes += 1;
+            if s.faults.fail_write_at == Some(n) {
+                return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
+            let mut data = Vec::with_capacity(bufs.len());
+            data.extend_from_slice(&bufs.head);
+            data.extend_from_slice(&bufs.body);
+            let pos = pos as usize;
+            let used = SimStorage::used(s);
+            let cur_len = inode(s, ino)?.len;
+            let growth = (pos + data.len()).saturating_sub(cur_len) as u64;
+            let mut result = Ok(());
+            if let Some(limit) = s.faults.space_limit {
+                if used + growth > limit {
+                    let room = limit.saturating_sub(used) as usize;
+                    let fits = (cur_len + room).saturating_sub(pos).min(data.len());
+                    data.truncate(fits);
+                    result = Err(io::Error::from_raw_os_error(libc::ENOSPC));
+                }
+            }
+            let ind = inode(s, ino)?;
+            if pos + data.len() > ind.mem.cap() {
+                return Err(io::Error::from_raw_os_error(libc::EFBIG));
+            }
+            if pos > ind.len {
+                ind.mem.zero(ind.len..pos);
+            }
+            ind.mem.write(pos, &data);
+            ind.len = ind.len.max(pos + data.len());
+            let written = data.len() as u64;
+            ind.unsynced.push(Change::Write { pos, data });
+            s.counters.bytes_written += written;
+            result
+        })
+    }
+
+    async fn read_at(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
+        self.disk.yields().await;
+        self.with(|s, ino| {
+            let ind = inode(s, ino)?;
+            let start = (pos as usize).min(ind.len);
+            let end = (start + len).min(ind.len);
+            Ok(ind.mem.read(start..end).to_vec())
+        })
+    }
+
+    async fn sync_data(&self) -> io::Result<()> {
+        self.disk.yields().await;
+        self.with(|s, ino| {
+            let n = s.counters.syncs;
+            s.counters.syncs += 1;
+            if s.faults.fail_sync_at == Some(n) {
+                // Like Linux after a failed writeback: the error is reported
+                // once and the pages are no longer dirty, so whether they
+                // reached the disk is unknown. Model the worst case: drop.
+                inode(s, ino)?.unsynced.clear();
+                return Err(io::Error::from_raw_os_error(libc::EIO));
+            }
+            let ind = inode(s, ino)?;
+            for c in std::mem::take(&mut ind.unsynced) {
+                match c {
+                    Change::Write { pos, data } => apply_write(&mut ind.durable, pos, &data),
+                    Change::SetLen(len) => ind.durable.resize(len, 0),
+                }
+            }
+            Ok(())
+        })
+    }
+
+    async fn allocate(&self, len: u64) -> io::Result<()> {
+        self.disk.yields().await;
+        self.with(|s, ino| {
+            let used = SimStorage::used(s);
+            let cur = inode(s, ino)?.len;
+            let len = len as usize;
+            if len <= cur {
+                return Ok(());
+            }
+            if let Some(limit) = s.faults.space_limit {
+                if used + (len - cur) as u64 > limit {
+                    return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+                }
+            }
+            let ind = inode(s, ino)?;
+            if len > ind.mem.cap() {
+                return Err(io::Error::from_raw_os_error(libc::EFBIG));
+            }
+            ind.mem.zero(cur..len);
+            ind.len = len;
+            ind.unsynced.push(Change::SetLen(len));
+            Ok(())
+        })
+    }
+
+    async fn truncate(&self, len: u64) -> io::Result<()> {
+        self.disk.yields().await;
+        self.with(|s, ino| {
+            let ind = inode(s, ino)?;
+            let len = len as usize;
+            if len > ind.mem.cap() {
+                return Err(io::Error::from_raw_os_error(libc::EFBIG));
+            }
+            if len > ind.len {
+                ind.mem.zero(ind.len..len);
+            }
+            ind.len = len;
+            ind.unsynced.push(Change::SetLen(len));
+            Ok(())
+        })
+    }
+
+    fn map(&self, capacity: usize) -> io::Result<Arc<dyn Mapped>> {
+        self.with(|s, ino| {
+            let ind = inode(s, ino)?;
+            if capacity > ind.mem.cap() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "simulated files hold at most {} bytes; asked to map {capacity}",
+                        ind.mem.cap()
+                    ),
+                ));
+            }
+            Ok(ind.mem.clone() as Arc<dyn Mapped>)
+        })
+    }
+}
+
+/// A simulated file's bytes: a fixed-capacity buffer that never moves, so
+/// mappings can hand out slices while later bytes are written.
+struct SimMem {
+    cells: Box<[UnsafeCell<u8>]>,
+}
+
+// SAFETY: access follows the log's discipline, the same as for a real
+// mapping: readers only read ranges below a visible end, writers only
+// write above it; and the simulated disk itself lives on one thread.
+unsafe impl Sync for SimMem {}
+// SAFETY: the buffer is plain bytes with no thread affinity.
+unsafe impl Send for SimMem {}
+
+impl SimMem {
+    fn new(cap: usize) -> SimMem {
+        // A zeroed allocation (calloc: untouched pages cost nothing).
+        let bytes: Box<[u8]> = vec![0u8; cap].into_boxed_slice();
+        let raw = Box::into_raw(bytes) as *mut [UnsafeCell<u8>];
+        // SAFETY: UnsafeCell<u8> is repr(transparent) over u8, so the
+        // allocation has the same layout; ownership moves to the new Box.
+        let cells = unsafe { Box::from_raw(raw) };
+        SimMem { cells }
+    }
+
+    fn cap(&self) -> usize {
+        self.cells.len()
+    }
+
+    fn write(&self, pos: usize, data: &[u8]) {
+        let end = (pos + data.len()).min(self.cap());
+        if pos >= end {
+            return;
+        }
+        // SAFETY: [pos, end) is inside the buffer; UnsafeCell allows writes
+        // through a shared reference, and no reader holds a slice of these
+        // bytes (see the Sync note).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                UnsafeCell::raw_get(self.cells.as_ptr().add(pos)),
+                end - pos,
+            );
+        }
+    }
+
+    fn zero(&self, range: Range<usize>) {
+        let end = range.end.min(self.cap());
+        if range.start >= end {
+            return;
+        }
+        // SAFETY: as for `write`.
+        unsafe {
+            std::ptr::write_bytes(
+                UnsafeCell::raw_get(self.cells.as_ptr().add(range.start)),
+                0,
+                end - range.start,
+            );
+        }
+    }
+
+    fn read(&self, range: Range<usize>) -> &[u8] {
+        self.slice(range).unwrap_or(&[])
+    }
+}
+
+impl Mapped for SimMem {
+    fn capacity(&self) -> usize {
+        self.cap()
+    }
+
+    fn slice(&self, range: Range<usize>) -> Option<&[u8]> {
+        if range.start > range.end || range.end > self.cap() {
+            return None;
+        }
+        // SAFETY: the range is inside the buffer; UnsafeCell<u8> has the
+        // layout of u8; no write touches a range a reader was given.
+        Some(unsafe {
+            std::slice::from_raw_parts(
+                UnsafeCell::raw_get(self.cells.as_ptr().add(range.start)),
+                range.len(),
+            )
+        })
+    }
+}

@@ -1,0 +1,211 @@
+//! Why a partition log operation failed.
+
+use crate::BatchError;
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// What broke stored bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Damage {
+    /// The batch breaks the layout or a checksum.
+    Batch(BatchError),
+    /// A batch's `base_offset` does not continue the previous batch.
+    OffsetGap {
+        /// the offset expected
+        expected: u64,
+        /// the offset found
+        found: u64,
+    },
+    /// A batch's `base_timestamp` is older than the previous batch's.
+    TimestampBackwards {
+        /// the previous `base_timestamp`
+        previous: u64,
+        /// this one
+        found: u64,
+    },
+    /// Fewer bytes than a batch header remain.
+    TornHeader {
+        /// bytes left
+        available: u64,
+    },
+    /// The batch runs past the end of the data.
+    TornBatch {
+        /// its `batch_length`
+        declared: u64,
+        /// bytes left
+        available: u64,
+    },
+    /// An index entry disagrees with the log.
+    Index {
+        /// which entry
+        entry: usize,
+    },
+    /// A segment's offsets do not continue the previous segment's.
+    SegmentGap {
+        /// the next offset of the previous segment
+        expected: u64,
+        /// this segment's base offset
+        found: u64,
+    },
+    /// A consumer offset file fails its checksum or is short.
+    OffsetFile,
+}
+
+impl fmt::Display for Damage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Damage::Batch(e) => e.fmt(f),
+            Damage::OffsetGap { expected, found } => {
+                write!(
+                    f,
+                    "base_offset is {found} but the previous batch ends at offset {expected}"
+                )
+            }
+            Damage::TimestampBackwards { previous, found } => {
+                write!(
+                    f,
+                    "base_timestamp {found} is older than the previous batch's {previous}"
+                )
+            }
+            Damage::TornHeader { available } => {
+                write!(f, "torn batch header: only {available} bytes remain")
+            }
+            Damage::TornBatch {
+                declared,
+                available,
+            } => {
+                write!(
+                    f,
+                    "torn batch: batch_length is {declared} but only {available} bytes remain"
+                )
+            }
+            Damage::Index { entry } => write!(
+                f,
+                "index entry {entry} does not point at the batch it names"
+            ),
+            Damage::SegmentGap { expected, found } => {
+                write!(f, "segment starts at offset {found} but the previous segment ends at offset {expected}")
+            }
+            Damage::OffsetFile => f.write_str("consumer offset file is torn or fails its checksum"),
+        }
+    }
+}
+
+/// Why a write or sync failed and poisoned the partition.
+#[derive(Debug)]
+pub struct Poison {
+    /// what was being done
+    pub op: &'static str,
+    /// the file
+    pub path: PathBuf,
+    /// the error
+    pub error: io::Error,
+}
+
+impl fmt::Display for Poison {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} of {} failed: {}",
+            self.op,
+            self.path.display(),
+            self.error
+        )
+    }
+}
+
+/// A partition log error.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum LogError {
+    /// A write or sync failed earlier; the partition refuses appends until
+    /// it is reopened (which recovers it from what is on disk).
+    #[error("partition {partition} is poisoned: {cause}; nothing more is appended until it is reopened and recovered")]
+    Poisoned {
+        /// the partition
+        partition: u64,
+        /// the failure
+        cause: Arc<Poison>,
+    },
+    /// An I/O operation failed without poisoning the partition.
+    #[error("{op} {path}: {source}{hint}", path = path.display(), hint = if is_no_space(source) { " (the disk is full: free space, then append again)" } else { "" })]
+    Io {
+        /// what was being done
+        op: &'static str,
+        /// the file or directory
+        path: PathBuf,
+        /// the error
+        source: Arc<io::Error>,
+    },
+    /// Stored bytes are damaged.
+    #[error("{path} at byte {position}: {damage}", path = path.display())]
+    Corrupt {
+        /// the file
+        path: PathBuf,
+        /// byte position in it
+        position: u64,
+        /// what is wrong
+        damage: Damage,
+    },
+    /// A replicated batch does not continue the log.
+    #[error(
+        "stamped batch has base_offset {found}, but the partition's next offset is {expected}"
+    )]
+    OffsetMismatch {
+        /// the partition's next offset
+        expected: u64,
+        /// the batch's base_offset
+        found: u64,
+    },
+    /// A replicated batch is stamped for another partition.
+    #[error("stamped batch has partition_id {found}, but this is partition {expected}")]
+    PartitionMismatch {
+        /// this partition
+        expected: u64,
+        /// the batch's partition_id
+        found: u64,
+    },
+    /// A replicated batch's timestamp goes backwards.
+    #[error("stamped batch has base_timestamp {found}, older than the partition's last {last}")]
+    TimestampBackwards {
+        /// the partition's last base_timestamp
+        last: u64,
+        /// the batch's
+        found: u64,
+    },
+    /// The configuration cannot work.
+    #[error("invalid log configuration: {0}")]
+    Config(&'static str),
+    /// The log was closed.
+    #[error("partition {partition} is closed")]
+    Closed {
+        /// the partition
+        partition: u64,
+    },
+}
+
+fn is_no_space(e: &io::Error) -> bool {
+    e.raw_os_error() == Some(libc::ENOSPC)
+}
+
+impl LogError {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> LogError {
+        LogError::Io {
+            op,
+            path: path.into(),
+            source: Arc::new(source),
+        }
+    }
+
+    /// Whether the error is a full disk (directly or as the poison cause).
+    pub fn is_no_space(&self) -> bool {
+        match self {
+            LogError::Io { source, .. } => is_no_space(source),
+            LogError::Poisoned { cause, .. } => is_no_space(&cause.error),
+            _ => false,
+        }
+    }
+}

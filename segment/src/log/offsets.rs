@@ -1,0 +1,158 @@
+//! Stored consumer offsets.
+//!
+//! ```text
+//! consumers/<consumer id, 20 digits>.offset   (32 bytes, little-endian)
+//!   0 ..  8  magic "CLOGOFS1"
+//!   8 .. 16  consumer id
+//!  16 .. 24  offset
+//!  24 .. 32  XXH3-64 of bytes 0..24
+//! ```
+//!
+//! A store writes a temporary file, syncs it, renames it over the old one
+//! and syncs the directory: a crash leaves the old or the new offset, and a
+//! torn file fails its checksum.
+
+use super::error::{Damage, LogError};
+use super::PartitionLog;
+use crate::checksum::xxh3;
+use crate::io::{Storage, StorageFile, WriteBufs};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+const MAGIC: &[u8; 8] = b"CLOGOFS1";
+const LEN: usize = 32;
+
+#[derive(Debug, Default)]
+pub(crate) struct Offsets {
+    cache: HashMap<u64, u64>,
+    next_seq: u64,
+    committed: HashMap<u64, u64>,
+}
+
+fn encode(consumer: u64, offset: u64) -> Vec<u8> {
+    let mut b = Vec::with_capacity(LEN);
+    b.extend_from_slice(MAGIC);
+    b.extend_from_slice(&consumer.to_le_bytes());
+    b.extend_from_slice(&offset.to_le_bytes());
+    let sum = xxh3(&b);
+    b.extend_from_slice(&sum.to_le_bytes());
+    b
+}
+
+fn decode(consumer: u64, b: &[u8]) -> Option<u64> {
+    if b.len() != LEN || &b[..8] != MAGIC {
+        return None;
+    }
+    let word = |at: usize| {
+        let mut w = [0u8; 8];
+        w.copy_from_slice(&b[at..at + 8]);
+        u64::from_le_bytes(w)
+    };
+    (word(24) == xxh3(&b[..24]) && word(8) == consumer).then(|| word(16))
+}
+
+impl<S: Storage> PartitionLog<S> {
+    fn consumers_dir(&self) -> PathBuf {
+        self.inner.dir.join("consumers")
+    }
+
+    fn offset_path(&self, consumer: u64) -> PathBuf {
+        self.consumers_dir().join(format!("{consumer:020}.offset"))
+    }
+
+    /// Durably stores `offset` for `consumer` (the offset it has processed;
+    /// [`PartitionLog::poll_next`] continues after it).
+    pub async fn store_offset(&self, consumer: u64, offset: u64) -> Result<(), LogError> {
+        let storage = &self.inner.storage;
+        let dir = self.consumers_dir();
+        let seq = {
+            let mut st = self.inner.st.borrow_mut();
+            st.offsets.next_seq += 1;
+            st.offsets.next_seq
+        };
+        storage
+            .create_dir_all(&dir)
+            .map_err(|e| LogError::io("create directory", &dir, e))?;
+        let tmp = dir.join(format!("{consumer:020}.offset.{seq}.tmp"));
+        let file = storage
+            .open(&tmp, true)
+            .map_err(|e| LogError::io("create", &tmp, e))?;
+        file.write_all_at(0, WriteBufs::one(Bytes::from(encode(consumer, offset))))
+            .await
+            .map_err(|e| LogError::io("write", &tmp, e))?;
+        file.sync_data()
+            .await
+            .map_err(|e| LogError::io("fdatasync", &tmp, e))?;
+        let path = self.offset_path(consumer);
+        {
+            let mut st = self.inner.st.borrow_mut();
+            if st.offsets.committed.get(&consumer).copied().unwrap_or(0) > seq {
+                // A later store already landed; this one is stale.
+                drop(st);
+                let _ = storage.remove_file(&tmp);
+                return Ok(());
+            }
+            storage
+                .rename(&tmp, &path)
+                .map_err(|e| LogError::io("rename", &path, e))?;
+            st.offsets.committed.insert(consumer, seq);
+            st.offsets.cache.insert(consumer, offset);
+        }
+        storage
+            .sync_dir(&dir)
+            .await
+            .map_err(|e| LogError::io("directory sync", &dir, e))?;
+        Ok(())
+    }
+
+    /// The stored offset of `consumer`, if any. A torn or damaged offset
+    /// file is an error naming it.
+    pub async fn load_offset(&self, consumer: u64) -> Result<Option<u64>, LogError> {
+        if let Some(o) = self.inner.st.borrow().offsets.cache.get(&consumer) {
+            return Ok(Some(*o));
+        }
+        let path = self.offset_path(consumer);
+        let file = match self.inner.storage.open(&path, false) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(LogError::io("open", &path, e)),
+        };
+        let bytes = file
+            .read_at(0, LEN + 1)
+            .await
+            .map_err(|e| LogError::io("read", &path, e))?;
+        let offset = decode(consumer, &bytes).ok_or(LogError::Corrupt {
+            path,
+            position: 0,
+            damage: Damage::OffsetFile,
+        })?;
+        self.inner
+            .st
+            .borrow_mut()
+            .offsets
+            .cache
+            .insert(consumer, offset);
+        Ok(Some(offset))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offset_files_detect_every_bit_flip_and_truncation() {
+        let good = encode(7, 123_456);
+        assert_eq!(decode(7, &good), Some(123_456));
+        assert_eq!(decode(8, &good), None, "another consumer's file");
+        for i in 0..good.len() * 8 {
+            let mut b = good.clone();
+            b[i / 8] ^= 1 << (i % 8);
+            assert_eq!(decode(7, &b), None, "bit {i}");
+        }
+        for n in 0..good.len() {
+            assert_eq!(decode(7, &good[..n]), None, "truncated to {n}");
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! Polls: whole stored batches, served as byte ranges of mapped segments.
+
+use super::error::{Damage, LogError};
+use super::index;
+use super::scan::{header_at, HeaderPeek};
+use super::segment::Segment;
+use super::{PartitionLog, State};
+use crate::io::{Mapped, Storage};
+use crate::layout::BATCH_HEADER_LEN;
+use crate::{check, BatchRef, Limits};
+use std::io::{IoSlice, Write};
+use std::ops::Range;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Where a poll starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollFrom {
+    /// The batch holding this offset (or the first retained batch, when the
+    /// offset was deleted by retention).
+    Offset(u64),
+    /// The first batch whose `base_timestamp` is at or after this (µs).
+    Timestamp(u64),
+    /// The first retained batch.
+    First,
+    /// The last visible batch.
+    Last,
+}
+
+/// A poll's answer: whole stored batches, byte for byte as on disk, as
+/// ranges of mapped segment files (no copy). It may span segments. Holding
+/// it keeps the segments mapped, even if retention deletes their files.
+pub struct PollReply {
+    chunks: Vec<Chunk>,
+    first_offset: u64,
+    next_offset: u64,
+    batches: usize,
+    bytes: u64,
+}
+
+struct Chunk {
+    map: Arc<dyn Mapped>,
+    range: Range<usize>,
+    path: PathBuf,
+}
+
+impl Chunk {
+    fn bytes(&self) -> &[u8] {
+        // The range was checked against the mapping when the reply was made.
+        self.map.slice(self.range.clone()).unwrap_or(&[])
+    }
+}
+
+impl std::fmt::Debug for PollReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PollReply")
+            .field("first_offset", &self.first_offset)
+            .field("next_offset", &self.next_offset)
+            .field("batches", &self.batches)
+            .field("bytes", &self.bytes)
+            .field(
+                "segments",
+                &self
+                    .chunks
+                    .iter()
+                    .map(|c| c.path.clone())
+                    .collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+impl PollReply {
+    fn empty(next_offset: u64) -> PollReply {
+        PollReply {
+            chunks: Vec::new(),
+            first_offset: next_offset,
+            next_offset,
+            batches: 0,
+            bytes: 0,
+        }
+    }
+
+    /// Whether no batch matched.
+    pub fn is_empty(&self) -> bool {
+        self.batches == 0
+    }
+
+    /// Bytes in the reply.
+    pub fn len(&self) -> u64 {
+        self.bytes
+    }
+
+    /// Batches in the reply.
+    pub fn batch_count(&self) -> usize {
+        self.batches
+    }
+
+    /// `base_offset` of the first batch (the next offset when empty).
+    pub fn first_offset(&self) -> u64 {
+        self.first_offset
+    }
+
+    /// The offset after the last message of the reply: where the next poll
+    /// continues. When empty, the log's visible end.
+    pub fn next_offset(&self) -> u64 {
+        self.next_offset
+    }
+
+    /// The reply's bytes, one slice per segment it spans.
+    pub fn slices(&self) -> impl Iterator<Item = &[u8]> {
+        self.chunks.iter().map(|c| c.bytes())
+    }
+
+    /// The slices as `IoSlice`s, for a vectored socket write.
+    pub fn io_slices(&self) -> Vec<IoSlice<'_>> {
+        self.slices().map(IoSlice::new).collect()
+    }
+
+    /// The batches, in order, as views over the mapped bytes.
+    pub fn batches(&self) -> impl Iterator<Item = BatchRef<'_>> {
+        self.chunks
+            .iter()
+            .flat_map(|c| BatchWalk { rest: c.bytes() })
+    }
+
+    /// Verifies every batch (layout, both checksums, offsets continuous);
+    /// on failure names the segment file and byte position of the first
+    /// bad batch.
+    pub fn verify(&self, limits: &Limits) -> Result<(), LogError> {
+        let mut expected = self.first_offset;
+        for c in &self.chunks {
+            let bytes = c.bytes();
+            let mut pos = 0usize;
+            while pos < bytes.len() {
+                let at = (c.range.start + pos) as u64;
+                let corrupt = |damage| LogError::Corrupt {
+                    path: c.path.clone(),
+                    position: at,
+                    damage,
+                };
+                let rest = &bytes[pos..];
+                let len =
+                    crate::declared_length(rest, limits).map_err(|e| corrupt(Damage::Batch(e)))?;
+                let Some(one) = rest.get(..len as usize) else {
+                    return Err(corrupt(Damage::TornBatch {
+                        declared: len,
+                        available: rest.len() as u64,
+                    }));
+                };
+                let view = check(one, limits).map_err(|e| corrupt(Damage::Batch(e)))?;
+                if view.base_offset() != expected {
+                    return Err(corrupt(Damage::OffsetGap {
+                        expected,
+                        found: view.base_offset(),
+                    }));
+                }
+                expected = view.next_offset();
+                pos += len as usize;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes the reply's bytes to `w`.
+    pub fn write_to(&self, w: &mut impl Write) -> std::io::Result<()> {
+        for s in self.slices() {
+            w.write_all(s)?;
+        }
+        Ok(())
+    }
+}
+
+/// Walks batches of a range already checked by the poll.
+struct BatchWalk<'a> {
+    rest: &'a [u8],
+}
+
+impl<'a> Iterator for BatchWalk<'a> {
+    type Item = BatchRef<'a>;
+
+    fn next(&mut self) -> Option<BatchRef<'a>> {
+        let peek = header_at(self.rest, 0)?;
+        let len = usize::try_from(peek.batch_length).ok()?;
+        if len < BATCH_HEADER_LEN {
+            return None;
+        }
+        let one = self.rest.get(..len)?;
+        self.rest = &self.rest[len..];
+        Some(BatchRef::new_checked(one))
+    }
+}
+
+impl<S: Storage> PartitionLog<S> {
+    /// Serves whole batches from `from`, up to `max_bytes` (at least one
+    /// batch), without copying: see [`PollReply`]. Only batches below the
+    /// visible end are served.
+    pub fn poll(&self, from: PollFrom, max_bytes: u64) -> Result<PollReply, LogError> {
+        let st = self.inner.st.borrow();
+        let visible_next = self.visible_next_offset(&st);
+        let start = match from {
+            PollFrom::Offset(o) => locate_offset(&st, o)?,
+            PollFrom::Timestamp(t) => locate_timestamp(&st, t)?,
+            PollFrom::First => st
+                .segments
+                .iter()
+                .position(|s| s.visible.len > 0)
+                .map(|i| (i, 0)),
+            PollFrom::Last => st
+                .segments
+                .iter()
+                .rposition(|s| s.visible.last_batch.is_some() && s.visible.len > 0)
+                .and_then(|i| st.segments[i].visible.last_batch.map(|p| (i, p))),
+        };
+        let Some((first_seg, first_pos)) = start else {
+            return Ok(PollReply::empty(visible_next));
+        };
+        let mut reply = PollReply::empty(visible_next);
+        'segments: for (i, seg) in st.segments.iter().enumerate().skip(first_seg) {
+            let mut pos = if i == first_seg { first_pos } else { 0 };
+            let chunk_start = pos;
+            let mut full = false;
+            while pos < seg.visible.len {
+                let peek = peek(seg, pos)?;
+                if reply.batches > 0 && reply.bytes + peek.batch_length > max_bytes {
+                    full = true;
+                    break;
+                }
+                if reply.batches == 0 {
+                    reply.first_offset = peek.base_offset;
+                }
+                reply.bytes += peek.batch_length;
+                reply.batches += 1;
+                reply.next_offset = peek.next_offset();
+                pos += peek.batch_length;
+            }
+            if pos > chunk_start {
+                reply.chunks.push(Chunk {
+                    map: seg.map.clone(),
+                    range: chunk_start as usize..pos as usize,
+                    path: seg.log_path.clone(),
+                });
+            }
+            if full {
+                break 'segments;
+            }
+        }
+        Ok(reply)
+    }
+
+    /// Polls for a consumer: from the offset after its stored offset, or
+    /// from the first batch when it has none.
+    pub async fn poll_next(&self, consumer: u64, max_bytes: u64) -> Result<PollReply, LogError> {
+        let from = match self.load_offset(consumer).await? {
+            Some(o) => PollFrom::Offset(o.saturating_add(1)),
+            None => PollFrom::First,
+        };
+        self.poll(from, max_bytes)
+    }
+}
+
+/// The header of the batch at `pos`, checked to lie inside the visible
+/// bytes.
+fn peek<F>(seg: &Segment<F>, pos: u64) -> Result<HeaderPeek, LogError> {
+    let corrupt = |damage| LogError::Corrupt {
+        path: seg.log_path.clone(),
+        position: pos,
+        damage,
+    };
+    let visible = usize::try_from(seg.visible.len).unwrap_or(usize::MAX);
+    let data = seg.map.slice(0..visible).unwrap_or(&[]);
+    let peek = header_at(data, pos).ok_or_else(|| {
+        corrupt(Damage::TornHeader {
+            available: seg.visible.len.saturating_sub(pos),
+        })
+    })?;
+    if peek.batch_length < BATCH_HEADER_LEN as u64
+        || pos.saturating_add(peek.batch_length) > seg.visible.len
+    {
+        return Err(corrupt(Damage::TornBatch {
+            declared: peek.batch_length,
+            available: seg.visible.len.saturating_sub(pos),
+        }));
+    }
+    Ok(peek)
+}
+
+fn locate_offset<F>(st: &State<F>, o: u64) -> Result<Option<(usize, u64)>, LogError> {
+    let from = st
+        .segments
+        .partition_point(|s| s.base_offset <= o)
+        .saturating_sub(1);
+    for (i, seg) in st.segments.iter().enumerate().skip(from) {
+        if seg.visible.len == 0 || o >= seg.visible.next_offset {
+            continue;
+        }
+        let rel = o.saturating_sub(seg.base_offset);
+        let mut pos = index::floor_offset(seg.visible_index(), rel)
+            .map(|e| u64::from(e.position))
+            .unwrap_or(0);
+        while pos < seg.visible.len {
+            let p = peek(seg, pos)?;
+            if o < p.next_offset() {
+                return Ok(Some((i, pos)));
+            }
+            pos += p.batch_length;
+        }
+    }
+    Ok(None)
+}
+
+fn locate_timestamp<F>(st: &State<F>, t: u64) -> Result<Option<(usize, u64)>, LogError> {
+    for (i, seg) in st.segments.iter().enumerate() {
+        if seg.visible.len == 0 || seg.visible.last_timestamp < t {
+            continue;
+        }
+        let mut pos = index::floor_timestamp(seg.visible_index(), t)
+            .map(|e| u64::from(e.position))
+            .unwrap_or(0);
+        while pos < seg.visible.len {
+            let p = peek(seg, pos)?;
+            if p.base_timestamp >= t {
+                return Ok(Some((i, pos)));
+            }
+            pos += p.batch_length;
+        }
+    }
+    Ok(None)
+}

@@ -1,0 +1,77 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use corelog_segment::log::{LogConfig, PartitionLog, PollFrom};
+use corelog_segment::{Batch, BatchBuilder, Limits, MessageSpec};
+use std::future::Future;
+
+/// Runs `f` on a monoio runtime with the io_uring driver and timers.
+pub fn run<F: Future>(f: F) -> F::Output {
+    monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+        .enable_timer()
+        .build()
+        .expect("io_uring runtime")
+        .block_on(f)
+}
+
+/// Runs `f` on a monoio runtime with the legacy (epoll) driver: enough for
+/// the simulated disk, which does no real I/O.
+pub fn run_sim<F: Future>(f: F) -> F::Output {
+    monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+        .enable_timer()
+        .build()
+        .expect("legacy runtime")
+        .block_on(f)
+}
+
+/// A producer batch of `count` messages of `size` bytes, tagged with `tag`.
+pub fn batch(tag: u64, count: usize, size: usize) -> Batch {
+    let mut b = BatchBuilder::new();
+    let payloads: Vec<Vec<u8>> = (0..count)
+        .map(|i| {
+            let mut p = vec![0u8; size];
+            for (j, byte) in p.iter_mut().enumerate() {
+                *byte = (tag as usize * 31 + i * 7 + j) as u8;
+            }
+            p
+        })
+        .collect();
+    for (i, p) in payloads.iter().enumerate() {
+        b.push(MessageSpec {
+            id: (u128::from(tag) << 32) | i as u128,
+            timestamp: 1_700_000_000_000_000 + tag * 1000 + i as u64,
+            payload: p,
+            user_headers: if i % 2 == 0 { b"h=1" } else { b"" },
+        });
+    }
+    Batch::admit(b.build().unwrap(), &Limits::default()).unwrap()
+}
+
+/// Small segments and a frequent index, so tests cross boundaries.
+pub fn small_config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 16 << 10,
+        index_interval_bytes: 1024,
+        limits: Limits {
+            max_batch_bytes: 1 << 20,
+        },
+        ..LogConfig::default()
+    }
+}
+
+/// Every batch of the log, as (base_offset, bytes), read with polls.
+pub fn read_all<S: corelog_segment::io::Storage>(log: &PartitionLog<S>) -> Vec<(u64, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut from = PollFrom::First;
+    loop {
+        let reply = log.poll(from, 64 << 10).unwrap();
+        if reply.is_empty() {
+            return out;
+        }
+        reply.verify(&log.config().limits).unwrap();
+        for b in reply.batches() {
+            out.push((b.base_offset(), b.as_bytes().to_vec()));
+        }
+        from = PollFrom::Offset(reply.next_offset());
+    }
+}
