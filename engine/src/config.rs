@@ -1,0 +1,41 @@
+//! Engine configuration.
+
+use corelog_segment::log::LogConfig;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How to run an engine.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The data directory (created if missing). Partitions live in
+    /// `DIR/partitions/<id>/`.
+    pub dir: PathBuf,
+    /// Shards (one pinned thread each). Default: one per CPU this process
+    /// may run on.
+    pub shards: Option<usize>,
+    /// Pin shard `i` to the `i`-th allowed CPU. Default true.
+    pub pin_threads: bool,
+    /// Every partition's log configuration.
+    pub log: LogConfig,
+    /// Requests a shard's queue holds before callers wait for room.
+    pub queue_depth: usize,
+    /// Submission slots of each shard's storage ring.
+    pub ring_entries: u32,
+    /// How often shards apply the retention limits (when any is set).
+    pub retention_check: Duration,
+}
+
+impl Config {
+    /// Defaults for a data directory.
+    pub fn new(dir: impl Into<PathBuf>) -> Config {
+        Config {
+            dir: dir.into(),
+            shards: None,
+            pin_threads: true,
+            log: LogConfig::default(),
+            queue_depth: 4096,
+            ring_entries: 1024,
+            retention_check: Duration::from_secs(30),
+        }
+    }
+}

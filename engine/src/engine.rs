@@ -1,0 +1,430 @@
+//! The engine (owner of the shards) and its handle (the API).
+
+use crate::lock::DirLock;
+use crate::queue::{Reply, ShardQueue};
+use crate::request::{Request, Respond};
+use crate::shard::{self, placement, PartitionRecovery};
+use crate::{Config, Error};
+use bytes::Bytes;
+use corelog_segment::log::{AppendAck, LogStats, PollFrom, PollReply};
+use corelog_segment::{Batch, Limits};
+use futures_channel::oneshot;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
+
+static ENGINE_IDS: AtomicU64 = AtomicU64::new(1);
+
+/// A running engine: its shards, their threads and the directory lock.
+///
+/// Dereferences to its [`Handle`]. Dropping it shuts it down like
+/// [`Engine::shutdown`].
+///
+/// ```
+/// # fn main() -> Result<(), corelog::Error> {
+/// use corelog::{Config, Engine, PollFrom};
+/// use corelog_segment::{BatchBuilder, MessageSpec};
+///
+/// let dir = tempfile::tempdir().unwrap();
+/// let engine = Engine::open(Config { shards: Some(1), ..Config::new(dir.path()) })?;
+///
+/// let mut b = BatchBuilder::new();
+/// b.push(MessageSpec { id: 1, timestamp: 1_000, payload: b"hello", user_headers: b"" });
+/// let ack = engine.append(7, b.build().unwrap()).wait()?;
+/// assert_eq!(ack.base_offset, 0);
+///
+/// let reply = engine.poll(7, PollFrom::Offset(0), 1 << 20).wait()?;
+/// let batch = reply.batches().next().unwrap();
+/// assert_eq!(batch.messages().next().unwrap().payload(), b"hello");
+/// engine.shutdown()
+/// # }
+/// ```
+#[derive(Debug)]
+pub struct Engine {
+    handle: Handle,
+    threads: Vec<JoinHandle<()>>,
+    lock: Option<DirLock>,
+    recovery: Vec<PartitionRecovery>,
+}
+
+/// The engine's API: `Clone + Send + Sync`, usable from any thread or
+/// runtime, including tasks running on a shard. Every call returns a
+/// [`Reply`] future that works on any executor.
+#[derive(Debug, Clone)]
+pub struct Handle {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    id: u64,
+    dir: PathBuf,
+    queues: Vec<Arc<ShardQueue>>,
+    closing: AtomicBool,
+    limits: Limits,
+}
+
+impl std::fmt::Debug for ShardQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardQueue")
+            .field("index", &self.index)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// Locks the data directory, starts the shards and recovers every
+    /// partition found in it (see [`Engine::recovery`]).
+    pub fn open(config: Config) -> Result<Engine, Error> {
+        if !corelog_segment::checksum::cpu_supports_build() {
+            return Err(Error::UnsupportedCpu {
+                path: corelog_segment::checksum::simd_path(),
+            });
+        }
+        config
+            .log
+            .validate()
+            .map_err(|e| Error::Config(e.to_string()))?;
+        let partitions = config.dir.join("partitions");
+        std::fs::create_dir_all(&partitions)
+            .map_err(|e| Error::io("create directory", &partitions, e))?;
+        let lock = DirLock::acquire(&config.dir)?;
+        let cpus: Vec<usize> = core_affinity::get_core_ids()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        let shards = config.shards.unwrap_or(cpus.len().max(1)).max(1);
+        let id = ENGINE_IDS.fetch_add(1, Ordering::Relaxed);
+        let queues: Vec<Arc<ShardQueue>> = (0..shards)
+            .map(|i| Arc::new(ShardQueue::new(i, config.queue_depth)))
+            .collect();
+        let shared = Arc::new(Shared {
+            id,
+            dir: config.dir.clone(),
+            queues: queues.clone(),
+            closing: AtomicBool::new(false),
+            limits: config.log.limits,
+        });
+        let mut engine = Engine {
+            handle: Handle { shared },
+            threads: Vec::new(),
+            lock: Some(lock),
+            recovery: Vec::new(),
+        };
+        let config = Arc::new(config);
+        let (tx, rx) = mpsc::channel();
+        for (i, q) in queues.iter().enumerate() {
+            let cpu = if config.pin_threads && !cpus.is_empty() {
+                Some(cpus[i % cpus.len()])
+            } else {
+                None
+            };
+            let t = shard::start(i, shards, id, config.clone(), q.clone(), cpu, tx.clone())
+                .map_err(|e| Error::io("start shard thread", &config.dir, e))?;
+            engine.threads.push(t);
+        }
+        drop(tx);
+        let mut failure = None;
+        for _ in 0..shards {
+            match rx.recv() {
+                Ok(Ok(started)) => engine.recovery.extend(started.recovery),
+                Ok(Err(e)) => failure = failure.or(Some(e)),
+                Err(_) => failure = failure.or(Some(Error::QueueClosed { shard: 0 })),
+            }
+        }
+        if let Some(e) = failure {
+            let _ = engine.stop();
+            return Err(e);
+        }
+        engine.recovery.sort_by_key(|r| r.partition);
+        Ok(engine)
+    }
+
+    /// A handle to the engine (the same as dereferencing it).
+    pub fn handle(&self) -> Handle {
+        self.handle.clone()
+    }
+
+    /// What opening each existing partition found, by partition.
+    pub fn recovery(&self) -> &[PartitionRecovery] {
+        &self.recovery
+    }
+
+    /// Stops taking requests, lets every shard finish the requests it has
+    /// taken, flushes and closes every partition, stops the threads and
+    /// releases the directory lock. Requests still queued get
+    /// [`Error::ShuttingDown`].
+    pub fn shutdown(mut self) -> Result<(), Error> {
+        self.stop()
+    }
+
+    fn stop(&mut self) -> Result<(), Error> {
+        if self.threads.is_empty() {
+            self.lock = None;
+            return Ok(());
+        }
+        if shard::on_shard_thread() {
+            return Err(Error::WouldBlockShard);
+        }
+        self.handle.shared.closing.store(true, Ordering::SeqCst);
+        for (q, t) in self.handle.shared.queues.iter().zip(&self.threads) {
+            let mut req = Request::Shutdown;
+            loop {
+                match q.try_push(req) {
+                    Ok(()) => break,
+                    Err(r) if !t.is_finished() && !q.is_closed() => {
+                        req = r;
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    Err(_) => break,
+                }
+            }
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+        for q in &self.handle.shared.queues {
+            q.close();
+        }
+        self.lock = None;
+        Ok(())
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        if let Err(e) = self.stop() {
+            tracing::error!("engine shutdown: {e}");
+        }
+    }
+}
+
+impl std::ops::Deref for Engine {
+    type Target = Handle;
+
+    fn deref(&self) -> &Handle {
+        &self.handle
+    }
+}
+
+impl Handle {
+    /// The number of shards.
+    pub fn shards(&self) -> usize {
+        self.shared.queues.len()
+    }
+
+    /// The shard that owns `partition` (`partition % shards`).
+    pub fn shard_of(&self, partition: u64) -> usize {
+        placement(partition, self.shards())
+    }
+
+    /// The data directory.
+    pub fn dir(&self) -> &Path {
+        &self.shared.dir
+    }
+
+    /// The batch limits appends are checked against.
+    pub fn limits(&self) -> Limits {
+        self.shared.limits
+    }
+
+    fn send<T>(&self, shard: usize, make: impl FnOnce(Respond<T>) -> Request) -> Reply<T> {
+        if self.shared.closing.load(Ordering::SeqCst) {
+            return Reply::failed(Error::ShuttingDown);
+        }
+        let Some(queue) = self.shared.queues.get(shard) else {
+            return Reply::failed(Error::Config(format!("no shard {shard}")));
+        };
+        let (tx, rx) = oneshot::channel();
+        let req = make(tx);
+        if let Some(local) = shard::local(self.shared.id, shard) {
+            // Already on the owning shard: no queue, no wake-up.
+            local.handle(req);
+            return Reply::waiting(rx, queue.clone());
+        }
+        Reply::send(queue, req, rx)
+    }
+
+    /// Admits a producer batch (checks its layout and checksums on the
+    /// calling thread), then appends it to `partition` (created if new).
+    /// Resolves once stored under the partition's fsync policy. Appends to
+    /// one partition are stored in the order they reach its shard; from
+    /// one thread, that is the order of the calls while the shard's queue
+    /// has room.
+    pub fn append(&self, partition: u64, batch: impl Into<Bytes>) -> Reply<AppendAck> {
+        match Batch::admit(batch, &self.shared.limits) {
+            Ok(batch) => self.send(self.shard_of(partition), |reply| Request::Append {
+                partition,
+                batch,
+                stamped: false,
+                reply,
+            }),
+            Err(error) => Reply::failed(Error::Admission { partition, error }),
+        }
+    }
+
+    /// Appends a batch a leader already stamped, verbatim (a replica's
+    /// path): it must verify, name this partition, and continue its
+    /// offsets.
+    pub fn append_stamped(&self, partition: u64, batch: impl Into<Bytes>) -> Reply<AppendAck> {
+        match Batch::admit(batch, &self.shared.limits) {
+            Ok(batch) => self.send(self.shard_of(partition), |reply| Request::Append {
+                partition,
+                batch,
+                stamped: true,
+                reply,
+            }),
+            Err(error) => Reply::failed(Error::Admission { partition, error }),
+        }
+    }
+
+    /// Whole stored batches from `from`, up to `max_bytes` (at least one),
+    /// as zero-copy ranges of the mapped segment files.
+    pub fn poll(&self, partition: u64, from: PollFrom, max_bytes: u64) -> Reply<PollReply> {
+        self.send(self.shard_of(partition), |reply| Request::Poll {
+            partition,
+            from,
+            max_bytes,
+            reply,
+        })
+    }
+
+    /// Like [`Handle::poll`], then verifies every batch of the reply
+    /// (layout, checksums, offsets) on the calling thread: a corrupt batch
+    /// is an error naming its file and position, never returned.
+    pub fn poll_verified(
+        &self,
+        partition: u64,
+        from: PollFrom,
+        max_bytes: u64,
+    ) -> impl Future<Output = Result<PollReply, Error>> + Send + 'static {
+        let reply = self.poll(partition, from, max_bytes);
+        let limits = self.shared.limits;
+        async move {
+            let r = reply.await?;
+            r.verify(&limits)?;
+            Ok(r)
+        }
+    }
+
+    /// Polls for `consumer`: after its stored offset, or from the start.
+    pub fn poll_next(&self, partition: u64, consumer: u64, max_bytes: u64) -> Reply<PollReply> {
+        self.send(self.shard_of(partition), |reply| Request::PollNext {
+            partition,
+            consumer,
+            max_bytes,
+            reply,
+        })
+    }
+
+    /// Durably stores `consumer`'s offset in `partition`.
+    pub fn store_offset(&self, partition: u64, consumer: u64, offset: u64) -> Reply<()> {
+        self.send(self.shard_of(partition), |reply| Request::StoreOffset {
+            partition,
+            consumer,
+            offset,
+            reply,
+        })
+    }
+
+    /// `consumer`'s stored offset in `partition`.
+    pub fn load_offset(&self, partition: u64, consumer: u64) -> Reply<Option<u64>> {
+        self.send(self.shard_of(partition), |reply| Request::LoadOffset {
+            partition,
+            consumer,
+            reply,
+        })
+    }
+
+    /// Makes everything appended to `partition` so far durable.
+    pub fn flush(&self, partition: u64) -> Reply<()> {
+        self.send(self.shard_of(partition), |reply| Request::Flush {
+            partition: Some(partition),
+            reply,
+        })
+    }
+
+    /// Makes everything appended to every partition so far durable.
+    pub fn flush_all(&self) -> impl Future<Output = Result<(), Error>> + Send + 'static {
+        let replies: Vec<Reply<()>> = (0..self.shards())
+            .map(|s| {
+                self.send(s, |reply| Request::Flush {
+                    partition: None,
+                    reply,
+                })
+            })
+            .collect();
+        async move {
+            for r in replies {
+                r.await?;
+            }
+            Ok(())
+        }
+    }
+
+    /// Sizes and offsets of `partition`.
+    pub fn stats(&self, partition: u64) -> Reply<LogStats> {
+        self.send(self.shard_of(partition), |reply| Request::Stats {
+            partition,
+            reply,
+        })
+    }
+
+    /// Creates `partition` if it does not exist.
+    pub fn create_partition(&self, partition: u64) -> Reply<()> {
+        self.send(self.shard_of(partition), |reply| Request::Create {
+            partition,
+            reply,
+        })
+    }
+
+    /// Every open partition, sorted.
+    pub fn partitions(&self) -> impl Future<Output = Result<Vec<u64>, Error>> + Send + 'static {
+        let replies: Vec<Reply<Vec<u64>>> = (0..self.shards())
+            .map(|s| self.send(s, |reply| Request::List { reply }))
+            .collect();
+        async move {
+            let mut all = Vec::new();
+            for r in replies {
+                all.extend(r.await?);
+            }
+            all.sort_unstable();
+            Ok(all)
+        }
+    }
+
+    /// Applies the retention limits now; returns the deleted segment files.
+    pub fn enforce_retention(
+        &self,
+    ) -> impl Future<Output = Result<Vec<PathBuf>, Error>> + Send + 'static {
+        let replies: Vec<Reply<Vec<PathBuf>>> = (0..self.shards())
+            .map(|s| self.send(s, |reply| Request::Retention { reply }))
+            .collect();
+        async move {
+            let mut all = Vec::new();
+            for r in replies {
+                all.extend(r.await?);
+            }
+            Ok(all)
+        }
+    }
+
+    /// Runs `f()` as a task on `shard`'s runtime (a thread-per-core program
+    /// puts its per-core work there: appends from it to partitions of the
+    /// same shard skip the queue). Resolves once the task is started.
+    pub fn spawn_on<F, Fut>(&self, shard: usize, f: F) -> Reply<()>
+    where
+        F: FnOnce() -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + 'static,
+    {
+        self.send(shard, move |reply| {
+            Request::Spawn(Box::new(move || {
+                let _ = reply.send(Ok(()));
+                Box::pin(f())
+            }))
+        })
+    }
+}

@@ -1,0 +1,47 @@
+//! The data directory lock: `DIR/.lock`, held with flock for the engine's
+//! lifetime; the holder writes its pid into it for the error message of
+//! the next process that tries.
+
+use crate::Error;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::Path;
+
+/// A held directory lock; released when dropped (or when the process dies).
+#[derive(Debug)]
+pub struct DirLock {
+    _file: File,
+}
+
+impl DirLock {
+    /// Takes the lock of `dir`, or says who holds it.
+    pub fn acquire(dir: &Path) -> Result<DirLock, Error> {
+        let path = dir.join(".lock");
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| Error::io("open lock file", &path, e))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let mut text = String::new();
+                let _ = file.read_to_string(&mut text);
+                return Err(Error::LockHeld {
+                    dir: dir.to_path_buf(),
+                    holder: text.trim().parse().ok(),
+                });
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(Error::io("lock", &path, e)),
+        }
+        let pid = std::process::id().to_string();
+        let wrote = file
+            .set_len(0)
+            .and_then(|_| file.seek(SeekFrom::Start(0)))
+            .and_then(|_| file.write_all(pid.as_bytes()));
+        wrote.map_err(|e| Error::io("write lock file", &path, e))?;
+        Ok(DirLock { _file: file })
+    }
+}

@@ -1,0 +1,262 @@
+//! The bounded request queue into a shard, and the replies coming back.
+//!
+//! Callers on any thread push requests into a lock-free bounded queue
+//! (crossbeam's `ArrayQueue`) and wake the shard's runtime through an
+//! `AtomicWaker` (monoio's `sync` feature makes its wakers work from other
+//! threads). A full queue is back-pressure: the caller's future waits for
+//! space on an `event_listener::Event` the shard notifies as it drains.
+//! The reply travels back on a oneshot channel, so the futures run on any
+//! executor.
+
+use crate::request::Request;
+use crate::Error;
+use atomic_waker::AtomicWaker;
+use crossbeam_queue::ArrayQueue;
+use event_listener::{Event, EventListener};
+use futures_channel::oneshot;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+pub(crate) struct ShardQueue {
+    pub(crate) index: usize,
+    queue: ArrayQueue<Request>,
+    shard_waker: AtomicWaker,
+    space: Event,
+    closed: AtomicBool,
+}
+
+impl ShardQueue {
+    pub(crate) fn new(index: usize, depth: usize) -> ShardQueue {
+        ShardQueue {
+            index,
+            queue: ArrayQueue::new(depth.max(1)),
+            shard_waker: AtomicWaker::new(),
+            space: Event::new(),
+            closed: AtomicBool::new(false),
+        }
+    }
+
+    /// Pushes and wakes the shard; gives the request back when full.
+    pub(crate) fn try_push(&self, req: Request) -> Result<(), Request> {
+        self.queue.push(req)?;
+        self.shard_waker.wake();
+        if self.closed.load(Ordering::SeqCst) {
+            // The shard stopped and may have drained before our push: drop
+            // what is left so every reply channel closes.
+            self.drain();
+        }
+        Ok(())
+    }
+
+    pub(crate) fn pop(&self) -> Option<Request> {
+        self.queue.pop()
+    }
+
+    /// Tells callers waiting for space that `n` slots were freed.
+    pub(crate) fn freed(&self, n: usize) {
+        if n > 0 {
+            self.space.notify(n);
+        }
+    }
+
+    /// The shard stops taking requests: anything queued is dropped (its
+    /// callers get an error), waiting callers are woken.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Ordering::SeqCst);
+        self.drain();
+        self.space.notify(usize::MAX);
+    }
+
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::SeqCst)
+    }
+
+    fn drain(&self) {
+        while self.queue.pop().is_some() {}
+    }
+
+    /// Resolves when the queue may hold a request (the shard re-checks).
+    pub(crate) fn ready(&self) -> QueueReady<'_> {
+        QueueReady { q: self }
+    }
+}
+
+pub(crate) struct QueueReady<'a> {
+    q: &'a ShardQueue,
+}
+
+impl Future for QueueReady<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if !self.q.queue.is_empty() {
+            return Poll::Ready(());
+        }
+        self.q.shard_waker.register(cx.waker());
+        // A push between the check and the registration would have found
+        // no waker: check again.
+        if !self.q.queue.is_empty() {
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+}
+
+/// The answer to a request, on any executor: `.await` it, or [`Reply::wait`]
+/// from a plain thread.
+#[must_use = "a reply does nothing unless awaited (the request itself is already queued when there was room)"]
+pub struct Reply<T> {
+    state: State<T>,
+}
+
+impl<T> std::fmt::Debug for Reply<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = match self.state {
+            State::Failed(_) => "failed",
+            State::Queued { .. } => "waiting for queue space",
+            State::Waiting { .. } => "queued",
+            State::Done => "done",
+        };
+        f.debug_struct("Reply").field("state", &s).finish()
+    }
+}
+
+enum State<T> {
+    Failed(Option<Error>),
+    Queued {
+        queue: Arc<ShardQueue>,
+        req: Option<Request>,
+        listener: Option<EventListener>,
+        rx: oneshot::Receiver<Result<T, Error>>,
+    },
+    Waiting {
+        rx: oneshot::Receiver<Result<T, Error>>,
+        queue: Arc<ShardQueue>,
+    },
+    Done,
+}
+
+impl<T> Reply<T> {
+    pub(crate) fn failed(e: Error) -> Reply<T> {
+        Reply {
+            state: State::Failed(Some(e)),
+        }
+    }
+
+    /// A request already handed to its shard.
+    pub(crate) fn waiting(
+        rx: oneshot::Receiver<Result<T, Error>>,
+        queue: Arc<ShardQueue>,
+    ) -> Reply<T> {
+        Reply {
+            state: State::Waiting { rx, queue },
+        }
+    }
+
+    /// Queues `req` now if there is room, else when polled.
+    pub(crate) fn send(
+        queue: &Arc<ShardQueue>,
+        req: Request,
+        rx: oneshot::Receiver<Result<T, Error>>,
+    ) -> Reply<T> {
+        match queue.try_push(req) {
+            Ok(()) => Reply::waiting(rx, queue.clone()),
+            Err(req) => Reply {
+                state: State::Queued {
+                    queue: queue.clone(),
+                    req: Some(req),
+                    listener: None,
+                    rx,
+                },
+            },
+        }
+    }
+
+    /// Blocks the calling thread until the reply arrives. Refuses to run on
+    /// a shard thread, where it would stall the shard.
+    pub fn wait(self) -> Result<T, Error> {
+        if crate::shard::on_shard_thread() {
+            return Err(Error::WouldBlockShard);
+        }
+        pollster::block_on(self)
+    }
+}
+
+impl<T> Unpin for Reply<T> {}
+
+impl<T> Future for Reply<T> {
+    type Output = Result<T, Error>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        loop {
+            match &mut self.state {
+                State::Failed(e) => {
+                    let e = e.take().unwrap_or(Error::ShuttingDown);
+                    self.state = State::Done;
+                    return Poll::Ready(Err(e));
+                }
+                State::Queued { .. } => {
+                    let State::Queued {
+                        queue,
+                        req,
+                        mut listener,
+                        rx,
+                    } = std::mem::replace(&mut self.state, State::Done)
+                    else {
+                        continue;
+                    };
+                    let Some(r) = req.filter(|_| !queue.is_closed()) else {
+                        return Poll::Ready(Err(Error::ShuttingDown));
+                    };
+                    match queue.try_push(r) {
+                        Ok(()) => self.state = State::Waiting { rx, queue },
+                        Err(r) => {
+                            let pending = match &mut listener {
+                                None => {
+                                    // Listen, then try again: space may have
+                                    // been freed before we listened.
+                                    listener = Some(queue.space.listen());
+                                    false
+                                }
+                                Some(l) => match Pin::new(l).poll(cx) {
+                                    Poll::Ready(()) => {
+                                        listener = None;
+                                        false
+                                    }
+                                    Poll::Pending => true,
+                                },
+                            };
+                            self.state = State::Queued {
+                                queue,
+                                req: Some(r),
+                                listener,
+                                rx,
+                            };
+                            if pending {
+                                return Poll::Pending;
+                            }
+                        }
+                    }
+                }
+                State::Waiting { rx, queue } => {
+                    let closed = if queue.is_closed() {
+                        Error::ShuttingDown
+                    } else {
+                        Error::QueueClosed { shard: queue.index }
+                    };
+                    return match Pin::new(rx).poll(cx) {
+                        Poll::Pending => Poll::Pending,
+                        Poll::Ready(r) => {
+                            self.state = State::Done;
+                            Poll::Ready(r.unwrap_or(Err(closed)))
+                        }
+                    };
+                }
+                State::Done => return Poll::Ready(Err(Error::ShuttingDown)),
+            }
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! What travels to a shard.
+
+use crate::Error;
+use corelog_segment::log::{AppendAck, LogStats, PollFrom, PollReply};
+use corelog_segment::Batch;
+use futures_channel::oneshot::Sender;
+use std::future::Future;
+use std::pin::Pin;
+
+pub(crate) type Respond<T> = Sender<Result<T, Error>>;
+
+/// A task to start on a shard's runtime.
+pub(crate) type Task = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()>>> + Send>;
+
+pub(crate) enum Request {
+    Append {
+        partition: u64,
+        batch: Batch,
+        stamped: bool,
+        reply: Respond<AppendAck>,
+    },
+    Poll {
+        partition: u64,
+        from: PollFrom,
+        max_bytes: u64,
+        reply: Respond<PollReply>,
+    },
+    PollNext {
+        partition: u64,
+        consumer: u64,
+        max_bytes: u64,
+        reply: Respond<PollReply>,
+    },
+    StoreOffset {
+        partition: u64,
+        consumer: u64,
+        offset: u64,
+        reply: Respond<()>,
+    },
+    LoadOffset {
+        partition: u64,
+        consumer: u64,
+        reply: Respond<Option<u64>>,
+    },
+    Flush {
+        partition: Option<u64>,
+        reply: Respond<()>,
+    },
+    Stats {
+        partition: u64,
+        reply: Respond<LogStats>,
+    },
+    Create {
+        partition: u64,
+        reply: Respond<()>,
+    },
+    List {
+        reply: Respond<Vec<u64>>,
+    },
+    Retention {
+        reply: Respond<Vec<std::path::PathBuf>>,
+    },
+    Spawn(Task),
+    Shutdown,
+}
+
+impl Request {
+    /// The partition the request is about, if one.
+    pub(crate) fn partition(&self) -> Option<u64> {
+        match self {
+            Request::Append { partition, .. }
+            | Request::Poll { partition, .. }
+            | Request::PollNext { partition, .. }
+            | Request::StoreOffset { partition, .. }
+            | Request::LoadOffset { partition, .. }
+            | Request::Stats { partition, .. }
+            | Request::Create { partition, .. } => Some(*partition),
+            Request::Flush { partition, .. } => *partition,
+            _ => None,
+        }
+    }
+
+    /// Answers the request with an error.
+    pub(crate) fn fail(self, e: Error) {
+        match self {
+            Request::Append { reply, .. } => drop(reply.send(Err(e))),
+            Request::Poll { reply, .. } | Request::PollNext { reply, .. } => {
+                drop(reply.send(Err(e)))
+            }
+            Request::StoreOffset { reply, .. }
+            | Request::Flush { reply, .. }
+            | Request::Create { reply, .. } => drop(reply.send(Err(e))),
+            Request::LoadOffset { reply, .. } => drop(reply.send(Err(e))),
+            Request::Stats { reply, .. } => drop(reply.send(Err(e))),
+            Request::List { reply } => drop(reply.send(Err(e))),
+            Request::Retention { reply } => drop(reply.send(Err(e))),
+            Request::Spawn(_) | Request::Shutdown => {}
+        }
+    }
+}

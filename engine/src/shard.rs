@@ -1,0 +1,526 @@
+//! A shard: one OS thread pinned to one CPU, running a monoio runtime on
+//! the io_uring driver, owning the partitions placed on it and the storage
+//! ring their files are written through. Nothing in it is shared with
+//! other shards; work for its partitions arrives through its queue (or
+//! directly, from a task already running on it).
+
+use crate::queue::ShardQueue;
+use crate::request::{Request, Task};
+use crate::{Config, Error};
+use corelog_segment::io::UringStorage;
+use corelog_segment::log::{LogConfig, LogError, PartitionLog, RecoveryReport};
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+/// How one partition fared when its shard opened it.
+#[derive(Debug, Clone)]
+pub struct PartitionRecovery {
+    /// The partition.
+    pub partition: u64,
+    /// The shard that owns it.
+    pub shard: usize,
+    /// What recovery did, or why the partition could not be opened (it then
+    /// answers every request with this error).
+    pub result: Result<RecoveryReport, LogError>,
+}
+
+type Log = PartitionLog<UringStorage>;
+
+enum Slot {
+    /// Being opened; requests wait here in order.
+    Opening(Vec<Request>),
+    Open(Log),
+    Failed(LogError),
+}
+
+pub(crate) struct Shard {
+    index: usize,
+    engine: u64,
+    dir: PathBuf,
+    config: LogConfig,
+    storage: UringStorage,
+    queue: Arc<ShardQueue>,
+    partitions: RefCell<HashMap<u64, Slot>>,
+    closing: Cell<bool>,
+    tasks: Cell<usize>,
+    idle: RefCell<Option<Waker>>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rc<Shard>>> = const { RefCell::new(None) };
+}
+
+/// Whether the calling thread is a shard.
+pub(crate) fn on_shard_thread() -> bool {
+    CURRENT.with(|c| c.borrow().is_some())
+}
+
+/// The shard running on this thread, if it is shard `index` of `engine`.
+pub(crate) fn local(engine: u64, index: usize) -> Option<Rc<Shard>> {
+    CURRENT.with(|c| {
+        c.borrow()
+            .as_ref()
+            .filter(|s| s.engine == engine && s.index == index)
+            .cloned()
+    })
+}
+
+/// Which shard owns `partition` among `shards`: `partition % shards`.
+pub fn placement(partition: u64, shards: usize) -> usize {
+    (partition % shards.max(1) as u64) as usize
+}
+
+pub(crate) struct Started {
+    pub recovery: Vec<PartitionRecovery>,
+}
+
+/// Starts shard `index` on its own thread; it reports on `ready` once its
+/// partitions are recovered (or why it could not start).
+pub(crate) fn start(
+    index: usize,
+    shards: usize,
+    engine: u64,
+    config: Arc<Config>,
+    queue: Arc<ShardQueue>,
+    cpu: Option<usize>,
+    ready: mpsc::Sender<Result<Started, Error>>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(format!("corelog-shard-{index}"))
+        .spawn(move || {
+            if let Some(cpu) = cpu {
+                if let Err(e) = monoio::utils::bind_to_cpu_set([cpu]) {
+                    tracing::warn!("shard {index}: cannot pin to CPU {cpu}: {e}");
+                }
+            }
+            let runtime = monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+                .with_entries(256)
+                .enable_timer()
+                .build();
+            let mut runtime = match runtime {
+                Ok(r) => r,
+                Err(e) => {
+                    let _ = ready.send(Err(Error::IoUringUnavailable {
+                        reason: Arc::new(e),
+                    }));
+                    queue.close();
+                    return;
+                }
+            };
+            runtime.block_on(async move {
+                let storage = match UringStorage::new(config.ring_entries) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = ready.send(Err(Error::IoUringUnavailable {
+                            reason: Arc::new(e),
+                        }));
+                        queue.close();
+                        return;
+                    }
+                };
+                let shard = Rc::new(Shard {
+                    index,
+                    engine,
+                    dir: config.dir.join("partitions"),
+                    config: config.log.clone(),
+                    storage,
+                    queue,
+                    partitions: RefCell::new(HashMap::new()),
+                    closing: Cell::new(false),
+                    tasks: Cell::new(0),
+                    idle: RefCell::new(None),
+                });
+                CURRENT.with(|c| *c.borrow_mut() = Some(shard.clone()));
+                let recovery = shard.recover(shards).await;
+                let _ = ready.send(Ok(Started { recovery }));
+                if config.log.retention.max_age.is_some()
+                    || config.log.retention.max_bytes.is_some()
+                {
+                    let weak = Rc::downgrade(&shard);
+                    let every = config.retention_check;
+                    monoio::spawn(async move {
+                        loop {
+                            monoio::time::sleep(every).await;
+                            let Some(shard) = weak.upgrade() else { return };
+                            if shard.closing.get() {
+                                return;
+                            }
+                            shard.enforce_retention();
+                        }
+                    });
+                }
+                shard.run().await;
+                CURRENT.with(|c| *c.borrow_mut() = None);
+            });
+        })
+}
+
+impl Shard {
+    /// Opens every existing partition this shard owns.
+    async fn recover(self: &Rc<Self>, shards: usize) -> Vec<PartitionRecovery> {
+        let mut ids: Vec<u64> = match std::fs::read_dir(&self.dir) {
+            Ok(rd) => rd
+                .filter_map(|e| e.ok())
+                .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+                .filter(|id| placement(*id, shards) == self.index)
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        ids.sort_unstable();
+        let mut out = Vec::new();
+        for id in ids {
+            let result = PartitionLog::open(
+                self.storage.clone(),
+                self.dir.join(id.to_string()),
+                id,
+                self.config.clone(),
+            )
+            .await;
+            let (slot, result) = match result {
+                Ok((log, report)) => {
+                    if report.cut.is_some() || !report.removed.is_empty() {
+                        tracing::warn!("partition {id} recovered: {report}");
+                    }
+                    (Slot::Open(log), Ok(report))
+                }
+                Err(e) => {
+                    tracing::error!("partition {id} cannot be opened: {e}");
+                    (Slot::Failed(e.clone()), Err(e))
+                }
+            };
+            self.partitions.borrow_mut().insert(id, slot);
+            out.push(PartitionRecovery {
+                partition: id,
+                shard: self.index,
+                result,
+            });
+        }
+        out
+    }
+
+    async fn run(self: Rc<Self>) {
+        const BURST: usize = 256;
+        loop {
+            let mut n = 0;
+            let mut stop = false;
+            while n < BURST {
+                let Some(req) = self.queue.pop() else { break };
+                n += 1;
+                if let Request::Shutdown = req {
+                    stop = true;
+                    break;
+                }
+                self.handle(req);
+            }
+            self.queue.freed(n);
+            if stop {
+                break;
+            }
+            if n == BURST {
+                // Let the tasks the burst spawned make progress.
+                YieldNow(false).await;
+                continue;
+            }
+            self.queue.ready().await;
+        }
+        self.shutdown().await;
+    }
+
+    async fn shutdown(self: &Rc<Self>) {
+        self.closing.set(true);
+        Idle {
+            shard: self.clone(),
+        }
+        .await;
+        let logs: Vec<Log> = self
+            .partitions
+            .borrow()
+            .values()
+            .filter_map(|s| match s {
+                Slot::Open(l) => Some(l.clone()),
+                _ => None,
+            })
+            .collect();
+        for log in logs {
+            if let Err(e) = log.close().await {
+                tracing::error!("closing partition {}: {e}", log.partition());
+            }
+        }
+        self.partitions.borrow_mut().clear();
+        self.queue.close();
+    }
+
+    fn enforce_retention(&self) -> Vec<PathBuf> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros() as u64)
+            .unwrap_or(0);
+        let logs: Vec<Log> = self
+            .partitions
+            .borrow()
+            .values()
+            .filter_map(|s| match s {
+                Slot::Open(l) => Some(l.clone()),
+                _ => None,
+            })
+            .collect();
+        logs.iter().flat_map(|l| l.enforce_retention(now)).collect()
+    }
+
+    fn spawn_tracked(self: &Rc<Self>, fut: impl Future<Output = ()> + 'static) {
+        self.tasks.set(self.tasks.get() + 1);
+        let shard = self.clone();
+        monoio::spawn(async move {
+            fut.await;
+            shard.tasks.set(shard.tasks.get() - 1);
+            if shard.tasks.get() == 0 {
+                if let Some(w) = shard.idle.borrow_mut().take() {
+                    w.wake();
+                }
+            }
+        });
+    }
+
+    /// Takes a request: from the queue, or directly from a task on this
+    /// thread.
+    pub(crate) fn handle(self: &Rc<Self>, req: Request) {
+        if self.closing.get() {
+            req.fail(Error::ShuttingDown);
+            return;
+        }
+        match req {
+            Request::Spawn(task) => self.spawn_task(task),
+            Request::Shutdown => {}
+            Request::List { reply } => {
+                let mut ids: Vec<u64> = self
+                    .partitions
+                    .borrow()
+                    .iter()
+                    .filter(|(_, s)| matches!(s, Slot::Open(_)))
+                    .map(|(id, _)| *id)
+                    .collect();
+                ids.sort_unstable();
+                let _ = reply.send(Ok(ids));
+            }
+            Request::Retention { reply } => {
+                let _ = reply.send(Ok(self.enforce_retention()));
+            }
+            Request::Flush {
+                partition: None,
+                reply,
+            } => {
+                let logs: Vec<Log> = self
+                    .partitions
+                    .borrow()
+                    .values()
+                    .filter_map(|s| match s {
+                        Slot::Open(l) => Some(l.clone()),
+                        _ => None,
+                    })
+                    .collect();
+                self.spawn_tracked(async move {
+                    let mut result = Ok(());
+                    for log in logs {
+                        if let Err(e) = log.flush().await {
+                            result = Err(Error::from(e));
+                        }
+                    }
+                    let _ = reply.send(result);
+                });
+            }
+            req => {
+                let Some(p) = req.partition() else {
+                    req.fail(Error::Config("request without a partition".into()));
+                    return;
+                };
+                let mut parts = self.partitions.borrow_mut();
+                match parts.get_mut(&p) {
+                    Some(Slot::Open(log)) => {
+                        let log = log.clone();
+                        drop(parts);
+                        self.dispatch(&log, req);
+                    }
+                    Some(Slot::Opening(pending)) => pending.push(req),
+                    Some(Slot::Failed(e)) => {
+                        let e = e.clone();
+                        drop(parts);
+                        req.fail(Error::Storage(e));
+                    }
+                    None => {
+                        if matches!(req, Request::Append { .. } | Request::Create { .. }) {
+                            parts.insert(p, Slot::Opening(vec![req]));
+                            drop(parts);
+                            self.open_partition(p);
+                        } else {
+                            drop(parts);
+                            req.fail(Error::UnknownPartition { partition: p });
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn spawn_task(self: &Rc<Self>, task: Task) {
+        monoio::spawn(task());
+    }
+
+    fn open_partition(self: &Rc<Self>, p: u64) {
+        let shard = self.clone();
+        self.spawn_tracked(async move {
+            let result = PartitionLog::open(
+                shard.storage.clone(),
+                shard.dir.join(p.to_string()),
+                p,
+                shard.config.clone(),
+            )
+            .await;
+            let (slot, pending) = {
+                let mut parts = shard.partitions.borrow_mut();
+                let pending = match parts.remove(&p) {
+                    Some(Slot::Opening(v)) => v,
+                    _ => Vec::new(),
+                };
+                let slot = match &result {
+                    Ok((log, _)) => Slot::Open(log.clone()),
+                    Err(e) => Slot::Failed(e.clone()),
+                };
+                parts.insert(p, slot);
+                (result, pending)
+            };
+            match slot {
+                Ok((log, _)) => {
+                    for req in pending {
+                        shard.dispatch(&log, req);
+                    }
+                }
+                Err(e) => {
+                    for req in pending {
+                        req.fail(Error::Storage(e.clone()));
+                    }
+                }
+            }
+        });
+    }
+
+    fn dispatch(self: &Rc<Self>, log: &Log, req: Request) {
+        match req {
+            Request::Append {
+                batch,
+                stamped,
+                reply,
+                ..
+            } => {
+                let fut = if stamped {
+                    log.append_stamped(batch)
+                } else {
+                    log.append(batch)
+                };
+                self.spawn_tracked(async move {
+                    let _ = reply.send(fut.await.map_err(Error::from));
+                });
+            }
+            Request::Poll {
+                from,
+                max_bytes,
+                reply,
+                ..
+            } => {
+                let _ = reply.send(log.poll(from, max_bytes).map_err(Error::from));
+            }
+            Request::PollNext {
+                consumer,
+                max_bytes,
+                reply,
+                ..
+            } => {
+                let log = log.clone();
+                self.spawn_tracked(async move {
+                    let _ = reply.send(
+                        log.poll_next(consumer, max_bytes)
+                            .await
+                            .map_err(Error::from),
+                    );
+                });
+            }
+            Request::StoreOffset {
+                consumer,
+                offset,
+                reply,
+                ..
+            } => {
+                let log = log.clone();
+                self.spawn_tracked(async move {
+                    let _ = reply.send(
+                        log.store_offset(consumer, offset)
+                            .await
+                            .map_err(Error::from),
+                    );
+                });
+            }
+            Request::LoadOffset {
+                consumer, reply, ..
+            } => {
+                let log = log.clone();
+                self.spawn_tracked(async move {
+                    let _ = reply.send(log.load_offset(consumer).await.map_err(Error::from));
+                });
+            }
+            Request::Flush { reply, .. } => {
+                let log = log.clone();
+                self.spawn_tracked(async move {
+                    let _ = reply.send(log.flush().await.map_err(Error::from));
+                });
+            }
+            Request::Stats { reply, .. } => {
+                let _ = reply.send(Ok(log.stats()));
+            }
+            Request::Create { reply, .. } => {
+                let _ = reply.send(Ok(()));
+            }
+            other => other.fail(Error::Config(
+                "request cannot be dispatched to a partition".into(),
+            )),
+        }
+    }
+}
+
+/// Resolves once no request task is running on the shard.
+struct Idle {
+    shard: Rc<Shard>,
+}
+
+impl Future for Idle {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.shard.tasks.get() == 0 {
+            return Poll::Ready(());
+        }
+        *self.shard.idle.borrow_mut() = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// Yields once to the runtime's other tasks.
+struct YieldNow(bool);
+
+impl Future for YieldNow {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            return Poll::Ready(());
+        }
+        self.0 = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
