@@ -97,7 +97,7 @@ pub fn encode_sealed(entries: &[IndexEntry], seal: Seal) -> Vec<u8> {
 /// Decodes an index file: its entries and, when it ends with a valid seal
 /// record, the seal.
 pub fn decode_file(bytes: &[u8]) -> (Vec<IndexEntry>, Option<Seal>) {
-    if bytes.len() >= SEAL_LEN && bytes.len() % ENTRY_LEN == 0 {
+    if bytes.len() >= SEAL_LEN && bytes.len().is_multiple_of(ENTRY_LEN) {
         let (body, tail) = bytes.split_at(bytes.len() - SEAL_LEN);
         let u32_at =
             |at: usize| u32::from_le_bytes([tail[at], tail[at + 1], tail[at + 2], tail[at + 3]]);
