@@ -75,3 +75,85 @@ pub fn read_all<S: corelog_segment::io::Storage>(log: &PartitionLog<S>) -> Vec<(
         from = PollFrom::Offset(reply.next_offset());
     }
 }
+
+/// Lets every task that is already runnable run once before this one goes
+/// on. (monoio re-runs a task that wakes itself while being polled at once,
+/// so a plain self-wake would let no one in; the wake comes from a task
+/// spawned at the back of the run queue instead.)
+pub async fn yield_to_others() {
+    struct YieldToOthers(bool);
+    impl Future for YieldToOthers {
+        type Output = ();
+        fn poll(
+            mut self: std::pin::Pin<&mut Self>,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<()> {
+            if self.0 {
+                return std::task::Poll::Ready(());
+            }
+            self.0 = true;
+            let waker = cx.waker().clone();
+            monoio::spawn(async move { waker.wake() });
+            std::task::Poll::Pending
+        }
+    }
+    YieldToOthers(false).await
+}
+
+/// A simulated disk whose files can hold a segment of `config`.
+pub fn sim_for(seed: u64, config: &LogConfig) -> corelog_segment::io::SimStorage {
+    corelog_segment::io::SimStorage::new(seed, config.segment_capacity() as usize)
+}
+
+/// Messages in a batch.
+pub fn count_of(b: &Batch) -> u64 {
+    u64::from(b.as_ref().message_count())
+}
+
+/// The bytes the log stores for `sent` stamped with these fields: the
+/// stamped header, then the untouched frames.
+pub fn stored_form(sent: &Batch, partition: u64, base_offset: u64, base_timestamp: u64) -> Vec<u8> {
+    let header = corelog_segment::stamped_header(
+        sent.as_ref(),
+        corelog_segment::Stamp {
+            partition_id: partition,
+            base_offset,
+            base_timestamp,
+        },
+    );
+    let mut out = header.0.to_vec();
+    out.extend_from_slice(sent.as_ref().blob());
+    out
+}
+
+/// A batch as a leader would have stamped it (for `append_stamped`, and to
+/// choose timestamps).
+pub fn stamped(
+    tag: u64,
+    count: usize,
+    size: usize,
+    partition: u64,
+    base_offset: u64,
+    base_timestamp: u64,
+) -> Batch {
+    let bytes = stored_form(
+        &batch(tag, count, size),
+        partition,
+        base_offset,
+        base_timestamp,
+    );
+    Batch::admit(bytes, &Limits::default()).unwrap()
+}
+
+/// The offsets of a list of batches appended from offset `from`: each
+/// batch's base offset.
+pub fn base_offsets(sent: &[Batch], from: u64) -> Vec<u64> {
+    let mut next = from;
+    sent.iter()
+        .map(|b| {
+            let o = next;
+            next += count_of(b);
+            o
+        })
+        .collect()
+}
