@@ -329,7 +329,13 @@ impl Future for Yield {
             return Poll::Ready(());
         }
         self.0 -= 1;
-        cx.waker().wake_by_ref();
+        // monoio re-runs a task that woke itself while being polled at
+        // once (it goes to the front of the run queue), so waking our own
+        // waker here would let no other task in. Wake it from a task
+        // spawned at the back of the queue instead: every task already
+        // runnable gets a turn first.
+        let waker = cx.waker().clone();
+        monoio::spawn(async move { waker.wake() });
         Poll::Pending
     }
 }
