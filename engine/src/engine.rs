@@ -266,6 +266,28 @@ impl Handle {
         }
     }
 
+    /// Appends a batch the caller already admitted (with [`Batch::admit`]),
+    /// without checking its checksums again. It must fit this engine's
+    /// batch size limit.
+    pub fn append_admitted(&self, partition: u64, batch: Batch) -> Reply<AppendAck> {
+        let declared = batch.len() as u64;
+        if declared > self.shared.limits.max_batch_bytes {
+            return Reply::failed(Error::Admission {
+                partition,
+                error: corelog_segment::BatchError::TooLarge {
+                    declared,
+                    max: self.shared.limits.max_batch_bytes,
+                },
+            });
+        }
+        self.send(self.shard_of(partition), |reply| Request::Append {
+            partition,
+            batch,
+            stamped: false,
+            reply,
+        })
+    }
+
     /// Appends a batch a leader already stamped, verbatim (a replica's
     /// path): it must verify, name this partition, and continue its
     /// offsets.

@@ -20,6 +20,7 @@ mod lock;
 mod queue;
 mod request;
 mod shard;
+mod size;
 
 pub use config::Config;
 pub use engine::{Engine, Handle};
@@ -27,6 +28,7 @@ pub use error::Error;
 pub use lock::DirLock;
 pub use queue::Reply;
 pub use shard::{placement, PartitionRecovery};
+pub use size::parse_size;
 
 pub use corelog_segment as segment;
 pub use corelog_segment::log::{

@@ -14,7 +14,7 @@ mod real;
 pub mod sim;
 mod uring;
 
-pub use real::{UringFile, UringStorage};
+pub use real::{map_file, UringFile, UringStorage};
 pub use sim::{SimFaults, SimStorage};
 pub use uring::Ring;
 

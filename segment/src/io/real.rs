@@ -159,3 +159,18 @@ impl Mapped for EmptyMap {
         (range.start == 0 && range.end == 0).then_some(&[][..])
     }
 }
+
+/// Maps a whole file read-only, for tools that inspect a data directory
+/// they hold the lock of (nothing writes it meanwhile).
+pub fn map_file(path: &Path) -> io::Result<Arc<dyn Mapped>> {
+    let file = File::open(path)?;
+    let len = usize::try_from(file.metadata()?.len())
+        .map_err(|_| io::Error::other("file too large to map"))?;
+    if len == 0 {
+        return Ok(Arc::new(EmptyMap));
+    }
+    // SAFETY: as in `UringFile::map`; the caller holds the directory lock,
+    // so no process writes or truncates the file while it is mapped.
+    let map = unsafe { memmap2::MmapOptions::new().len(len).map(&file)? };
+    Ok(Arc::new(FileMap { map }))
+}

@@ -52,6 +52,7 @@ mod config;
 mod error;
 mod event;
 pub mod index;
+pub mod inspect;
 mod offsets;
 mod poll;
 pub mod recovery;

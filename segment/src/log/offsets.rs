@@ -40,7 +40,7 @@ fn encode(consumer: u64, offset: u64) -> Vec<u8> {
     b
 }
 
-fn decode(consumer: u64, b: &[u8]) -> Option<u64> {
+pub(crate) fn decode(consumer: u64, b: &[u8]) -> Option<u64> {
     if b.len() != LEN || &b[..8] != MAGIC {
         return None;
     }

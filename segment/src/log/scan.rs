@@ -59,6 +59,17 @@ const ZERO_PROBE: usize = 64 << 10;
 /// Verifies batch after batch of `data` from `from`: layout, both
 /// checksums, offset continuity, timestamps never going back. Never panics.
 pub fn scan(data: &[u8], from: ScanFrom, limits: &Limits, index_interval: u64) -> Scan {
+    scan_with(data, from, limits, index_interval, |_, _| {})
+}
+
+/// [`scan`], calling `visit` with the position and view of every good batch.
+pub fn scan_with(
+    data: &[u8],
+    from: ScanFrom,
+    limits: &Limits,
+    index_interval: u64,
+    mut visit: impl FnMut(u64, crate::BatchRef<'_>),
+) -> Scan {
     let mut s = Scan {
         end: from.position,
         next_offset: from.next_offset,
@@ -101,6 +112,7 @@ pub fn scan(data: &[u8], from: ScanFrom, limits: &Limits, index_interval: u64) -
                 last_indexed = Some(s.end);
             }
         }
+        visit(s.end, view);
         s.last_batch = Some(s.end);
         s.last_timestamp = view.base_timestamp();
         s.next_offset = view.next_offset();
