@@ -161,3 +161,59 @@ impl BatchBuilder {
         Ok(buf)
     }
 }
+
+/// Sets the `origin_timestamp` of a producer batch built by
+/// [`BatchBuilder`] and recomputes its `batch_checksum` (the frames keep
+/// their deltas and checksums; only N × 8 checksum bytes are hashed). Lets a
+/// load generator reuse pre-built batches while stamping each with its send
+/// time. Returns `None`, changing nothing, when the bytes are not laid out
+/// as a batch.
+pub fn set_origin_timestamp(bytes: &mut [u8], origin_timestamp: u64) -> Option<()> {
+    let count = layout::u32_at(bytes.get(..BATCH_HEADER_LEN)?, batch::MESSAGE_COUNT.start);
+    let mut header = [0u8; BATCH_HEADER_LEN];
+    header.copy_from_slice(&bytes[..BATCH_HEADER_LEN]);
+    layout::put_u64(&mut header, batch::ORIGIN_TIMESTAMP.start, origin_timestamp);
+    let mut sum = BatchChecksum::new(&layout::checksummed_header(&header));
+    let mut pos = BATCH_HEADER_LEN;
+    for _ in 0..count {
+        let f = bytes.get(pos..pos + FRAME_HEADER_LEN)?;
+        sum.push(layout::u64_at(f, frame::CHECKSUM.start));
+        let len = FRAME_HEADER_LEN + layout::u32_at(f, frame::PAYLOAD_LENGTH.start) as usize + layout::u32_at(f, frame::USER_HEADERS_LENGTH.start) as usize;
+        pos = pos.checked_add(len)?;
+    }
+    if pos != bytes.len() {
+        return None;
+    }
+    layout::put_u64(&mut header, batch::BATCH_CHECKSUM.start, sum.finish());
+    bytes[..BATCH_HEADER_LEN].copy_from_slice(&header);
+    Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{check, Limits};
+
+    #[test]
+    fn retimed_batches_stay_valid_and_carry_the_new_origin() {
+        let mut b = BatchBuilder::new();
+        for i in 0..5u64 {
+            b.push(MessageSpec {
+                id: u128::from(i),
+                timestamp: 1_000 + i * 3,
+                payload: &[i as u8; 17],
+                user_headers: b"h",
+            });
+        }
+        let mut bytes = b.build().expect("valid");
+        let before = check(&bytes, &Limits::default()).expect("valid").messages().map(|m| m.timestamp_delta()).collect::<Vec<_>>();
+        set_origin_timestamp(&mut bytes, 9_000_000).expect("retimed");
+        let view = check(&bytes, &Limits::default()).expect("still valid");
+        assert_eq!(view.origin_timestamp(), 9_000_000);
+        assert_eq!(view.messages().map(|m| m.timestamp_delta()).collect::<Vec<_>>(), before);
+        let mut short = bytes[..bytes.len() - 1].to_vec();
+        let copy = short.clone();
+        assert_eq!(set_origin_timestamp(&mut short, 1), None);
+        assert_eq!(short, copy, "malformed bytes are left alone");
+    }
+}

@@ -17,7 +17,7 @@ mod stamp;
 mod view;
 
 pub use admission::{check, declared_length, Limits};
-pub use builder::{BatchBuilder, MessageSpec};
+pub use builder::{set_origin_timestamp, BatchBuilder, MessageSpec};
 pub use error::{BatchError, BuildError};
 pub use stamp::{stamp_in_place, stamped_header, Stamp, StampedHeader};
 pub use view::{Batch, BatchRef, Message, Messages};
