@@ -1,0 +1,126 @@
+//! Command-line flags (exact names: scripts depend on them).
+
+use clap::{Parser, ValueEnum};
+use corelog::{parse_size, FsyncPolicy};
+use std::path::PathBuf;
+
+/// What stores the data.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum EngineKind {
+    /// corelog: shards, admission, io_uring, mmap polls.
+    Corelog,
+    /// Baseline: one thread, one file, a plain pwrite loop of the same
+    /// pre-built batches (no checksums, no shards).
+    Pwrite,
+}
+
+/// Message sizes: one size or a range.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct SizeRange {
+    /// smallest
+    pub min: usize,
+    /// largest
+    pub max: usize,
+}
+
+fn parse_range(s: &str) -> Result<SizeRange, String> {
+    let size = |t: &str| parse_size(t).map(|v| v as usize);
+    match s.split_once("..") {
+        Some((a, b)) => {
+            let (min, max) = (size(a)?, size(b)?);
+            if min > max {
+                return Err(format!("invalid range {s:?}: {min} > {max}"));
+            }
+            Ok(SizeRange { min, max })
+        }
+        None => {
+            let v = size(s)?;
+            Ok(SizeRange { min: v, max: v })
+        }
+    }
+}
+
+/// corelog's load generator. With no flags it runs a meaningful workload on
+/// a temporary data directory: producers append across all shards with
+/// durable acknowledgements (group commit), then consumers poll everything
+/// back, verifying every checksum.
+#[derive(Debug, Clone, Parser, serde::Serialize)]
+#[command(name = "corelog-bench", version)]
+pub struct Args {
+    /// Storage under test.
+    #[arg(long, value_enum, default_value = "corelog")]
+    pub engine: EngineKind,
+    /// Shards (default: one per CPU).
+    #[arg(long)]
+    pub shards: Option<usize>,
+    /// Partitions, spread over the shards (default: 2 per shard).
+    #[arg(long)]
+    pub partitions: Option<u64>,
+    /// Producers (default: one per shard). Each runs on the shard owning
+    /// its partitions.
+    #[arg(long)]
+    pub producers: Option<usize>,
+    /// Appends in flight per producer.
+    #[arg(long, default_value_t = 4)]
+    pub inflight: usize,
+    /// Consumers (default: one per shard).
+    #[arg(long)]
+    pub consumers: Option<usize>,
+    /// Message payload size in bytes, or a range like 200..2000.
+    #[arg(long, value_parser = parse_range, default_value = "1000")]
+    pub message_size: SizeRange,
+    /// Messages per batch.
+    #[arg(long, default_value_t = 1000)]
+    pub messages_per_batch: usize,
+    /// Bytes to append (e.g. 2GB, 512MiB). Default 4GB, capped to a quarter
+    /// of the free disk space.
+    #[arg(long, value_parser = parse_size, conflicts_with = "duration")]
+    pub total_bytes: Option<u64>,
+    /// Append for this many seconds instead of a byte count.
+    #[arg(long)]
+    pub duration: Option<f64>,
+    /// never | batch | interval:MS.
+    #[arg(long, default_value = "batch")]
+    #[serde(serialize_with = "display")]
+    pub fsync: FsyncPolicy,
+    /// Segment size.
+    #[arg(long, value_parser = parse_size, default_value = "1GiB")]
+    pub segment_bytes: u64,
+    /// Open-loop append rate limit in MB/s (10^6 bytes) across producers,
+    /// for latency at a fixed load.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Seconds of load before measuring.
+    #[arg(long, default_value_t = 1.0)]
+    pub warmup: f64,
+    /// Data directory (kept). Default: a temporary one, removed afterwards.
+    #[arg(long)]
+    pub data_dir: Option<PathBuf>,
+    /// Write the results as JSON.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write SVG charts (throughput over time, latency percentiles).
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+    /// Largest poll reply, bytes.
+    #[arg(long, value_parser = parse_size, default_value = "4MiB")]
+    pub poll_bytes: u64,
+    /// Consumers skip checksum verification (they still walk every batch).
+    #[arg(long)]
+    pub no_verify: bool,
+    /// Consumers tail the partitions while producers append (end-to-end
+    /// latency is then live) instead of reading everything afterwards.
+    #[arg(long)]
+    pub tail: bool,
+    /// Skip the poll phase.
+    #[arg(long)]
+    pub no_poll: bool,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+fn display<S: serde::Serializer>(v: &FsyncPolicy, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&v.to_string())
+}
