@@ -221,7 +221,39 @@ fn append(a: AppendArgs) -> Result<ExitCode, Error> {
         out.flush()
     };
     let mut storage_error = None;
-    for item in rx {
+    // Up to IN_FLIGHT appends stay in flight while input keeps arriving;
+    // when it pauses, every stored batch is reported before waiting for
+    // more, so a producer that waits for an acknowledgement gets it.
+    const IN_FLIGHT: usize = 32;
+    let settle = |pending: &mut VecDeque<(u64, corelog::Reply<corelog::AppendAck>)>,
+                  keep: usize|
+     -> Result<Option<String>, Error> {
+        while pending.len() > keep {
+            let Some((index, reply)) = pending.pop_front() else {
+                break;
+            };
+            match reply.wait() {
+                Ok(ack) => print(ack).map_err(|e| Error::io("write", "standard output", e))?,
+                Err(e) => return Ok(Some(format!("batch {index}: {e}"))),
+            }
+        }
+        Ok(None)
+    };
+    loop {
+        let item = match rx.try_recv() {
+            Ok(item) => item,
+            Err(std::sync::mpsc::TryRecvError::Disconnected) => break,
+            Err(std::sync::mpsc::TryRecvError::Empty) => {
+                storage_error = settle(&mut pending, 0)?;
+                if storage_error.is_some() {
+                    break;
+                }
+                match rx.recv() {
+                    Ok(item) => item,
+                    Err(_) => break,
+                }
+            }
+        };
         let incoming = match item {
             Ok(b) => b,
             Err(e) => {
@@ -242,17 +274,7 @@ fn append(a: AppendArgs) -> Result<ExitCode, Error> {
                 break;
             }
         }
-        while pending.len() > 32 {
-            if let Some((index, reply)) = pending.pop_front() {
-                match reply.wait() {
-                    Ok(ack) => print(ack).map_err(|e| Error::io("write", "standard output", e))?,
-                    Err(e) => {
-                        storage_error = Some(format!("batch {index}: {e}"));
-                        break;
-                    }
-                }
-            }
-        }
+        storage_error = settle(&mut pending, IN_FLIGHT)?;
         if storage_error.is_some() {
             break;
         }
