@@ -1,0 +1,111 @@
+//! Helpers shared by the engine's integration tests.
+#![allow(dead_code, clippy::unwrap_used)]
+
+use corelog::{BatchBuilder, Config, Engine, LogConfig, MessageSpec};
+use std::path::Path;
+use std::sync::mpsc;
+use std::time::Duration;
+
+/// Messages in batch `seq` of a stream: 1 to 4.
+pub fn messages_in(seq: u64) -> u64 {
+    1 + seq % 4
+}
+
+/// Producer batch `seq` of stream `tag`: `messages_in(seq)` messages whose
+/// ids say `(tag, seq, index)` and whose payload sizes vary with `seq`, so
+/// batches of one stream differ in length and content.
+pub fn batch(tag: u64, seq: u64) -> Vec<u8> {
+    let n = messages_in(seq);
+    let payloads: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            let len = ((seq * 37 + i * 101) % 700) as usize;
+            (0..len)
+                .map(|j| (tag as usize * 13 + seq as usize * 7 + j) as u8)
+                .collect()
+        })
+        .collect();
+    let mut b = BatchBuilder::new();
+    for (i, p) in payloads.iter().enumerate() {
+        b.push(MessageSpec {
+            id: message_id(tag, seq, i as u64),
+            timestamp: 1_700_000_000_000_000 + seq * 1_000 + i as u64,
+            payload: p,
+            user_headers: if i % 2 == 0 { b"k=v" } else { b"" },
+        });
+    }
+    b.build().unwrap()
+}
+
+/// The id `batch(tag, seq)` gives its message `index`.
+pub fn message_id(tag: u64, seq: u64, index: u64) -> u128 {
+    (u128::from(tag) << 96) | (u128::from(seq) << 32) | u128::from(index)
+}
+
+/// `(tag, seq, index)` back from a message id.
+pub fn decode_id(id: u128) -> (u64, u64, u64) {
+    (
+        (id >> 96) as u64,
+        ((id >> 32) & 0xFFFF_FFFF_FFFF_FFFF) as u64,
+        (id & 0xFFFF_FFFF) as u64,
+    )
+}
+
+/// The offset batch `seq` of a stream gets when the stream is appended
+/// alone and in order to an empty partition.
+pub fn base_offset_of(seq: u64) -> u64 {
+    (0..seq).map(messages_in).sum()
+}
+
+/// An engine on `dir` with `shards` shards and `log`, not pinned (tests
+/// share two cores with each other).
+pub fn open(dir: &Path, shards: usize, log: LogConfig) -> Engine {
+    Engine::open(Config {
+        shards: Some(shards),
+        pin_threads: false,
+        log,
+        ..Config::new(dir)
+    })
+    .unwrap()
+}
+
+/// Small segments, so tests cross segment boundaries and race rotation.
+pub fn small_segments() -> LogConfig {
+    LogConfig {
+        segment_bytes: 16 << 10,
+        index_interval_bytes: 1024,
+        ..LogConfig::default()
+    }
+}
+
+/// Fails the test (by exiting the test process) when it is not disarmed
+/// within `limit`: a hang becomes a failure with a message, not a stuck CI
+/// job. The limit is generous; it asserts nothing about speed.
+pub struct Watchdog {
+    disarm: Option<mpsc::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watchdog {
+    pub fn arm(what: &'static str, limit: Duration) -> Watchdog {
+        let (tx, rx) = mpsc::channel::<()>();
+        let thread = std::thread::spawn(move || {
+            if let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(limit) {
+                eprintln!("WATCHDOG: {what} did not finish within {limit:?}: it hangs");
+                std::process::exit(101);
+            }
+        });
+        Watchdog {
+            disarm: Some(tx),
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        drop(self.disarm.take());
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
