@@ -35,6 +35,7 @@ fn assert_lock_held(result: Result<Engine, Error>, dir: &Path) {
 
 #[test]
 fn a_second_engine_in_the_same_process_is_refused() {
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path(), 2, LogConfig::default());
     engine.append(0, batch(0, 0)).wait().unwrap();
@@ -76,6 +77,7 @@ fn corelog(args: &[&str]) -> Output {
 
 #[test]
 fn another_process_is_refused_naming_the_directory_and_the_holder() {
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path(), 1, LogConfig::default());
     engine.append(0, batch(0, 0)).wait().unwrap();
@@ -135,6 +137,7 @@ fn another_process_is_refused_naming_the_directory_and_the_holder() {
 
 #[test]
 fn a_cli_run_holds_the_lock_while_it_runs_and_a_killed_one_leaves_it_free() {
+    let _serial = common::serial();
     let _watchdog =
         common::Watchdog::arm("lock held by a child", std::time::Duration::from_secs(120));
     let dir = tempfile::tempdir().unwrap();
@@ -187,6 +190,7 @@ fn a_cli_run_holds_the_lock_while_it_runs_and_a_killed_one_leaves_it_free() {
 
 #[test]
 fn a_finished_cli_run_leaves_the_directory_free() {
+    let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
     let out = corelog(&["append", "--dir", d, "--partition", "3"]);

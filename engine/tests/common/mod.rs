@@ -109,3 +109,15 @@ impl Drop for Watchdog {
         }
     }
 }
+
+/// Serializes the tests of one test binary that hold a directory lock in
+/// this process and spawn processes: a child forked while the lock file is
+/// open holds the lock (flock belongs to the open file, which the child
+/// shares) until it execs, so a concurrent test could see a lock its
+/// engine had already released.
+pub fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
