@@ -1431,3 +1431,61 @@ fn error_messages_carry_their_fields() {
     };
     assert!(e.to_string().contains(&u32::MAX.to_string()));
 }
+
+// ---------------------------------------------------------------------------
+// Retiming a built batch (`set_origin_timestamp`).
+// ---------------------------------------------------------------------------
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// A retimed batch stays valid; only origin_timestamp and batch_checksum
+    /// change, so every message keeps its delta and moves with the origin.
+    #[test]
+    fn set_origin_timestamp_keeps_the_batch_valid(
+        msgs in small_messages(),
+        origin in 0u64..=u64::MAX - u64::from(u32::MAX),
+        stamp in stamps(),
+        stamp_first in any::<bool>(),
+    ) {
+        let limits = default_limits();
+        let mut bytes = build(&msgs);
+        if stamp_first {
+            stamp_in_place(&mut bytes, stamp, &limits).unwrap();
+        }
+        let before = bytes.clone();
+        prop_assert_eq!(corelog_segment::set_origin_timestamp(&mut bytes, origin), Some(()));
+        let b = check(&bytes, &limits).unwrap();
+        prop_assert_eq!(b.origin_timestamp(), origin);
+        let old = check(&before, &limits).unwrap();
+        for (m, o) in b.messages().zip(old.messages()) {
+            prop_assert_eq!(m.timestamp_delta(), o.timestamp_delta());
+            prop_assert_eq!(m.timestamp(), origin + u64::from(o.timestamp_delta()));
+        }
+        prop_assert_eq!(&bytes[..batch::ORIGIN_TIMESTAMP.start], &before[..batch::ORIGIN_TIMESTAMP.start]);
+        prop_assert_eq!(
+            &bytes[batch::BATCH_LENGTH.start..batch::BATCH_CHECKSUM.start],
+            &before[batch::BATCH_LENGTH.start..batch::BATCH_CHECKSUM.start]
+        );
+        prop_assert_eq!(&bytes[batch::MESSAGE_COUNT.start..], &before[batch::MESSAGE_COUNT.start..]);
+    }
+
+    /// Bytes that are not laid out as a batch are refused and left alone.
+    #[test]
+    fn set_origin_timestamp_leaves_malformed_bytes_alone(
+        msgs in small_messages(),
+        cut in any::<usize>(),
+        extra in prop::collection::vec(any::<u8>(), 1..8),
+    ) {
+        let built = build(&msgs);
+        let mut short = built[..cut % built.len()].to_vec();
+        let copy = short.clone();
+        prop_assert_eq!(corelog_segment::set_origin_timestamp(&mut short, 1), None);
+        prop_assert_eq!(short, copy);
+        let mut long = built.clone();
+        long.extend_from_slice(&extra);
+        let copy = long.clone();
+        prop_assert_eq!(corelog_segment::set_origin_timestamp(&mut long, 1), None);
+        prop_assert_eq!(long, copy);
+    }
+}
