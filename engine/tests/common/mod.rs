@@ -2,6 +2,7 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use corelog::{BatchBuilder, Config, Engine, LogConfig, MessageSpec};
+use std::io::Write;
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::Duration;
@@ -90,7 +91,12 @@ impl Watchdog {
         let (tx, rx) = mpsc::channel::<()>();
         let thread = std::thread::spawn(move || {
             if let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(limit) {
-                eprintln!("WATCHDOG: {what} did not finish within {limit:?}: it hangs");
+                // Straight to stderr: the test harness captures eprintln!,
+                // and its capture is lost when the process exits.
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "WATCHDOG: {what} did not finish within {limit:?}: it hangs"
+                );
                 std::process::exit(101);
             }
         });
