@@ -436,7 +436,9 @@ impl Handle {
 
     /// Runs `f()` as a task on `shard`'s runtime (a thread-per-core program
     /// puts its per-core work there: appends from it to partitions of the
-    /// same shard skip the queue). Resolves once the task is started.
+    /// same shard skip the queue). Resolves once the task is started. A
+    /// panic in the task ends that task only (it is logged); the shard and
+    /// its partitions carry on.
     pub fn spawn_on<F, Fut>(&self, shard: usize, f: F) -> Reply<()>
     where
         F: FnOnce() -> Fut + Send + 'static,

@@ -12,6 +12,7 @@ use corelog_segment::log::{LogConfig, LogError, PartitionLog, RecoveryReport};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -368,8 +369,22 @@ impl Shard {
         }
     }
 
+    /// Starts a caller's task. A panic in it (starting, running or being
+    /// dropped) ends that task only: unwinding would kill the shard thread,
+    /// and the requests it had taken would never be answered.
     fn spawn_task(self: &Rc<Self>, task: Task) {
-        monoio::spawn(task());
+        let shard = self.index;
+        match std::panic::catch_unwind(AssertUnwindSafe(task)) {
+            Ok(fut) => {
+                monoio::spawn(Contained {
+                    fut: Some(fut),
+                    shard,
+                });
+            }
+            Err(_) => {
+                tracing::error!("shard {shard}: a task spawned on it panicked; it was dropped")
+            }
+        }
     }
 
     fn open_partition(self: &Rc<Self>, p: u64) {
@@ -489,6 +504,38 @@ impl Shard {
                 "request cannot be dispatched to a partition".into(),
             )),
         }
+    }
+}
+
+/// A caller's task whose panics are caught and logged (see
+/// [`Shard::spawn_task`]).
+struct Contained {
+    fut: Option<Pin<Box<dyn Future<Output = ()>>>>,
+    shard: usize,
+}
+
+impl Future for Contained {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(fut) = self.fut.as_mut() else {
+            return Poll::Ready(());
+        };
+        let done = match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Pending) => return Poll::Pending,
+            Ok(Poll::Ready(())) => Ok(()),
+            Err(_) => Err(()),
+        };
+        // Drop the task here, where a panic in its destructor is caught too.
+        let fut = self.fut.take();
+        let dropped = std::panic::catch_unwind(AssertUnwindSafe(move || drop(fut)));
+        if done.is_err() || dropped.is_err() {
+            tracing::error!(
+                "shard {}: a task spawned on it panicked; it was dropped",
+                self.shard
+            );
+        }
+        Poll::Ready(())
     }
 }
 

@@ -144,3 +144,78 @@ fn tasks_on_the_shards_use_the_same_handle() {
     assert_eq!(parts, vec![10, 11, 20, 21]);
     engine.shutdown().unwrap();
 }
+
+/// A future that is ready at once and panics when dropped.
+struct PanicsWhenDropped;
+
+impl std::future::Future for PanicsWhenDropped {
+    type Output = ();
+
+    fn poll(self: std::pin::Pin<&mut Self>, _: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        std::task::Poll::Ready(())
+    }
+}
+
+impl Drop for PanicsWhenDropped {
+    fn drop(&mut self) {
+        panic!("deliberate panic dropping a task on a shard (this test expects it)");
+    }
+}
+
+/// Regression: a panic in a task started with spawn_on unwound the shard
+/// thread; every request it had taken and every later one to that shard
+/// then waited forever (nothing answered or closed its queue).
+#[test]
+fn a_panicking_task_on_a_shard_ends_alone() {
+    let _watchdog = Watchdog::arm("panicking shard task", Duration::from_secs(120));
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(
+        dir.path(),
+        2,
+        LogConfig {
+            fsync: corelog::FsyncPolicy::Batch,
+            ..LogConfig::default()
+        },
+    );
+    let mut seq = 0;
+    let mut replies = Vec::new();
+    for how in 0..3 {
+        // Appends to shard 0 in flight around the panic.
+        for _ in 0..50 {
+            replies.push((seq, engine.append(0, batch(0, seq))));
+            seq += 1;
+        }
+        let h = engine.handle();
+        match how {
+            0 => engine.spawn_on(0, || -> std::future::Ready<()> {
+                panic!("deliberate panic starting a task on a shard (this test expects it)")
+            }),
+            1 => engine.spawn_on(0, move || async move {
+                h.append(0, batch(1, 0)).await.unwrap();
+                panic!("deliberate panic in a task on a shard (this test expects it)");
+            }),
+            _ => engine.spawn_on(0, || PanicsWhenDropped),
+        }
+        .wait()
+        .unwrap();
+        for _ in 0..50 {
+            replies.push((seq, engine.append(0, batch(0, seq))));
+            seq += 1;
+        }
+    }
+    for (seq, r) in replies {
+        r.wait()
+            .unwrap_or_else(|e| panic!("append {seq} around the panics: {e}"));
+    }
+    // The shard still serves its partition.
+    let stats = engine.stats(0).wait().unwrap();
+    assert_eq!(stats.appends, seq + 1, "every append, and the task's one");
+    engine.spawn_on(0, || async {}).wait().unwrap();
+    engine.shutdown().unwrap();
+    let engine = open(dir.path(), 2, LogConfig::default());
+    assert_eq!(
+        engine.stats(0).wait().unwrap().next_offset,
+        stats.next_offset
+    );
+    engine.shutdown().unwrap();
+}
