@@ -157,3 +157,157 @@ pub fn base_offsets(sent: &[Batch], from: u64) -> Vec<u64> {
         })
         .collect()
 }
+
+/// What a [`GatedStorage`] holds back until [`GatedStorage::release`].
+#[derive(Debug, Default)]
+struct Gate {
+    /// The next `sync_data` of this file waits.
+    next_sync_of: Option<std::path::PathBuf>,
+    /// Every `sync_dir` waits.
+    dir_syncs: bool,
+    /// Operations waiting now.
+    held: usize,
+    waiters: Vec<std::task::Waker>,
+}
+
+/// A simulated disk that can hold chosen syncs back, to force the one
+/// interleaving a test is about (the simulator's own yields only make it
+/// likely).
+#[derive(Debug, Clone)]
+pub struct GatedStorage {
+    /// The disk underneath.
+    pub disk: corelog_segment::io::SimStorage,
+    gate: std::rc::Rc<std::cell::RefCell<Gate>>,
+}
+
+impl GatedStorage {
+    pub fn new(disk: corelog_segment::io::SimStorage) -> GatedStorage {
+        GatedStorage {
+            disk,
+            gate: Default::default(),
+        }
+    }
+
+    /// Holds the next `sync_data` of `path`.
+    pub fn hold_next_sync_of(&self, path: &std::path::Path) {
+        self.gate.borrow_mut().next_sync_of = Some(path.to_path_buf());
+    }
+
+    /// Holds every `sync_dir` from now on.
+    pub fn hold_dir_syncs(&self) {
+        self.gate.borrow_mut().dir_syncs = true;
+    }
+
+    /// Operations held right now.
+    pub fn held(&self) -> usize {
+        self.gate.borrow().held
+    }
+
+    /// Lets every held operation go on, and holds nothing more.
+    pub fn release(&self) {
+        let waiters = {
+            let mut g = self.gate.borrow_mut();
+            g.next_sync_of = None;
+            g.dir_syncs = false;
+            std::mem::take(&mut g.waiters)
+        };
+        for w in waiters {
+            w.wake();
+        }
+    }
+
+    async fn wait_if(&self, hold: bool) {
+        if !hold {
+            return;
+        }
+        self.gate.borrow_mut().held += 1;
+        std::future::poll_fn(|cx| {
+            let mut g = self.gate.borrow_mut();
+            if g.next_sync_of.is_none() && !g.dir_syncs {
+                g.held -= 1;
+                return std::task::Poll::Ready(());
+            }
+            g.waiters.push(cx.waker().clone());
+            std::task::Poll::Pending
+        })
+        .await
+    }
+}
+
+/// A file of a [`GatedStorage`].
+#[derive(Debug, Clone)]
+pub struct GatedFile {
+    inner: corelog_segment::io::sim::SimFile,
+    path: std::path::PathBuf,
+    storage: GatedStorage,
+}
+
+impl corelog_segment::io::Storage for GatedStorage {
+    type File = GatedFile;
+
+    fn create_dir_all(&self, path: &std::path::Path) -> std::io::Result<()> {
+        self.disk.create_dir_all(path)
+    }
+    fn list_dir(&self, path: &std::path::Path) -> std::io::Result<Vec<String>> {
+        self.disk.list_dir(path)
+    }
+    fn open(&self, path: &std::path::Path, create: bool) -> std::io::Result<GatedFile> {
+        Ok(GatedFile {
+            inner: self.disk.open(path, create)?,
+            path: path.to_path_buf(),
+            storage: self.clone(),
+        })
+    }
+    fn remove_file(&self, path: &std::path::Path) -> std::io::Result<()> {
+        self.disk.remove_file(path)
+    }
+    fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+        self.disk.rename(from, to)
+    }
+    async fn sync_dir(&self, path: &std::path::Path) -> std::io::Result<()> {
+        let hold = self.gate.borrow().dir_syncs;
+        self.wait_if(hold).await;
+        self.disk.sync_dir(path).await
+    }
+}
+
+impl corelog_segment::io::StorageFile for GatedFile {
+    fn len(&self) -> std::io::Result<u64> {
+        self.inner.len()
+    }
+    async fn write_all_at(
+        &self,
+        pos: u64,
+        bufs: corelog_segment::io::WriteBufs,
+    ) -> std::io::Result<()> {
+        self.inner.write_all_at(pos, bufs).await
+    }
+    async fn read_at(&self, pos: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        self.inner.read_at(pos, len).await
+    }
+    async fn sync_data(&self) -> std::io::Result<()> {
+        let hold = {
+            let mut g = self.storage.gate.borrow_mut();
+            let hold = g.next_sync_of.as_deref() == Some(self.path.as_path());
+            if hold {
+                // Only this one sync; the gate stays shut until release.
+                g.next_sync_of = Some(std::path::PathBuf::from("/held"));
+            }
+            hold
+        };
+        self.storage.wait_if(hold).await;
+        self.inner.sync_data().await
+    }
+    async fn allocate(&self, len: u64) -> std::io::Result<()> {
+        self.inner.allocate(len).await
+    }
+    async fn truncate(&self, len: u64) -> std::io::Result<()> {
+        self.inner.truncate(len).await
+    }
+    fn map(
+        &self,
+        capacity: usize,
+    ) -> std::io::Result<std::sync::Arc<dyn corelog_segment::io::Mapped>> {
+        self.inner.map(capacity)
+    }
+}
