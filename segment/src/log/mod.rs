@@ -721,7 +721,10 @@ impl<S: Storage> PartitionLog<S> {
             let Some(seg) = st.segment_mut(base) else {
                 return;
             };
-            seg.dirty = false;
+            // The segment stays dirty: a group-commit round must still sync
+            // it (or wait for a round that does) before it acknowledges the
+            // segment's last writes, which this fdatasync covers only once
+            // it completes.
             (seg.writer.clone(), seg.log_path.clone())
         };
         if let Some(file) = &file {

@@ -1,0 +1,411 @@
+//! Fsync policies: group commit under `batch` (few fdatasyncs, and no
+//! acknowledgement before one covers the batch), `interval:MS` and `never`
+//! as `FsyncPolicy` documents them. On the simulated disk, whose counters
+//! count the fdatasyncs and whose `crash()` shows what is durable.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use corelog_segment::io::{SimFaults, SimStorage};
+use corelog_segment::log::{log_name, AppendAck, FsyncPolicy, LogConfig, PartitionLog, PollFrom};
+use corelog_segment::Batch;
+use std::cell::RefCell;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Duration;
+
+const DIR: &str = "/p/1";
+
+fn config(fsync: FsyncPolicy, segment_bytes: u64) -> LogConfig {
+    LogConfig {
+        fsync,
+        segment_bytes,
+        limits: corelog_segment::Limits {
+            max_batch_bytes: 64 << 10,
+        },
+        ..small_config()
+    }
+}
+
+async fn open(disk: &SimStorage, config: &LogConfig) -> PartitionLog<SimStorage> {
+    PartitionLog::open(disk.clone(), Path::new(DIR), 1, config.clone())
+        .await
+        .unwrap()
+        .0
+}
+
+/// Whether every one of `copies` power cuts of `disk` keeps the batch
+/// `sent` stored at `ack`, byte for byte.
+async fn durable_in(
+    disk: &SimStorage,
+    config: &LogConfig,
+    copies: usize,
+    sent: &Batch,
+    ack: &AppendAck,
+) -> Result<(), String> {
+    let want = stored_form(sent, 1, ack.base_offset, ack.base_timestamp);
+    for copy in 0..copies {
+        let cut = disk.crash();
+        let (log, report) = PartitionLog::open(cut, Path::new(DIR), 1, config.clone())
+            .await
+            .map_err(|e| format!("power cut {copy}: reopen failed: {e}"))?;
+        let reply = log.poll(PollFrom::Offset(ack.base_offset), 0).unwrap();
+        let found = reply.batches().next().map(|b| b.as_bytes().to_vec());
+        if found.as_deref() != Some(&want[..]) {
+            return Err(format!(
+                "power cut {copy} lost batch at offset {} ({report})",
+                ack.base_offset
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// With no interleaving (every simulated operation completes at once), all
+/// 500 writes are queued before the sync loop, which the first write's
+/// completion spawns behind them (monoio runs tasks in FIFO order): so the
+/// loop's first round finds all 500 written and one fdatasync acknowledges
+/// them all, and its second round finds nothing to do.
+#[test]
+fn five_hundred_concurrent_appends_are_acknowledged_by_one_fdatasync() {
+    run_sim(async {
+        let config = config(FsyncPolicy::Batch, 1 << 20);
+        let disk = sim_for(1, &config);
+        let log = open(&disk, &config).await;
+        let before = disk.counters();
+        let futs: Vec<_> = (0..500).map(|i| log.append(batch(i, 1, 40))).collect();
+        for (i, f) in futs.into_iter().enumerate() {
+            assert_eq!(f.await.unwrap().base_offset, i as u64);
+        }
+        let syncs = disk.counters().syncs - before.syncs;
+        assert_eq!(syncs, 1, "one group commit for 500 appends");
+        assert_eq!(log.stats().syncs, 1);
+        assert_eq!(log.stats().next_offset, 500);
+    });
+}
+
+/// With interleaving: each write completes within its first `Y + 1` polls
+/// (it yields at most `Y` times), and the run queue polls every runnable
+/// task once per cycle, so writes complete in at most `Y + 1` cycles. The
+/// sync loop makes at most one productive round per poll (a round that
+/// does not yield sees no new completion when it looks again), so at most
+/// one per cycle while writes complete, plus a last one: at most `Y + 2`
+/// fdatasyncs of the one segment file for 400 appends.
+#[test]
+fn concurrent_appends_share_fdatasyncs_when_operations_interleave() {
+    for seed in 0..8 {
+        run_sim(async {
+            let config = config(FsyncPolicy::Batch, 1 << 20);
+            let disk = sim_for(seed, &config);
+            let log = open(&disk, &config).await;
+            let max_yields = 1 + (seed as u32 % 4);
+            disk.set_faults(SimFaults {
+                max_yields,
+                ..SimFaults::default()
+            });
+            let before = disk.counters();
+            let futs: Vec<_> = (0..400).map(|i| log.append(batch(i, 1, 40))).collect();
+            for f in futs {
+                f.await.unwrap();
+            }
+            let syncs = disk.counters().syncs - before.syncs;
+            assert!(
+                syncs <= u64::from(max_yields) + 2,
+                "seed {seed}: {syncs} fdatasyncs for 400 appends with max_yields {max_yields}"
+            );
+            assert_eq!(log.stats().next_offset, 400);
+        });
+    }
+}
+
+/// After each acknowledgement, power cuts of the disk (taken at that very
+/// moment) keep the batch: an append is acknowledged only once an fdatasync
+/// (and, for a new segment, a directory sync) covers it.
+fn acknowledged_means_durable(seed: u64, segment_bytes: u64, flushes: bool) -> Vec<String> {
+    run_sim(async move {
+        let config = config(FsyncPolicy::Batch, segment_bytes);
+        let disk = sim_for(seed, &config);
+        let log = open(&disk, &config).await;
+        disk.set_faults(SimFaults {
+            max_yields: 16,
+            ..SimFaults::default()
+        });
+        let failures = Rc::new(RefCell::new(Vec::<String>::new()));
+        let mut tasks = Vec::new();
+        for i in 0..60u64 {
+            let sent = batch(
+                seed * 100 + i,
+                1 + (i as usize % 3),
+                100 + (i as usize * 37) % 400,
+            );
+            let fut = log.append(sent.clone());
+            let (d, c, f) = (disk.clone(), config.clone(), failures.clone());
+            tasks.push(monoio::spawn(async move {
+                let ack = fut.await.unwrap();
+                if let Err(e) = durable_in(&d, &c, 3, &sent, &ack).await {
+                    f.borrow_mut().push(format!("batch {i}: {e}"));
+                }
+            }));
+            if flushes && i % 7 == 3 {
+                let (l, d, c, f) = (log.clone(), disk.clone(), config.clone(), failures.clone());
+                let upto = log.next_offset();
+                tasks.push(monoio::spawn(async move {
+                    l.flush().await.unwrap();
+                    let cut = d.crash();
+                    let (after, _) = PartitionLog::open(cut, Path::new(DIR), 1, c).await.unwrap();
+                    if after.stats().next_offset < upto {
+                        f.borrow_mut().push(format!(
+                            "flush returned with offsets below {upto} not durable: {:?}",
+                            after.stats()
+                        ));
+                    }
+                }));
+            }
+            if i % 5 == 0 {
+                yield_to_others().await;
+            }
+        }
+        for t in tasks {
+            t.await;
+        }
+        let failures = failures.borrow().clone();
+        failures
+    })
+}
+
+/// Runs `seeds` cases and fails listing every seed that broke the promise.
+fn all_durable(seeds: std::ops::Range<u64>, segment_bytes: u64, flushes: bool) {
+    let mut failed = Vec::new();
+    for seed in seeds.clone() {
+        let failures = acknowledged_means_durable(seed, segment_bytes, flushes);
+        if !failures.is_empty() {
+            failed.push((seed, failures));
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of {} seeds acknowledged before durable: {failed:#?}",
+        failed.len(),
+        seeds.count()
+    );
+}
+
+#[test]
+fn an_append_is_acknowledged_only_once_durable() {
+    all_durable(0..4, 1 << 20, false);
+}
+
+#[test]
+fn an_append_is_acknowledged_only_once_durable_across_rotations() {
+    all_durable(0..4, 2048, false);
+}
+
+/// Power cuts of the disk now: does each keep every batch of `sent`?
+async fn all_durable_now(
+    disk: &SimStorage,
+    config: &LogConfig,
+    sent: &[(Batch, AppendAck)],
+    copies: usize,
+) -> Result<(), String> {
+    for (b, ack) in sent {
+        durable_in(disk, config, copies, b, ack).await?;
+    }
+    Ok(())
+}
+
+/// Regression: sealing a segment cleared its dirty flag before its own
+/// fdatasync had completed, so a group-commit round running meanwhile took
+/// the segment's last writes for durable and acknowledged them early.
+///
+/// The batch X crossing `segment_bytes` and the batch Y after it are
+/// reserved together; the sealing fdatasync of X's segment is held. Tasks
+/// run in FIFO order, so the sealing task (spawned when Y rotated) runs
+/// before the sync loop (spawned when X's write completed) and its
+/// fdatasync is the one held. X may be acknowledged only by a round that
+/// syncs the file itself.
+#[test]
+fn regression_a_segments_last_batch_is_not_acknowledged_before_its_seal_sync_completes() {
+    run_sim(async {
+        let config = config(FsyncPolicy::Batch, 4096);
+        let gated = GatedStorage::new(sim_for(7, &config));
+        let (log, _) = PartitionLog::open(gated.clone(), Path::new(DIR), 1, config.clone())
+            .await
+            .unwrap();
+        let mut sent = Vec::new();
+        for i in 0..4 {
+            let b = batch(i, 1, 600);
+            let ack = log.append(b.clone()).await.unwrap();
+            sent.push((b, ack));
+        }
+        assert!(log.stats().bytes < 4096);
+        gated.hold_next_sync_of(&Path::new(DIR).join(log_name(0)));
+        let (x, y) = (batch(100, 2, 600), batch(101, 1, 100));
+        let (fx, fy) = (log.append(x.clone()), log.append(y.clone()));
+        assert_eq!(log.stats().segments, 2, "Y rotated");
+        let acked = Rc::new(RefCell::new(None));
+        let seen = acked.clone();
+        let task = monoio::spawn(async move {
+            let ack = fx.await.unwrap();
+            *seen.borrow_mut() = Some(ack);
+        });
+        for _ in 0..50 {
+            yield_to_others().await;
+        }
+        assert_eq!(gated.held(), 1, "the sealing fdatasync is held");
+        let ack = acked
+            .borrow()
+            .expect("X is acknowledged by a group-commit round that syncs its file");
+        sent.push((x, ack));
+        if let Err(e) = all_durable_now(&gated.disk, &config, &sent, 10).await {
+            panic!("acknowledged while only the held seal sync would cover it: {e}");
+        }
+        gated.release();
+        task.await;
+        let ack_y = fy.await.unwrap();
+        sent.push((y, ack_y));
+        all_durable_now(&gated.disk, &config, &sent, 3)
+            .await
+            .unwrap();
+        log.close().await.unwrap();
+    });
+}
+
+#[test]
+fn never_acknowledges_on_write_and_syncs_only_on_flush() {
+    run_sim(async {
+        let config = config(FsyncPolicy::Never, 1 << 20);
+        let disk = sim_for(3, &config);
+        let log = open(&disk, &config).await;
+        disk.set_faults(SimFaults {
+            max_yields: 3,
+            ..SimFaults::default()
+        });
+        let before = disk.counters();
+        let sent: Vec<_> = (0..50).map(|i| batch(i, 2, 100)).collect();
+        let futs: Vec<_> = sent.iter().map(|b| log.append(b.clone())).collect();
+        for (f, b) in futs.into_iter().zip(&sent) {
+            let ack = f.await.unwrap();
+            // Readers see a batch as soon as it is written.
+            let reply = log.poll(PollFrom::Offset(ack.base_offset), 0).unwrap();
+            assert_eq!(
+                reply.batches().next().unwrap().as_bytes(),
+                &stored_form(b, 1, ack.base_offset, ack.base_timestamp)[..]
+            );
+        }
+        assert_eq!(
+            disk.counters().syncs,
+            before.syncs,
+            "never: no fdatasync for appends"
+        );
+        assert_eq!(log.stats().syncs, 0);
+        // Whatever a power cut keeps now is a clean prefix.
+        let cut = disk.crash();
+        let (after, _) = PartitionLog::open(cut, Path::new(DIR), 1, config.clone())
+            .await
+            .unwrap();
+        let kept = read_all(&after);
+        assert!(kept.len() <= 50);
+        for (i, (off, _)) in kept.iter().enumerate() {
+            assert_eq!(*off, 2 * i as u64);
+        }
+        // A flush makes everything durable.
+        log.flush().await.unwrap();
+        assert!(disk.counters().syncs > before.syncs);
+        for _ in 0..3 {
+            let (after, _) = PartitionLog::open(disk.crash(), Path::new(DIR), 1, config.clone())
+                .await
+                .unwrap();
+            assert_eq!(read_all(&after), read_all(&log));
+        }
+    });
+}
+
+#[test]
+fn never_syncs_a_segment_when_it_is_sealed() {
+    run_sim(async {
+        let config = config(FsyncPolicy::Never, 4096);
+        let disk = sim_for(4, &config);
+        let log = open(&disk, &config).await;
+        let futs: Vec<_> = (0..40).map(|i| log.append(batch(i, 1, 400))).collect();
+        for f in futs {
+            f.await.unwrap();
+        }
+        let segments = log.stats().segments;
+        assert!(segments >= 4, "{:?}", log.stats());
+        // Let the seals finish.
+        for _ in 0..20 {
+            yield_to_others().await;
+        }
+        assert_eq!(
+            disk.counters().syncs,
+            segments as u64 - 1,
+            "never: one fdatasync per sealed segment, none per append"
+        );
+    });
+}
+
+#[test]
+fn interval_acknowledges_before_any_fdatasync() {
+    run_sim(async {
+        let config = config(FsyncPolicy::Interval(Duration::from_secs(3600)), 1 << 20);
+        let disk = sim_for(5, &config);
+        let log = open(&disk, &config).await;
+        let before = disk.counters();
+        let futs: Vec<_> = (0..50).map(|i| log.append(batch(i, 1, 100))).collect();
+        for f in futs {
+            f.await.unwrap();
+        }
+        assert_eq!(
+            disk.counters().syncs,
+            before.syncs,
+            "interval: acknowledged on write, the sync comes later"
+        );
+        assert_eq!(log.poll(PollFrom::Last, 0).unwrap().first_offset(), 49);
+    });
+}
+
+#[test]
+fn interval_syncs_unsynced_writes_in_the_background_and_stops_when_closed() {
+    run_sim(async {
+        let config = config(FsyncPolicy::Interval(Duration::from_millis(20)), 1 << 20);
+        let disk = sim_for(6, &config);
+        let log = open(&disk, &config).await;
+        let futs: Vec<_> = (0..50).map(|i| log.append(batch(i, 1, 100))).collect();
+        for f in futs {
+            f.await.unwrap();
+        }
+        // Generous: the background sync is due after 20 ms; allow 20 s on a
+        // loaded machine. Assert the state it leaves, not the time it took.
+        let mut durable = false;
+        for _ in 0..2000 {
+            monoio::time::sleep(Duration::from_millis(10)).await;
+            if disk.counters().syncs > 0 {
+                let (after, _) =
+                    PartitionLog::open(disk.crash(), Path::new(DIR), 1, config.clone())
+                        .await
+                        .unwrap();
+                if after.stats().next_offset == 50 {
+                    durable = true;
+                    break;
+                }
+            }
+        }
+        assert!(durable, "the interval sync never made the appends durable");
+        for _ in 0..3 {
+            let (after, _) = PartitionLog::open(disk.crash(), Path::new(DIR), 1, config.clone())
+                .await
+                .unwrap();
+            assert_eq!(read_all(&after), read_all(&log));
+        }
+        // Nothing unsynced: no more fdatasyncs.
+        let idle = disk.counters().syncs;
+        monoio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(disk.counters().syncs, idle, "no unsynced writes, no sync");
+        // Closed: the background loop ends.
+        log.close().await.unwrap();
+        let closed = disk.counters().syncs;
+        monoio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(disk.counters().syncs, closed, "no sync after close");
+    });
+}
