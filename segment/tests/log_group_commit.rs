@@ -201,6 +201,11 @@ fn an_append_is_acknowledged_only_once_durable_across_rotations() {
     all_durable(0..4, 2048, false);
 }
 
+#[test]
+fn an_append_and_a_flush_return_only_once_durable() {
+    all_durable(0..4, 1 << 20, true);
+}
+
 /// Power cuts of the disk now: does each keep every batch of `sent`?
 async fn all_durable_now(
     disk: &SimStorage,
@@ -268,6 +273,109 @@ fn regression_a_segments_last_batch_is_not_acknowledged_before_its_seal_sync_com
             .await
             .unwrap();
         log.close().await.unwrap();
+    });
+}
+
+/// Regression: a `flush` while a group-commit round's fdatasync was in
+/// flight found the file already marked clean, moved the durable mark
+/// without syncing and so acknowledged the round's appends (and returned)
+/// before any fdatasync covered them.
+#[test]
+fn regression_a_flush_during_a_group_commit_round_waits_for_its_fdatasync() {
+    run_sim(async {
+        let config = config(FsyncPolicy::Batch, 1 << 20);
+        let gated = GatedStorage::new(sim_for(8, &config));
+        let (log, _) = PartitionLog::open(gated.clone(), Path::new(DIR), 1, config.clone())
+            .await
+            .unwrap();
+        gated.hold_next_sync_of(&Path::new(DIR).join(log_name(0)));
+        let acked = Rc::new(RefCell::new(0usize));
+        let mut tasks = Vec::new();
+        for i in 0..20 {
+            let fut = log.append(batch(i, 1, 200));
+            let acked = acked.clone();
+            tasks.push(monoio::spawn(async move {
+                fut.await.unwrap();
+                *acked.borrow_mut() += 1;
+            }));
+        }
+        for _ in 0..10 {
+            yield_to_others().await;
+        }
+        assert_eq!(gated.held(), 1, "the group commit's fdatasync is held");
+        let flushed = Rc::new(RefCell::new(false));
+        let (l, f) = (log.clone(), flushed.clone());
+        let flush = monoio::spawn(async move {
+            l.flush().await.unwrap();
+            *f.borrow_mut() = true;
+        });
+        for _ in 0..50 {
+            yield_to_others().await;
+        }
+        assert_eq!(
+            (*acked.borrow(), *flushed.borrow()),
+            (0, false),
+            "nothing may be acknowledged, no flush may return, while the only fdatasync is held"
+        );
+        gated.release();
+        flush.await;
+        for t in tasks {
+            t.await;
+        }
+        assert_eq!(*acked.borrow(), 20);
+        let (after, _) = PartitionLog::open(gated.disk.crash(), Path::new(DIR), 1, config)
+            .await
+            .unwrap();
+        assert_eq!(after.stats().next_offset, 20);
+    });
+}
+
+/// Regression, the same race under `never`: of two flushes at once, the
+/// second found the file marked clean by the first (whose fdatasync was
+/// still in flight) and returned before anything was durable.
+#[test]
+fn regression_concurrent_flushes_each_wait_for_durability() {
+    run_sim(async {
+        let config = config(FsyncPolicy::Never, 1 << 20);
+        let gated = GatedStorage::new(sim_for(9, &config));
+        let (log, _) = PartitionLog::open(gated.clone(), Path::new(DIR), 1, config.clone())
+            .await
+            .unwrap();
+        let futs: Vec<_> = (0..30).map(|i| log.append(batch(i, 2, 200))).collect();
+        for f in futs {
+            f.await.unwrap();
+        }
+        gated.hold_next_sync_of(&Path::new(DIR).join(log_name(0)));
+        let done = Rc::new(RefCell::new(Vec::new()));
+        let flushes: Vec<_> = (0..2)
+            .map(|i| {
+                let (l, d) = (log.clone(), done.clone());
+                monoio::spawn(async move {
+                    l.flush().await.unwrap();
+                    d.borrow_mut().push(i);
+                })
+            })
+            .collect();
+        for _ in 0..50 {
+            yield_to_others().await;
+        }
+        assert_eq!(gated.held(), 1);
+        assert!(
+            done.borrow().is_empty(),
+            "flushes {:?} returned while the only fdatasync is held",
+            done.borrow()
+        );
+        gated.release();
+        for f in flushes {
+            f.await;
+        }
+        for _ in 0..3 {
+            let (after, _) =
+                PartitionLog::open(gated.disk.crash(), Path::new(DIR), 1, config.clone())
+                    .await
+                    .unwrap();
+            assert_eq!(after.stats().next_offset, 60);
+        }
     });
 }
 

@@ -179,6 +179,13 @@ struct State<F> {
     /// The acknowledgement mark when the log was poisoned.
     poison_mark: u64,
     syncing: bool,
+    /// A sync round ([`PartitionLog::sync_once`]) is running. Rounds never
+    /// overlap: a round clears the dirty flags of the files it syncs before
+    /// its syncs complete, so another round running meanwhile would take
+    /// those files for durable and acknowledge writes no sync covered yet.
+    round_running: bool,
+    /// Rounds waiting for the running one to end.
+    round_waiters: Vec<Waker>,
     /// A segment file was created since the last directory sync.
     names_dirty: bool,
     closed: bool,
@@ -557,6 +564,8 @@ impl<S: Storage> PartitionLog<S> {
 
     /// One round of syncing; false when there was nothing to sync.
     async fn sync_once(&self) -> Result<bool, LogError> {
+        RoundWait { log: self }.await;
+        let _turn = RoundTurn { log: self };
         let inner = &self.inner;
         let (target, files, dir) = {
             let mut st = inner.st.borrow_mut();
@@ -1032,6 +1041,44 @@ impl<S: Storage> Future for AppendFuture<S> {
     }
 }
 
+/// Waits until no sync round runs, then marks one running.
+struct RoundWait<'a, S: Storage> {
+    log: &'a PartitionLog<S>,
+}
+
+impl<S: Storage> Future for RoundWait<'_, S> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut st = self.log.inner.st.borrow_mut();
+        if st.round_running {
+            st.round_waiters.push(cx.waker().clone());
+            return Poll::Pending;
+        }
+        st.round_running = true;
+        Poll::Ready(())
+    }
+}
+
+/// The running sync round; ends it (and wakes the next) when dropped,
+/// also when the round's future is dropped half way.
+struct RoundTurn<'a, S: Storage> {
+    log: &'a PartitionLog<S>,
+}
+
+impl<S: Storage> Drop for RoundTurn<'_, S> {
+    fn drop(&mut self) {
+        let waiters = {
+            let mut st = self.log.inner.st.borrow_mut();
+            st.round_running = false;
+            std::mem::take(&mut st.round_waiters)
+        };
+        for w in waiters {
+            w.wake();
+        }
+    }
+}
+
 struct FlushWait<S: Storage> {
     log: PartitionLog<S>,
     target: u64,
@@ -1107,6 +1154,8 @@ impl<S: Storage> PartitionLog<S> {
                     poison: None,
                     poison_mark: 0,
                     syncing: false,
+                    round_running: false,
+                    round_waiters: Vec::new(),
                     names_dirty: false,
                     closed: false,
                     appends: 0,
