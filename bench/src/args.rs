@@ -13,6 +13,10 @@ pub enum EngineKind {
     /// Baseline: one thread, one file, a plain pwrite loop of the same
     /// pre-built batches (no checksums, no shards).
     Pwrite,
+    /// Peer: walrus-rust, one topic per partition (build with `--features peers`).
+    Walrus,
+    /// Peer: the commitlog crate, one log per partition (build with `--features peers`).
+    Commitlog,
 }
 
 /// Message sizes: one size or a range.

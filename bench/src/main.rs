@@ -8,6 +8,8 @@
 
 mod args;
 mod corelog_run;
+#[cfg(feature = "peers")]
+mod peers;
 mod plot;
 mod pwrite;
 mod report;
@@ -63,6 +65,13 @@ fn main() -> ExitCode {
     let result = match args.engine {
         EngineKind::Corelog => run_corelog(args),
         EngineKind::Pwrite => pwrite::run(args),
+        #[cfg(feature = "peers")]
+        EngineKind::Walrus | EngineKind::Commitlog => peers::run(args),
+        #[cfg(not(feature = "peers"))]
+        EngineKind::Walrus | EngineKind::Commitlog => Err(
+            "peer engines are built with `cargo build --release -p corelog-bench --features peers`"
+                .into(),
+        ),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# corelog's performance claims, measured in one go on one disk, each against a baseline run in
+# the same session: fio (io_uring; buffered, and write+fsync per write), a plain single-threaded
+# pwrite loop of the same batches, and corelog. Each figure is the median of REPS interleaved
+# runs (the page cache is dropped before every run); ratios are corelog / baseline.
+#
+#   scripts/bench.sh                 # all scenarios, 3 repetitions
+#   REPS=5 DATA_DIR=/mnt/fast scripts/bench.sh
+#   scripts/bench.sh pagecache durable   # only some scenarios
+#
+# Scenarios: pagecache durable scaling polls latency. Results: $OUT (default bench-results.md).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+REPS=${REPS:-3}
+DATA_DIR=${DATA_DIR:-/var/tmp/corelog-bench-data}
+OUT=${OUT:-bench-results.md}
+SCENARIOS=${*:-pagecache durable scaling polls latency}
+JSON_DIR=$(mktemp -d)
+trap 'rm -rf "$JSON_DIR" "$DATA_DIR"' EXIT
+
+command -v fio >/dev/null || { apt-get update -qq && apt-get install -y -qq fio >/dev/null; }
+cargo build --release -q -p corelog-bench
+B=target/release/corelog-bench
+mkdir -p "$DATA_DIR"
+
+fresh() { # empty data dir, dirty pages written, page cache dropped
+  rm -rf "${DATA_DIR:?}"/*
+  sync
+  echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+}
+
+median() { python3 -c 'import sys,statistics; v=[float(x) for x in sys.argv[1:]]; print(f"{statistics.median(v):.1f}")' "$@"; }
+jget() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); 
+for k in sys.argv[2].split("."): d=d[k]
+print(d)' "$1" "$2"; }
+
+# fio: sequential 1 MiB writes through io_uring into one file; prints MB/s (10^6).
+fio_mbps() { # $1 = size, $2 = extra flags
+  fresh
+  fio --name=seq --directory="$DATA_DIR" --ioengine=io_uring --rw=write --bs=1M --size="$1" \
+      --iodepth=4 --direct=0 $2 --output-format=json --output="$JSON_DIR/fio.json" >/dev/null
+  python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["jobs"][0]["write"]["bw_bytes"]/1e6)' "$JSON_DIR/fio.json"
+}
+
+# corelog-bench: prints "<phase MB/s>" for $1 (append|poll|...) from a run with flags $2...
+bench() { # $1 = json key, rest = flags
+  local key=$1; shift
+  fresh
+  "$B" --quiet --data-dir "$DATA_DIR/c" --json "$JSON_DIR/b.json" "$@" >"$JSON_DIR/b.out" 2>&1 || { cat "$JSON_DIR/b.out"; exit 1; }
+  jget "$JSON_DIR/b.json" "$key"
+}
+
+echo "# corelog benchmark results" >"$OUT"
+{
+  echo
+  echo "$(date -u +%Y-%m-%d), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -r), disk: $(df -h "$DATA_DIR" | awk 'NR==2{print $1}'), median of $REPS runs"
+  echo
+  echo "| scenario | baseline | baseline figure | corelog | ratio | target |"
+  echo "|---|---|---|---|---|---|"
+} >>"$OUT"
+row() { echo "| $1 | $2 | $3 | $4 | $5 | $6 |" | tee -a "$OUT"; }
+
+for s in $SCENARIOS; do
+  case $s in
+  pagecache)
+    # 1000-byte messages x 1000 per batch, 2 partitions, 2 GB, fsync never; every checksum
+    # verified at admission. Baselines: fio buffered io_uring 1 MiB writes, pwrite loop.
+    f=(); p=(); c=()
+    for _ in $(seq "$REPS"); do
+      f+=("$(fio_mbps 2000M "")")
+      p+=("$(bench append.mb_per_s --engine pwrite --fsync never --total-bytes 2GB --message-size 1000 --messages-per-batch 1000 --warmup 0)")
+      c+=("$(bench append.mb_per_s --fsync never --partitions 2 --total-bytes 2GB --message-size 1000 --messages-per-batch 1000 --warmup 0 --no-poll)")
+    done
+    F=$(median "${f[@]}"); P=$(median "${p[@]}"); C=$(median "${c[@]}")
+    row "page-cache appends, 2 GB (MB/s)" "fio io_uring buffered 1 MiB" "$F" "$C" "$(python3 -c "print(f'{$C/$F:.2f}x')")" ">= 1.0x"
+    row "page-cache appends, 2 GB (MB/s)" "pwrite loop, 1 thread" "$P" "$C" "$(python3 -c "print(f'{$C/$P:.2f}x')")" "-"
+    ;;
+  durable)
+    # fsync=batch, 8 partitions, ~1 MiB batches; baseline fio write + fsync per 1 MiB write.
+    f=(); p=(); c=()
+    for _ in $(seq "$REPS"); do
+      f+=("$(fio_mbps 1000M "--fsync=1")")
+      p+=("$(bench append.mb_per_s --engine pwrite --fsync batch --total-bytes 1GB --message-size 1000 --messages-per-batch 1000 --warmup 0)")
+      c+=("$(bench append.mb_per_s --fsync batch --partitions 8 --total-bytes 2GB --message-size 1000 --messages-per-batch 1000 --warmup 0 --no-poll)")
+    done
+    F=$(median "${f[@]}"); P=$(median "${p[@]}"); C=$(median "${c[@]}")
+    row "durable appends, fsync=batch (MB/s)" "fio 1 MiB write+fsync" "$F" "$C" "$(python3 -c "print(f'{$C/$F:.2f}x')")" ">= 3x"
+    row "durable appends, fsync=batch (MB/s)" "pwrite+fdatasync loop" "$P" "$C" "$(python3 -c "print(f'{$C/$P:.2f}x')")" "-"
+    ;;
+  scaling)
+    # 100-byte messages: two shards against one (each with its own producer), page cache.
+    one=(); two=()
+    for _ in $(seq "$REPS"); do
+      one+=("$(bench append.msgs_per_s --shards 1 --producers 1 --partitions 2 --fsync never --total-bytes 1GB --message-size 100 --messages-per-batch 1000 --warmup 0 --no-poll)")
+      two+=("$(bench append.msgs_per_s --shards 2 --producers 2 --partitions 2 --fsync never --total-bytes 1GB --message-size 100 --messages-per-batch 1000 --warmup 0 --no-poll)")
+    done
+    O=$(median "${one[@]}"); T=$(median "${two[@]}")
+    row "100-byte messages (msgs/s)" "1 shard" "$O" "$T (2 shards)" "$(python3 -c "print(f'{$T/$O:.2f}x')")" ">= 1.8x"
+    ;;
+  polls)
+    # Write 2 GB, then poll it all back from mmap: without verification (served), and verifying
+    # every checksum, against raw XXH3 of the same build on the same cores.
+    v=(); n=(); x=()
+    for _ in $(seq "$REPS"); do
+      n+=("$(bench poll.mb_per_s --fsync never --partitions 2 --total-bytes 2GB --message-size 1000 --messages-per-batch 1000 --warmup 0 --no-verify)")
+      v+=("$(bench poll.mb_per_s --fsync never --partitions 2 --total-bytes 2GB --message-size 1000 --messages-per-batch 1000 --warmup 0)")
+      x+=("$(python3 -c "import json; print(json.load(open('$JSON_DIR/b.json'))['xxh3_gb_per_s_per_core']*1000*2)")")
+    done
+    N=$(median "${n[@]}"); V=$(median "${v[@]}"); X=$(median "${x[@]}")
+    row "polls served from mmap (MB/s)" "8 GB/s target" "8000" "$N" "$(python3 -c "print(f'{$N/8000:.2f}x')")" ">= 1.0x"
+    row "polls with checksum verification (MB/s)" "raw XXH3, 2 cores" "$X" "$V" "$(python3 -c "print(f'{$V/$X:.2f}x')")" ">= 0.8x"
+    ;;
+  latency)
+    # Append latency at half of the peak rate (open loop), page cache, 100 KB batches.
+    peak=$(bench append.mb_per_s --fsync never --partitions 2 --total-bytes 2GB --message-size 1000 --messages-per-batch 100 --warmup 0 --no-poll)
+    half=$(python3 -c "print($peak/2)")
+    p99=(); p9999=()
+    for _ in $(seq "$REPS"); do
+      bench append.mb_per_s --fsync never --partitions 2 --duration 10 --rate "$half" --message-size 1000 --messages-per-batch 100 --warmup 1 --no-poll >/dev/null
+      p99+=("$(jget "$JSON_DIR/b.json" append.latency_us.p99)")
+      p9999+=("$(jget "$JSON_DIR/b.json" append.latency_us.p9999)")
+    done
+    row "append p99 at half of peak ($half MB/s) (µs)" "target" "200" "$(median "${p99[@]}")" "$(python3 -c "print(f'{$(median "${p99[@]}")/200:.2f}x of target')")" "<= 200 µs"
+    row "append p99.99 at half of peak (µs)" "target" "2000" "$(median "${p9999[@]}")" "$(python3 -c "print(f'{$(median "${p9999[@]}")/2000:.2f}x of target')")" "<= 2 ms"
+    ;;
+  *) echo "unknown scenario $s" >&2; exit 2 ;;
+  esac
+done
+echo
+echo "results written to $OUT"
