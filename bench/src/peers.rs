@@ -152,57 +152,56 @@ pub fn run(args: Args) -> Result<(), String> {
     for p in 0..partitions {
         logs.push(open(kind, &dir, p, &args, &wal)?);
     }
-    let results: Vec<Result<(Phase, Instant, Box<dyn PeerLog>), String>> =
-        std::thread::scope(|s| {
-            let handles: Vec<_> = logs
-                .into_iter()
-                .enumerate()
-                .map(|(p, mut log)| {
-                    let args = &args;
-                    s.spawn(move || {
-                        let pool = crate::workload::build_batches(
-                            p as u64 + 1,
-                            args.message_size,
-                            args.messages_per_batch,
-                            2,
-                        );
-                        let mut phase = Phase::new("append");
-                        let mut last = measure_from;
-                        let mut i = 0usize;
-                        loop {
-                            let now = Instant::now();
-                            let measured = now >= measure_from;
-                            if measured
-                                && (per_partition.map(|t| phase.bytes >= t).unwrap_or(false)
-                                    || stop_at.map(|t| now >= t).unwrap_or(false))
-                            {
-                                break;
-                            }
-                            let batch = &pool[i % pool.len()];
-                            i += 1;
-                            let t0 = Instant::now();
-                            log.append(batch)?;
-                            let t1 = Instant::now();
-                            if measured {
-                                let _ = phase.latency.record((t1 - t0).as_nanos() as u64);
-                                phase.bytes += batch.len() as u64;
-                                phase.messages += args.messages_per_batch as u64;
-                                phase.batches += 1;
-                                last = t1;
-                            }
+    let results: Vec<Result<Written, String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = logs
+            .into_iter()
+            .enumerate()
+            .map(|(p, mut log)| {
+                let args = &args;
+                s.spawn(move || {
+                    let pool = crate::workload::build_batches(
+                        p as u64 + 1,
+                        args.message_size,
+                        args.messages_per_batch,
+                        2,
+                    );
+                    let mut phase = Phase::new("append");
+                    let mut last = measure_from;
+                    let mut i = 0usize;
+                    loop {
+                        let now = Instant::now();
+                        let measured = now >= measure_from;
+                        if measured
+                            && (per_partition.map(|t| phase.bytes >= t).unwrap_or(false)
+                                || stop_at.map(|t| now >= t).unwrap_or(false))
+                        {
+                            break;
                         }
-                        Ok((phase, last, log))
-                    })
+                        let batch = &pool[i % pool.len()];
+                        i += 1;
+                        let t0 = Instant::now();
+                        log.append(batch)?;
+                        let t1 = Instant::now();
+                        if measured {
+                            let _ = phase.latency.record((t1 - t0).as_nanos() as u64);
+                            phase.bytes += batch.len() as u64;
+                            phase.messages += args.messages_per_batch as u64;
+                            phase.batches += 1;
+                            last = t1;
+                        }
+                    }
+                    Ok((phase, last, log))
                 })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err("producer thread panicked".into()))
-                })
-                .collect()
-        });
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err("producer thread panicked".into()))
+            })
+            .collect()
+    });
     let mut append = Phase::new("append");
     let mut last = measure_from;
     let mut logs = Vec::new();
