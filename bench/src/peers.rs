@@ -80,6 +80,9 @@ impl PeerLog for CommitLog {
     }
 }
 
+/// A partition's append phase, when its last append ended, and its log.
+type Written = (Phase, Instant, Box<dyn PeerLog>);
+
 fn open(
     kind: EngineKind,
     dir: &Path,
