@@ -311,3 +311,78 @@ impl corelog_segment::io::StorageFile for GatedFile {
         self.inner.map(capacity)
     }
 }
+
+/// Direct access to a disk's files, around the log's back: to look at what
+/// it stored and to damage it the way crashes and bit rot do.
+pub trait Disk {
+    /// The file's bytes, if it exists.
+    fn read(&self, path: &std::path::Path) -> Option<Vec<u8>>;
+    /// Overwrites bytes in place.
+    fn overwrite(&self, path: &std::path::Path, pos: usize, bytes: &[u8]);
+    /// Truncates, or extends with zeros.
+    fn set_len(&self, path: &std::path::Path, len: usize);
+    /// Deletes a file.
+    fn remove(&self, path: &std::path::Path);
+    /// Writes a whole file.
+    fn put(&self, path: &std::path::Path, bytes: &[u8]);
+    /// Names in a directory, sorted.
+    fn names(&self, dir: &std::path::Path) -> Vec<String>;
+}
+
+/// Real files, through std::fs (not through the code under test).
+#[derive(Debug, Clone, Copy)]
+pub struct RealDisk;
+
+impl Disk for RealDisk {
+    fn read(&self, path: &std::path::Path) -> Option<Vec<u8>> {
+        std::fs::read(path).ok()
+    }
+    fn overwrite(&self, path: &std::path::Path, pos: usize, bytes: &[u8]) {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        f.write_all_at(bytes, pos as u64).unwrap();
+    }
+    fn set_len(&self, path: &std::path::Path, len: usize) {
+        let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        f.set_len(len as u64).unwrap();
+    }
+    fn remove(&self, path: &std::path::Path) {
+        std::fs::remove_file(path).unwrap();
+    }
+    fn put(&self, path: &std::path::Path, bytes: &[u8]) {
+        std::fs::write(path, bytes).unwrap();
+    }
+    fn names(&self, dir: &std::path::Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+impl Disk for corelog_segment::io::SimStorage {
+    fn read(&self, path: &std::path::Path) -> Option<Vec<u8>> {
+        self.file_bytes(path)
+    }
+    fn overwrite(&self, path: &std::path::Path, pos: usize, bytes: &[u8]) {
+        assert!(self.corrupt(path, pos, bytes), "{}", path.display());
+    }
+    fn set_len(&self, path: &std::path::Path, len: usize) {
+        assert!(
+            corelog_segment::io::SimStorage::set_len(self, path, len),
+            "{}",
+            path.display()
+        );
+    }
+    fn remove(&self, path: &std::path::Path) {
+        corelog_segment::io::Storage::remove_file(self, path).unwrap();
+    }
+    fn put(&self, path: &std::path::Path, bytes: &[u8]) {
+        self.put_file(path, bytes).unwrap();
+    }
+    fn names(&self, dir: &std::path::Path) -> Vec<String> {
+        corelog_segment::io::Storage::list_dir(self, dir).unwrap()
+    }
+}
