@@ -744,6 +744,14 @@ impl<S: Storage> PartitionLog<S> {
                 return;
             }
         }
+        // The seal record tells recovery that this segment is whole and that
+        // the next segment's name is durable (it was created before sealing
+        // began); recovery takes a gap after a confirmed segment for damage.
+        if let Err(e) = inner.storage.sync_dir(&inner.dir).await {
+            let mut st = inner.st.borrow_mut();
+            self.poison(&mut st, "directory sync (sealing)", inner.dir.clone(), e);
+            return;
+        }
         let (bytes, index_path) = {
             let mut st = inner.st.borrow_mut();
             let Some(seg) = st.segment_mut(base) else {
