@@ -72,8 +72,23 @@ pub fn check<'a>(bytes: &'a [u8], limits: &Limits) -> Result<BatchRef<'a>, Batch
 
     let mut sum = BatchChecksum::new(&layout::checksummed_header(bytes));
     let mut position = BATCH_HEADER_LEN;
+    // Every message's time (origin + delta) must fit a u64; only batches
+    // whose origin is within u32::MAX of the top can fail, so check those.
+    let origin = layout::u64_at(bytes, batch::ORIGIN_TIMESTAMP.start);
+    let near_top = origin > u64::MAX - u64::from(u32::MAX);
     for index in 0..count {
         let frame_checksum = check_frame(bytes, index, position)?;
+        if near_top {
+            let delta = layout::u32_at(bytes, position + frame::TIMESTAMP_DELTA.start);
+            if origin.checked_add(u64::from(delta)).is_none() {
+                return Err(BatchError::TimestampOverflow {
+                    index,
+                    position,
+                    origin,
+                    delta,
+                });
+            }
+        }
         sum.push(frame_checksum.0);
         position = frame_checksum.1;
     }
@@ -171,5 +186,39 @@ fn check_reserved(header: &[u8]) -> Result<(), BatchError> {
             value: reserved[i],
         }),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{BatchBuilder, MessageSpec};
+
+    #[test]
+    fn a_message_time_past_u64_is_refused() {
+        let mut b = BatchBuilder::new();
+        for t in [0u64, 10] {
+            b.push(MessageSpec {
+                id: 1,
+                timestamp: t,
+                payload: b"x",
+                user_headers: b"",
+            });
+        }
+        let mut bytes = b.build().expect("valid");
+        // Origin 6 below the top: message 1 (delta 10) would be 2^64 + 4.
+        assert!(crate::set_origin_timestamp(&mut bytes, u64::MAX - 5).is_some());
+        assert_eq!(
+            check(&bytes, &Limits::default()).err(),
+            Some(BatchError::TimestampOverflow {
+                index: 1,
+                position: BATCH_HEADER_LEN + FRAME_HEADER_LEN + 1,
+                origin: u64::MAX - 5,
+                delta: 10,
+            })
+        );
+        // At the very top with delta 0 and the largest fitting delta: fine.
+        assert!(crate::set_origin_timestamp(&mut bytes, u64::MAX - 10).is_some());
+        assert!(check(&bytes, &Limits::default()).is_ok());
     }
 }

@@ -132,6 +132,19 @@ pub enum BatchError {
         /// how many
         extra: usize,
     },
+    /// A message's producer time, `origin_timestamp + timestamp_delta`,
+    /// does not fit a `u64`.
+    #[error("frame {index} at byte {position}: origin_timestamp {origin} + timestamp_delta {delta} overflows a u64")]
+    TimestampOverflow {
+        /// frame index
+        index: u32,
+        /// byte offset of the frame
+        position: usize,
+        /// the batch's `origin_timestamp`
+        origin: u64,
+        /// the frame's `timestamp_delta`
+        delta: u32,
+    },
     /// `batch_checksum` does not match the header and frame checksums.
     #[error("batch_checksum is {stored:#018x} but the header and frame checksums hash to {computed:#018x}")]
     BatchChecksum {
@@ -166,7 +179,8 @@ impl BatchError {
             | BatchError::FrameBodyTruncated { index, .. }
             | BatchError::FrameReserved { index, .. }
             | BatchError::OffsetDelta { index, .. }
-            | BatchError::FrameChecksum { index, .. } => Some(index),
+            | BatchError::FrameChecksum { index, .. }
+            | BatchError::TimestampOverflow { index, .. } => Some(index),
             _ => None,
         }
     }
