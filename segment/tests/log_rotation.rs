@@ -202,8 +202,8 @@ fn expected_reply(stored: &[(u64, Vec<u8>)], offset: u64, max_bytes: u64) -> Vec
     };
     let mut out = Vec::new();
     let mut total = 0u64;
-    for j in first..stored.len() {
-        let len = stored[j].1.len() as u64;
+    for (j, (_, bytes)) in stored.iter().enumerate().skip(first) {
+        let len = bytes.len() as u64;
         if !out.is_empty() && total + len > max_bytes {
             break;
         }
