@@ -140,6 +140,17 @@ pub(crate) async fn open<S: Storage>(
         }
     }
 
+    if !bases.is_empty() {
+        // The files found may be names only the page cache holds (the
+        // process died before a directory sync). Recovery serves what it
+        // finds and writes seal records that vouch for the next segment's
+        // name, so make the names durable first.
+        storage
+            .sync_dir(&dir)
+            .await
+            .map_err(|e| LogError::io("directory sync", &dir, e))?;
+    }
+
     let mut report = RecoveryReport::default();
     let mut segments: VecDeque<Segment<S::File>> = VecDeque::new();
     let mut last_timestamp = 0u64;
