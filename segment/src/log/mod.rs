@@ -430,16 +430,10 @@ impl<S: Storage> PartitionLog<S> {
         let map = file
             .map(capacity)
             .map_err(|e| LogError::io("map segment", &path, e))?;
-        if inner.config.preallocate {
-            let f = file.clone();
-            let len = inner.config.segment_bytes;
-            let p = path.clone();
-            monoio::spawn(async move {
-                if let Err(e) = f.allocate(len).await {
-                    tracing::warn!("preallocating {}: {e}", p.display());
-                }
-            });
-        }
+        let allocated = inner
+            .config
+            .preallocate
+            .then(|| preallocate(&file, inner.config.segment_bytes, &path));
         if let Some(old) = st.segments.back_mut() {
             old.state = SegState::Sealing;
             if old.pending_writes == 0 {
@@ -450,6 +444,7 @@ impl<S: Storage> PartitionLog<S> {
             monoio::spawn(async move { log.seal(old_base).await });
         }
         let mut seg = Segment::new(&inner.dir, base, map, Some(file));
+        seg.allocated = allocated;
         seg.visible.last_timestamp = st.last_timestamp;
         seg.last_timestamp = st.last_timestamp;
         st.segments.push_back(seg);
@@ -828,6 +823,16 @@ impl<S: Storage> PartitionLog<S> {
                 break;
             }
         }
+        let allocating = self
+            .inner
+            .st
+            .borrow()
+            .segments
+            .back()
+            .and_then(|s| s.allocated.clone());
+        if let Some(done) = allocating {
+            done.wait().await;
+        }
         let active = {
             let mut st = self.inner.st.borrow_mut();
             st.segments.back_mut().map(|seg| {
@@ -936,6 +941,20 @@ impl<S: Storage> PartitionLog<S> {
             .map(|s| s.log_path.clone())
             .collect()
     }
+}
+
+/// Starts preallocating `file` to `len` bytes on the ring; the event is set
+/// when it finished (failures only cost the metadata updates it saves).
+pub(crate) fn preallocate<F: StorageFile>(file: &F, len: u64, path: &Path) -> Rc<event::Event> {
+    let done = Rc::new(event::Event::default());
+    let (f, d, p) = (file.clone(), done.clone(), path.to_path_buf());
+    monoio::spawn(async move {
+        if let Err(e) = f.allocate(len).await {
+            tracing::warn!("preallocating {}: {e}", p.display());
+        }
+        d.set();
+    });
+    done
 }
 
 /// Index entries written to the file at a time for an active segment.

@@ -366,13 +366,7 @@ pub(crate) async fn open<S: Storage>(
         seg.index_durable = seg.index.len();
         seg.index_written = seg.index.len();
         if config.preallocate && found.end < config.segment_bytes {
-            let len = config.segment_bytes;
-            let p = path.clone();
-            monoio::spawn(async move {
-                if let Err(e) = file.allocate(len).await {
-                    tracing::warn!("preallocating {}: {e}", p.display());
-                }
-            });
+            seg.allocated = Some(super::preallocate(&file, config.segment_bytes, &path));
         }
         segments.push_back(seg);
         break;

@@ -78,6 +78,9 @@ pub(crate) struct Segment<F> {
     pub dirty: bool,
     /// Set once no write is pending and no more will be reserved.
     pub drained: Rc<Event>,
+    /// Set once a background preallocation of the file finished (a
+    /// truncation must not race it).
+    pub allocated: Option<Rc<Event>>,
 }
 
 impl<F> Segment<F> {
@@ -114,6 +117,7 @@ impl<F> Segment<F> {
             pending_writes: 0,
             dirty: false,
             drained: Rc::new(Event::default()),
+            allocated: None,
         }
     }
 
