@@ -77,8 +77,9 @@ pub struct Args {
     /// Messages per batch.
     #[arg(long, default_value_t = 1000)]
     pub messages_per_batch: usize,
-    /// Bytes to append (e.g. 2GB, 512MiB). Default 4GB, capped to a quarter
-    /// of the free disk space.
+    /// Bytes to append (e.g. 2GB, 512MiB). Without it (and without
+    /// --duration) producers append for 20 seconds, stopping early at a
+    /// quarter of the free disk space.
     #[arg(long, value_parser = parse_size, conflicts_with = "duration")]
     pub total_bytes: Option<u64>,
     /// Append for this many seconds instead of a byte count.

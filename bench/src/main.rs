@@ -82,29 +82,35 @@ fn main() -> ExitCode {
     }
 }
 
-/// The bytes to append: the flag, or 4 GB capped to a quarter of the free
-/// space where the data goes.
-pub fn total_bytes(args: &Args, dir: &std::path::Path) -> Result<Option<u64>, String> {
-    if args.duration.is_some() {
-        return Ok(None);
-    }
+/// How long to append: `--total-bytes`, or `--duration`, or by default
+/// 20 seconds. Timed runs also stop at a byte cap (a quarter of the free
+/// space where the data goes) so a fast disk cannot fill up.
+#[derive(Debug, Clone, Copy)]
+pub struct Budget {
+    /// Bytes to append (a cap for timed runs).
+    pub total: Option<u64>,
+    /// Seconds to append.
+    pub duration: Option<f64>,
+}
+
+/// The default append time when neither --total-bytes nor --duration is given.
+pub const DEFAULT_DURATION: f64 = 20.0;
+
+pub fn budget(args: &Args, dir: &std::path::Path) -> Result<Budget, String> {
     let free = fs4::available_space(dir).unwrap_or(u64::MAX);
-    match args.total_bytes {
-        Some(t) if t.saturating_add(t / 10) > free => Err(format!(
+    match (args.total_bytes, args.duration) {
+        (Some(t), _) if t.saturating_add(t / 10) > free => Err(format!(
             "--total-bytes {t} does not fit the {free} bytes free in {}",
             dir.display()
         )),
-        Some(t) => Ok(Some(t)),
-        None => {
-            let t = 4_000_000_000u64.min(free / 4);
-            if t < 4_000_000_000 {
-                eprintln!(
-                    "note: only {free} bytes free in {}: appending {t} bytes",
-                    dir.display()
-                );
-            }
-            Ok(Some(t))
-        }
+        (Some(t), _) => Ok(Budget {
+            total: Some(t),
+            duration: None,
+        }),
+        (None, d) => Ok(Budget {
+            total: Some(free / 4),
+            duration: Some(d.unwrap_or(DEFAULT_DURATION)),
+        }),
     }
 }
 
@@ -129,12 +135,12 @@ pub fn data_dir(args: &Args) -> Result<(std::path::PathBuf, Option<tempfile::Tem
     }
 }
 
-fn progress(args: &Args, total: Option<u64>) -> ProgressBar {
+fn progress(args: &Args, total: Option<u64>, duration: Option<f64>) -> ProgressBar {
     if args.quiet {
         return ProgressBar::hidden();
     }
-    match total {
-        Some(t) => {
+    match (total, duration) {
+        (Some(t), None) => {
             let pb = ProgressBar::new(t);
             pb.set_style(
                 ProgressStyle::with_template(
@@ -145,8 +151,8 @@ fn progress(args: &Args, total: Option<u64>) -> ProgressBar {
             );
             pb
         }
-        None => {
-            let pb = ProgressBar::new((args.duration.unwrap_or(0.0) * 10.0) as u64);
+        _ => {
+            let pb = ProgressBar::new((duration.unwrap_or(0.0) * 10.0) as u64);
             pb.set_style(
                 ProgressStyle::with_template("{msg:8} [{bar:40}] {elapsed}")
                     .unwrap_or_else(|_| ProgressStyle::default_bar())
@@ -160,7 +166,7 @@ fn progress(args: &Args, total: Option<u64>) -> ProgressBar {
 fn run_corelog(args: Args) -> Result<(), String> {
     let args = Arc::new(args);
     let (dir, _tmp) = data_dir(&args)?;
-    let total = total_bytes(&args, &dir)?;
+    let Budget { total, duration } = budget(&args, &dir)?;
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
@@ -266,12 +272,11 @@ fn run_corelog(args: Args) -> Result<(), String> {
     }
 
     // Sample throughput, drive the progress bar, stop a timed run.
-    let pb = progress(&args, total);
+    let pb = progress(&args, total, duration);
     pb.set_message("append");
     let sampler_stop = Arc::new(AtomicBool::new(false));
     let sampler = {
         let (live, stop, pb) = (live.clone(), sampler_stop.clone(), pb.clone());
-        let duration = args.duration;
         std::thread::spawn(move || {
             let mut series: Series = Vec::new();
             while !stop.load(Ordering::Relaxed) {
@@ -384,7 +389,7 @@ fn run_corelog(args: Args) -> Result<(), String> {
             "message_size": args.message_size,
             "messages_per_batch": args.messages_per_batch,
             "total_bytes": total,
-            "duration": args.duration,
+            "duration": duration,
             "fsync": args.fsync.to_string(),
             "segment_bytes": args.segment_bytes,
             "rate_mb_per_s": args.rate,

@@ -114,7 +114,7 @@ fn open(
 pub fn run(args: Args) -> Result<(), String> {
     let kind = args.engine;
     let (dir, _tmp) = crate::data_dir(&args)?;
-    let total = crate::total_bytes(&args, &dir)?;
+    let crate::Budget { total, duration } = crate::budget(&args, &dir)?;
     let partitions = args.partitions.unwrap_or(2).max(1);
     let wal = if kind == EngineKind::Walrus {
         std::env::set_var("WALRUS_DATA_DIR", dir.join("walrus"));
@@ -148,9 +148,7 @@ pub fn run(args: Args) -> Result<(), String> {
     let per_partition = total.map(|t| t / partitions);
     let started = Instant::now();
     let measure_from = started + Duration::from_secs_f64(args.warmup.max(0.0));
-    let stop_at = args
-        .duration
-        .map(|d| measure_from + Duration::from_secs_f64(d));
+    let stop_at = duration.map(|d| measure_from + Duration::from_secs_f64(d));
     let mut logs = Vec::new();
     for p in 0..partitions {
         logs.push(open(kind, &dir, p, &args, &wal)?);

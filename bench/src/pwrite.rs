@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 pub fn run(args: Args) -> Result<(), String> {
     let (dir, _tmp) = crate::data_dir(&args)?;
-    let total = crate::total_bytes(&args, &dir)?;
+    let crate::Budget { total, duration } = crate::budget(&args, &dir)?;
     let pool = crate::workload::build_batches(7, args.message_size, args.messages_per_batch, 2);
     let path = dir.join("pwrite.log");
     let file = std::fs::OpenOptions::new()
@@ -34,9 +34,7 @@ pub fn run(args: Args) -> Result<(), String> {
     let mut phase = Phase::new("pwrite");
     let start = Instant::now();
     let measure_from = start + Duration::from_secs_f64(args.warmup.max(0.0));
-    let stop_at = args
-        .duration
-        .map(|d| measure_from + Duration::from_secs_f64(d));
+    let stop_at = duration.map(|d| measure_from + Duration::from_secs_f64(d));
     let mut pos = 0u64;
     let mut i = 0usize;
     let mut last = measure_from;
