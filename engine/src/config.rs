@@ -5,6 +5,22 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// How to run an engine.
+///
+/// ```
+/// use corelog::{Config, FsyncPolicy, LogConfig, Retention};
+/// use std::time::Duration;
+/// let config = Config {
+///     shards: Some(4),
+///     log: LogConfig {
+///         fsync: FsyncPolicy::Batch,          // acknowledge only what is durable
+///         segment_bytes: 256 << 20,
+///         retention: Retention { max_age: Some(Duration::from_secs(7 * 86_400)), max_bytes: None },
+///         ..LogConfig::default()
+///     },
+///     ..Config::new("/var/lib/mybroker/corelog")
+/// };
+/// assert_eq!(config.queue_depth, 4096);
+/// ```
 #[derive(Debug, Clone)]
 pub struct Config {
     /// The data directory (created if missing). Partitions live in

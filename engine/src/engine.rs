@@ -52,6 +52,48 @@ pub struct Engine {
 /// The engine's API: `Clone + Send + Sync`, usable from any thread or
 /// runtime, including tasks running on a shard. Every call returns a
 /// [`Reply`] future that works on any executor.
+///
+/// From plain threads (`wait()` blocks the calling thread):
+///
+/// ```
+/// # fn main() -> Result<(), corelog::Error> {
+/// use corelog::{BatchBuilder, Config, Engine, MessageSpec, PollFrom};
+/// let dir = tempfile::tempdir().unwrap();
+/// let engine = Engine::open(Config { shards: Some(2), ..Config::new(dir.path()) })?;
+/// std::thread::scope(|s| {
+///     for t in 0..4u64 {
+///         let h = engine.handle();
+///         s.spawn(move || {
+///             let mut b = BatchBuilder::new();
+///             b.push(MessageSpec { id: t.into(), timestamp: 1, payload: b"x", user_headers: b"" });
+///             h.append(t % 2, b.build().unwrap()).wait().unwrap();
+///         });
+///     }
+/// });
+/// let reply = engine.poll(0, PollFrom::First, 1 << 20).wait()?;
+/// assert_eq!(reply.batch_count(), 2);
+/// reply.verify(&engine.limits())?;
+/// # engine.shutdown() }
+/// ```
+///
+/// On a shard, where work for its own partitions skips the queue:
+///
+/// ```
+/// # fn main() -> Result<(), corelog::Error> {
+/// use corelog::{BatchBuilder, Config, Engine, MessageSpec};
+/// let dir = tempfile::tempdir().unwrap();
+/// let engine = Engine::open(Config { shards: Some(2), ..Config::new(dir.path()) })?;
+/// let (h, (tx, rx)) = (engine.handle(), std::sync::mpsc::channel());
+/// let partition = 5;
+/// engine.spawn_on(engine.shard_of(partition), move || async move {
+///     let mut b = BatchBuilder::new();
+///     b.push(MessageSpec { id: 1, timestamp: 1, payload: b"local", user_headers: b"" });
+///     let ack = h.append(partition, b.build().unwrap()).await;
+///     tx.send(ack.map(|a| a.base_offset)).unwrap();
+/// }).wait()?;
+/// assert_eq!(rx.recv().unwrap()?, 0);
+/// # engine.shutdown() }
+/// ```
 #[derive(Debug, Clone)]
 pub struct Handle {
     shared: Arc<Shared>,
