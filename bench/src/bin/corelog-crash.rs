@@ -31,10 +31,10 @@ use clap::Parser;
 use corelog::{BatchBuilder, Config, Engine, Error, FsyncPolicy, LogConfig, MessageSpec, PollFrom};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
 use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
@@ -101,7 +101,9 @@ fn producer_batch(cycle: u64, seq: u64) -> Vec<u8> {
         .map(|i| {
             let hi = mix(h ^ i);
             let len = (hi % 401) as usize;
-            (0..len).map(|j| (hi >> (j % 8 * 8)) as u8 ^ j as u8).collect()
+            (0..len)
+                .map(|j| (hi >> (j % 8 * 8)) as u8 ^ j as u8)
+                .collect()
         })
         .collect();
     let mut b = BatchBuilder::new();
@@ -140,7 +142,9 @@ fn parse_ack(line: &str, partition: u64) -> Result<Ack, String> {
             .ok_or_else(|| format!("ack line {line:?} lacks {k}"))
     };
     if o.len() != 4 || field("partition")? != partition {
-        return Err(format!("ack line {line:?} is not for partition {partition}"));
+        return Err(format!(
+            "ack line {line:?} is not for partition {partition}"
+        ));
     }
     Ok(Ack {
         base_offset: field("base_offset")?,
@@ -353,12 +357,18 @@ impl Harness {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| format!("cycle {cycle}: cannot start {}: {e}", self.corelog.display()))?;
+            .map_err(|e| {
+                format!(
+                    "cycle {cycle}: cannot start {}: {e}",
+                    self.corelog.display()
+                )
+            })?;
         let started = Instant::now();
-        let (stdin, stdout, stderr) = match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
-            (Some(i), Some(o), Some(e)) => (i, o, e),
-            _ => return Err(format!("cycle {cycle}: child without pipes")),
-        };
+        let (stdin, stdout, stderr) =
+            match (child.stdin.take(), child.stdout.take(), child.stderr.take()) {
+                (Some(i), Some(o), Some(e)) => (i, o, e),
+                _ => return Err(format!("cycle {cycle}: child without pipes")),
+            };
         let close_stdin = matches!(end, End::Clean);
         let stop = Arc::new(AtomicBool::new(false));
         let writer = {
@@ -416,8 +426,9 @@ impl Harness {
             End::Clean => {}
         }
         let status = match end {
-            End::Clean => wait_with_deadline(&mut child, STALL)
-                .map_err(|e| format!("cycle {cycle}: {e}"))?,
+            End::Clean => {
+                wait_with_deadline(&mut child, STALL).map_err(|e| format!("cycle {cycle}: {e}"))?
+            }
             _ => {
                 let _ = child.kill();
                 child
@@ -518,7 +529,10 @@ impl Harness {
                     }
                     self.totals.removed_segments += report.removed.len() as u64;
                     if self.args.verbose {
-                        println!("  recovery ({}): {report}", if full { "full" } else { "tail" });
+                        println!(
+                            "  recovery ({}): {report}",
+                            if full { "full" } else { "tail" }
+                        );
                     }
                 }
                 Err(e) => {
@@ -551,7 +565,9 @@ impl Harness {
         let reply = pollster_block(engine.poll_verified(p, PollFrom::Offset(next), 1 << 20))
             .map_err(|e| format!("after cycle {cycle}: reading the new batch back: {e}"))?;
         let Some(b) = reply.batches().next() else {
-            return Err(format!("after cycle {cycle}: the new batch at {next} is not readable"));
+            return Err(format!(
+                "after cycle {cycle}: the new batch at {next} is not readable"
+            ));
         };
         same_as_produced(b.as_bytes(), &marker, p, next)
             .map_err(|e| format!("after cycle {cycle}: the new batch: {e}"))?;
@@ -594,11 +610,14 @@ impl Harness {
         let mut fresh: Vec<Known> = Vec::new();
         let mut stored_per_pending = vec![0u64; self.pending.len()];
         loop {
-            let reply = match pollster_block(engine.poll_verified(p, PollFrom::Offset(next), 1 << 20)) {
-                Ok(r) => r,
-                Err(Error::UnknownPartition { .. }) if next == 0 => break,
-                Err(e) => return Err(format!("after cycle {cycle}: poll at offset {next}: {e}")),
-            };
+            let reply =
+                match pollster_block(engine.poll_verified(p, PollFrom::Offset(next), 1 << 20)) {
+                    Ok(r) => r,
+                    Err(Error::UnknownPartition { .. }) if next == 0 => break,
+                    Err(e) => {
+                        return Err(format!("after cycle {cycle}: poll at offset {next}: {e}"))
+                    }
+                };
             if reply.is_empty() {
                 break;
             }
@@ -618,7 +637,11 @@ impl Harness {
                     .ok_or_else(|| format!("{}: no message", here()))?;
                 for (i, m) in b.messages().enumerate() {
                     if decode_id(m.id()) != (c, seq, i as u64) {
-                        return Err(format!("{}: message {i} has a foreign id {:#x}", here(), m.id()));
+                        return Err(format!(
+                            "{}: message {i} has a foreign id {:#x}",
+                            here(),
+                            m.id()
+                        ));
                     }
                 }
                 let produced = producer_batch(c, seq);
@@ -732,7 +755,12 @@ impl Harness {
 
 /// Checks that `stored` is `produced` stamped into partition `p` at
 /// `base_offset`: the producer's frames and header fields untouched.
-fn same_as_produced(stored: &[u8], produced: &[u8], p: u64, base_offset: u64) -> Result<(), String> {
+fn same_as_produced(
+    stored: &[u8],
+    produced: &[u8],
+    p: u64,
+    base_offset: u64,
+) -> Result<(), String> {
     let u64_at = |b: &[u8], at: usize| {
         let mut x = [0u8; 8];
         x.copy_from_slice(&b[at..at + 8]);
@@ -794,7 +822,11 @@ fn feed(
 
 /// Sends every whole acknowledgement line; a partial last line (the child
 /// died writing it) acknowledges nothing.
-fn read_acks(stdout: std::process::ChildStdout, partition: u64, tx: mpsc::Sender<Result<Ack, String>>) {
+fn read_acks(
+    stdout: std::process::ChildStdout,
+    partition: u64,
+    tx: mpsc::Sender<Result<Ack, String>>,
+) {
     let mut r = BufReader::new(stdout);
     let mut line = Vec::new();
     loop {
@@ -812,14 +844,19 @@ fn read_acks(stdout: std::process::ChildStdout, partition: u64, tx: mpsc::Sender
     }
 }
 
-fn wait_with_deadline(child: &mut Child, limit: Duration) -> Result<std::process::ExitStatus, String> {
+fn wait_with_deadline(
+    child: &mut Child,
+    limit: Duration,
+) -> Result<std::process::ExitStatus, String> {
     let start = Instant::now();
     loop {
         match child.try_wait() {
             Ok(Some(s)) => return Ok(s),
             Ok(None) if start.elapsed() > limit => {
                 let _ = child.kill();
-                return Err(format!("the child did not finish within {limit:?}: it hangs"));
+                return Err(format!(
+                    "the child did not finish within {limit:?}: it hangs"
+                ));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(2)),
             Err(e) => return Err(format!("waiting for the child: {e}")),
