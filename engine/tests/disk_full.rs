@@ -1,0 +1,354 @@
+//! A full disk, for real: a small filesystem mounted by the test (a
+//! loop-mounted ext4 image, and a tmpfs), nearly filled with a file the
+//! test places there, then appended to through the engine under
+//! `fsync=batch` until it is full.
+//!
+//! The append that hits ENOSPC and every later one fail with
+//! `Error::Storage(e)`, `e.is_no_space()`, a message that says the disk is
+//! full; nothing acknowledged is lost (read back while full, and after
+//! reopening); once the filler is deleted a reopen recovers and appends go
+//! on, and `corelog verify` finds the directory sound.
+//!
+//! Mounting needs root: without it (or without loop devices, or
+//! `mkfs.ext4`) each test says loudly why it is skipped. Mounts are undone
+//! when a test ends, also when it fails.
+//!
+//! What is not repeated here: a failed `fdatasync` (or write) poisoning a
+//! partition until it is reopened is `segment/tests/log_poison.rs`, on the
+//! simulated disk; a second process on the same directory is refused in
+//! `engine/tests/lock.rs`.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::{batch, decode_id, serial, Watchdog};
+use corelog::{Config, Engine, Error, FsyncPolicy, LogConfig, PollFrom};
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+const P: u64 = 5;
+const TAG: u64 = 77;
+
+/// A filesystem mounted on a temporary directory; unmounted when dropped.
+struct Mounted {
+    point: Option<tempfile::TempDir>,
+    _image: Option<tempfile::TempDir>,
+    kind: &'static str,
+}
+
+fn run(cmd: &str, args: &[&str]) -> Result<(), String> {
+    match Command::new(cmd).args(args).output() {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!(
+            "`{cmd} {}` failed ({}): {}",
+            args.join(" "),
+            o.status,
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Err(format!("cannot run {cmd}: {e}")),
+    }
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(2) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+impl Mounted {
+    fn tmpfs(size: &str) -> Result<Mounted, String> {
+        let point = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let p = point.path().to_str().unwrap().to_string();
+        run(
+            "mount",
+            &["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs", &p],
+        )?;
+        Ok(Mounted {
+            point: Some(point),
+            _image: None,
+            kind: "tmpfs",
+        })
+    }
+
+    fn ext4(bytes: u64) -> Result<Mounted, String> {
+        let image_dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let image = image_dir.path().join("fs.img");
+        std::fs::File::create(&image)
+            .and_then(|f| f.set_len(bytes))
+            .map_err(|e| e.to_string())?;
+        let img = image.to_str().unwrap().to_string();
+        run("mkfs.ext4", &["-q", "-F", &img])?;
+        let point = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let p = point.path().to_str().unwrap().to_string();
+        run("mount", &["-o", "loop", &img, &p])?;
+        Ok(Mounted {
+            point: Some(point),
+            _image: Some(image_dir),
+            kind: "ext4",
+        })
+    }
+
+    fn path(&self) -> &Path {
+        self.point.as_ref().unwrap().path()
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let Some(point) = self.point.take() else {
+            return;
+        };
+        let p = point.path().to_str().unwrap().to_string();
+        if let Err(e) = run("umount", &[&p]) {
+            eprintln!("{e}; unmounting lazily");
+            if let Err(e) = run("umount", &["-l", &p]) {
+                eprintln!("{e}: {p} stays mounted");
+                std::mem::forget(point);
+                return;
+            }
+        }
+        drop(point);
+    }
+}
+
+/// Mounts with `mount`, or says loudly why the test cannot run.
+fn mount_or_skip(what: &str, mount: impl FnOnce() -> Result<Mounted, String>) -> Option<Mounted> {
+    let reason = if !is_root() {
+        "not running as root (mounting a filesystem needs it)".to_string()
+    } else {
+        match mount() {
+            Ok(m) => return Some(m),
+            Err(e) => e,
+        }
+    };
+    let _ = writeln!(std::io::stderr(), "\n*** SKIPPED {what}: {reason} ***\n");
+    None
+}
+
+fn config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 256 << 10,
+        index_interval_bytes: 4 << 10,
+        fsync: FsyncPolicy::Batch,
+        ..LogConfig::default()
+    }
+}
+
+fn open(dir: &Path) -> Result<Engine, Error> {
+    Engine::open(Config {
+        shards: Some(1),
+        pin_threads: false,
+        log: config(),
+        ..Config::new(dir)
+    })
+}
+
+/// Fills the filesystem with `path`, then gives `headroom` bytes back.
+fn fill(path: &Path, headroom: u64) {
+    let mut f = std::fs::File::create(path).unwrap();
+    let chunk = vec![0xa5u8; 64 << 10];
+    loop {
+        match f.write(&chunk) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOSPC) => break,
+            Err(e) => panic!("filling {}: {e}", path.display()),
+        }
+    }
+    let _ = f.sync_all();
+    let len = f.metadata().unwrap().len();
+    assert!(
+        len > headroom,
+        "the filesystem holds more than the headroom"
+    );
+    f.set_len(len - headroom).unwrap();
+    f.sync_all().unwrap();
+}
+
+fn assert_no_space(e: &Error, what: &str) {
+    match e {
+        Error::Storage(le) if le.is_no_space() => {
+            let text = e.to_string();
+            assert!(
+                text.contains("No space left on device") || text.contains("disk is full"),
+                "{what}: the message says the disk is full: {text}"
+            );
+        }
+        other => panic!("{what}: expected a full-disk storage error, got {other:?}: {other}"),
+    }
+}
+
+/// Every batch of the partition, as (base_offset, seq), checked byte for
+/// byte against what was sent; offsets continuous, sequence in order.
+fn stored(engine: &Engine) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut next = 0;
+    loop {
+        let reply =
+            futures::executor::block_on(engine.poll_verified(P, PollFrom::Offset(next), 1 << 20))
+                .unwrap();
+        if reply.is_empty() {
+            return out;
+        }
+        for b in reply.batches() {
+            assert_eq!(b.base_offset(), next, "offsets continuous");
+            let (tag, seq, _) = decode_id(b.messages().next().unwrap().id());
+            assert_eq!(tag, TAG);
+            assert_eq!(
+                seq,
+                out.len() as u64,
+                "the log is a prefix of what was sent"
+            );
+            assert_eq!(b.blob(), &batch(TAG, seq)[256..], "byte for byte");
+            out.push((next, seq));
+            next = b.next_offset();
+        }
+    }
+}
+
+fn assert_acked_present(stored: &[(u64, u64)], acked: &[(u64, u64)], what: &str) {
+    assert!(
+        stored.len() >= acked.len(),
+        "{what}: {} acknowledged batches but {} stored: acknowledged batches LOST",
+        acked.len(),
+        stored.len()
+    );
+    assert_eq!(
+        &stored[..acked.len()],
+        acked,
+        "{what}: every acknowledged batch where it was acknowledged"
+    );
+}
+
+fn disk_full(m: &Mounted) {
+    let _watchdog = Watchdog::arm("disk full", Duration::from_secs(600));
+    let kind = m.kind;
+    let data = m.path().join("data");
+    let filler = m.path().join("filler");
+    std::fs::create_dir_all(&data).unwrap();
+    fill(&filler, 1536 << 10);
+
+    // Append (8 in flight) until the disk is full.
+    let engine = open(&data).unwrap();
+    let mut acked: Vec<(u64, u64)> = Vec::new();
+    let mut pending = std::collections::VecDeque::new();
+    let mut failures = 0u64;
+    let mut seq = 0u64;
+    while failures < 20 {
+        assert!(seq < 100_000, "{kind}: the disk never filled");
+        pending.push_back((seq, engine.append(P, batch(TAG, seq))));
+        seq += 1;
+        if pending.len() < 8 {
+            continue;
+        }
+        let (s, reply) = pending.pop_front().unwrap();
+        match reply.wait() {
+            Ok(ack) => {
+                assert_eq!(
+                    failures, 0,
+                    "{kind}: nothing is acknowledged after a failure"
+                );
+                assert_eq!(s, acked.len() as u64, "{kind}: acknowledged in order");
+                acked.push((ack.base_offset, s));
+            }
+            Err(e) => {
+                assert_no_space(&e, &format!("{kind}: append of batch {s}"));
+                failures += 1;
+            }
+        }
+    }
+    for (s, reply) in pending {
+        let e = reply.wait().unwrap_err();
+        assert_no_space(&e, &format!("{kind}: append of batch {s}"));
+    }
+    assert!(
+        acked.len() > 100,
+        "{kind}: {} batches fit before the disk was full",
+        acked.len()
+    );
+    let stats = engine.stats(P).wait().unwrap();
+    assert!(
+        stats.poisoned,
+        "{kind}: a failed write poisons the partition: {stats:?}"
+    );
+    let e = engine.append(P, batch(TAG, seq)).wait().unwrap_err();
+    assert_no_space(&e, &format!("{kind}: append after the failure"));
+    // While full: what was acknowledged is readable.
+    assert_acked_present(&stored(&engine), &acked, &format!("{kind}, full"));
+    engine.shutdown().unwrap();
+
+    // Reopening while still full: it opens, or says the disk is full.
+    match open(&data) {
+        Ok(engine) => {
+            match engine.recovery()[0].result.as_ref() {
+                Ok(_) => assert_acked_present(
+                    &stored(&engine),
+                    &acked,
+                    &format!("{kind}, reopened full"),
+                ),
+                Err(e) => assert!(e.is_no_space(), "{kind}: reopened full: {e}"),
+            }
+            engine.shutdown().unwrap();
+        }
+        Err(e) => assert_no_space(&e, &format!("{kind}: reopen while full")),
+    }
+
+    // Space freed: the partition recovers and appends go on.
+    std::fs::remove_file(&filler).unwrap();
+    let engine = open(&data).unwrap();
+    let report = engine.recovery()[0]
+        .result
+        .clone()
+        .unwrap_or_else(|e| panic!("{kind}: reopen after freeing space: {e}"));
+    let found = stored(&engine);
+    assert_acked_present(&found, &acked, &format!("{kind}, space freed"));
+    let mut next = engine.stats(P).wait().unwrap().next_offset;
+    eprintln!(
+        "{kind}: {} batches acknowledged before ENOSPC, {} unacknowledged kept; reopened: {report}",
+        acked.len(),
+        found.len() - acked.len()
+    );
+    for k in 0..50 {
+        let s = found.len() as u64 + k;
+        let ack = engine.append(P, batch(TAG, s)).wait().unwrap();
+        assert_eq!(
+            ack.base_offset, next,
+            "{kind}: appends go on after the reopen"
+        );
+        next += u64::from(ack.message_count);
+    }
+    assert_eq!(stored(&engine).len(), found.len() + 50);
+    engine.shutdown().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_corelog"))
+        .args(["verify", "--dir", data.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{kind}: verify after recovery: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn a_full_ext4_disk_fails_appends_clearly_and_loses_nothing_acknowledged() {
+    let _serial = serial();
+    if let Some(m) = mount_or_skip("ENOSPC on ext4", || Mounted::ext4(16 << 20)) {
+        disk_full(&m);
+    }
+}
+
+#[test]
+fn a_full_tmpfs_fails_appends_clearly_and_loses_nothing_acknowledged() {
+    let _serial = serial();
+    if let Some(m) = mount_or_skip("ENOSPC on tmpfs", || Mounted::tmpfs("8m")) {
+        disk_full(&m);
+    }
+}
