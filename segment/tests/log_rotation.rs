@@ -474,3 +474,48 @@ fn regression_a_seal_record_never_vouches_for_names_a_power_cut_can_lose() {
         log.close().await.unwrap();
     });
 }
+
+/// Regression: `append` took any admitted batch, also one larger than the
+/// log's own `limits.max_batch_bytes`. Segments are mapped at
+/// `segment_bytes + max_batch_bytes`, so such a batch was acknowledged but
+/// could not be served (its bytes lie past the mapping) and recovery cut it
+/// as too large: acknowledged data lost on the next open. It must be
+/// refused, leaving the log as it was.
+async fn a_batch_over_the_logs_limit_is_refused<S: Storage, D: Disk>(
+    storage: impl Fn() -> S,
+    _disk: &D,
+    dir: &Path,
+) {
+    let config = LogConfig {
+        limits: Limits {
+            max_batch_bytes: 8 << 10,
+        },
+        ..config(4096, 1024)
+    };
+    let (log, _) = PartitionLog::open(storage(), dir, P, config.clone())
+        .await
+        .unwrap();
+    let before = append_all(&log, &[fixed(0), fixed(1)]).await;
+    let big = batch(7, 4, 3000); // about 12.3 KiB: admitted by default limits
+    assert!(big.len() as u64 > config.limits.max_batch_bytes);
+    let stamped_big = stamped(8, 4, 3000, P, 2, u64::MAX / 2);
+    for result in [log.append(big).await, log.append_stamped(stamped_big).await] {
+        match result {
+            Err(e) => assert!(
+                e.to_string().contains("8192"),
+                "the error names the limit: {e}"
+            ),
+            Ok(ack) => panic!("a batch over the log's limit was acknowledged: {ack:?}"),
+        }
+    }
+    assert_eq!(log.next_offset(), 2);
+    let after = append_all(&log, &[fixed(2)]).await;
+    assert_eq!(after[0].0, 2, "the log goes on where it was");
+    log.close().await.unwrap();
+    let (log, report) = PartitionLog::open(storage(), dir, P, config).await.unwrap();
+    assert_eq!(report.cut, None, "{report}");
+    let mut want = before;
+    want.extend(after);
+    assert_eq!(read_all(&log), want);
+}
+on_both!(a_batch_over_the_logs_limit_is_refused);

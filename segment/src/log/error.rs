@@ -176,6 +176,10 @@ pub enum LogError {
         /// the batch's
         found: u64,
     },
+    /// A batch the log cannot take under its configuration (larger than
+    /// its `limits`, which may be stricter than those it was admitted by).
+    #[error("batch refused: {0}")]
+    Batch(BatchError),
     /// The configuration cannot work.
     #[error("invalid log configuration: {0}")]
     Config(&'static str),

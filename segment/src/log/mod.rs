@@ -333,6 +333,16 @@ impl<S: Storage> PartitionLog<S> {
                 (WriteBufs::one(batch.into_bytes()), ts, count)
             }
         };
+        let len = bufs.len() as u64;
+        let max = inner.config.limits.max_batch_bytes;
+        if len > max {
+            // Segments are mapped at segment_bytes + max_batch_bytes: a
+            // larger batch could be neither served nor recovered.
+            return Err(LogError::Batch(crate::BatchError::TooLarge {
+                declared: len,
+                max,
+            }));
+        }
         let needs_rotation = st
             .active()
             .map(|a| a.len >= inner.config.segment_bytes)
@@ -340,7 +350,6 @@ impl<S: Storage> PartitionLog<S> {
         if needs_rotation {
             self.rotate(&mut st)?;
         }
-        let len = bufs.len() as u64;
         let next_offset = st.next_offset + u64::from(count);
         let interval = inner.config.index_interval_bytes;
         let base_offset = st.next_offset;
