@@ -250,23 +250,21 @@ fn a_failed_write_poisons_the_partition_until_it_is_reopened() {
     }
 }
 
-fn fill_until_full(
-    log: &PartitionLog<SimStorage>,
-) -> impl std::future::Future<Output = (Vec<(u64, Vec<u8>)>, LogError)> + '_ {
-    async move {
-        let mut kept = Vec::new();
-        for t in 0.. {
-            let b: Batch = batch(t, 2, 150);
-            match log.append(b.clone()).await {
-                Ok(ack) => kept.push((
-                    ack.base_offset,
-                    stored_form(&b, P, ack.base_offset, ack.base_timestamp),
-                )),
-                Err(e) => return (kept, e),
-            }
+/// Appends until an append fails; returns what was acknowledged and the
+/// error.
+async fn fill_until_full(log: &PartitionLog<SimStorage>) -> (Vec<(u64, Vec<u8>)>, LogError) {
+    let mut kept = Vec::new();
+    for t in 0..1000 {
+        let b: Batch = batch(t, 2, 150);
+        match log.append(b.clone()).await {
+            Ok(ack) => kept.push((
+                ack.base_offset,
+                stored_form(&b, P, ack.base_offset, ack.base_timestamp),
+            )),
+            Err(e) => return (kept, e),
         }
-        unreachable!()
     }
+    panic!("1000 appends and the disk is still not full")
 }
 
 #[test]
