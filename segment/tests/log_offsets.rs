@@ -1,0 +1,311 @@
+//! Stored consumer offsets: round trip, durability across a reopen and a
+//! power cut, detection of a torn or flipped offset file, and `poll_next`
+//! continuing after the stored offset.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use corelog_segment::io::{SimFaults, SimStorage, Storage, UringStorage};
+use corelog_segment::log::{Damage, LogConfig, LogError, PartitionLog, PollFrom};
+use corelog_segment::Limits;
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+
+const P: u64 = 9;
+
+fn config() -> LogConfig {
+    LogConfig {
+        segment_bytes: 4096,
+        index_interval_bytes: 1024,
+        limits: Limits {
+            max_batch_bytes: 64 << 10,
+        },
+        ..LogConfig::default()
+    }
+}
+
+macro_rules! on_both {
+    ($name:ident) => {
+        mod $name {
+            use super::*;
+
+            #[test]
+            fn real_files() {
+                let tmp = tempfile::tempdir().unwrap();
+                let dir = tmp.path().join("p");
+                run(async {
+                    super::$name(|| UringStorage::new(64).unwrap(), &RealDisk, &dir).await
+                });
+            }
+
+            #[test]
+            fn sim() {
+                let sim = SimStorage::new(4, (1 << 20) + (64 << 10));
+                run_sim(async { super::$name(|| sim.clone(), &sim, Path::new("/p")).await });
+            }
+        }
+    };
+}
+
+fn offset_file(dir: &Path, consumer: u64) -> PathBuf {
+    dir.join("consumers").join(format!("{consumer:020}.offset"))
+}
+
+async fn open<S: Storage>(storage: S, dir: &Path) -> PartitionLog<S> {
+    PartitionLog::open(storage, dir, P, config())
+        .await
+        .unwrap()
+        .0
+}
+
+async fn offsets_round_trip_and_survive_a_reopen<S: Storage, D: Disk>(
+    storage: impl Fn() -> S,
+    disk: &D,
+    dir: &Path,
+) {
+    let log = open(storage(), dir).await;
+    assert_eq!(
+        log.load_offset(1).await.unwrap(),
+        None,
+        "nothing stored yet"
+    );
+    log.store_offset(1, 41).await.unwrap();
+    log.store_offset(2, 7).await.unwrap();
+    log.store_offset(1, 42).await.unwrap();
+    assert_eq!(log.load_offset(1).await.unwrap(), Some(42));
+    assert_eq!(log.load_offset(2).await.unwrap(), Some(7));
+    assert_eq!(log.load_offset(3).await.unwrap(), None);
+    log.store_offset(3, u64::MAX).await.unwrap();
+    log.close().await.unwrap();
+    assert_eq!(
+        disk.read(&offset_file(dir, 1)).unwrap().len(),
+        32,
+        "one 32-byte file per consumer"
+    );
+    assert!(disk
+        .names(&dir.join("consumers"))
+        .iter()
+        .all(|n| n.ends_with(".offset")));
+    let log = open(storage(), dir).await;
+    assert_eq!(log.load_offset(1).await.unwrap(), Some(42));
+    assert_eq!(log.load_offset(2).await.unwrap(), Some(7));
+    assert_eq!(log.load_offset(3).await.unwrap(), Some(u64::MAX));
+    assert_eq!(log.load_offset(4).await.unwrap(), None);
+}
+on_both!(offsets_round_trip_and_survive_a_reopen);
+
+fn expect_corrupt(result: Result<Option<u64>, LogError>, path: &Path) {
+    match result {
+        Err(LogError::Corrupt {
+            path: p,
+            position: 0,
+            damage: Damage::OffsetFile,
+        }) => assert_eq!(p, path),
+        other => panic!("expected a corrupt offset file error: {other:?}"),
+    }
+}
+
+async fn a_torn_or_flipped_offset_file_is_detected<S: Storage, D: Disk>(
+    storage: impl Fn() -> S,
+    disk: &D,
+    dir: &Path,
+) {
+    let log = open(storage(), dir).await;
+    for c in 1..=4 {
+        log.store_offset(c, 1000 + c).await.unwrap();
+    }
+    log.close().await.unwrap();
+    let torn = offset_file(dir, 1);
+    disk.set_len(&torn, 20);
+    let flipped = offset_file(dir, 2);
+    let byte = disk.read(&flipped).unwrap()[17];
+    disk.overwrite(&flipped, 17, &[byte ^ 0x04]);
+    // Consumer 4's file copied over consumer 3's: a valid file, but not its.
+    let other = disk.read(&offset_file(dir, 4)).unwrap();
+    disk.put(&offset_file(dir, 3), &other);
+    let log = open(storage(), dir).await;
+    expect_corrupt(log.load_offset(1).await, &torn);
+    expect_corrupt(log.load_offset(2).await, &flipped);
+    expect_corrupt(log.load_offset(3).await, &offset_file(dir, 3));
+    let err = log.load_offset(1).await.unwrap_err();
+    assert!(
+        err.to_string().contains(&format!("{:020}.offset", 1)),
+        "{err}"
+    );
+    assert_eq!(log.load_offset(4).await.unwrap(), Some(1004));
+    // poll_next refuses to guess where a consumer with a damaged file is.
+    assert!(log.poll_next(1, 0).await.is_err());
+    // Storing again repairs it.
+    log.store_offset(1, 5).await.unwrap();
+    assert_eq!(log.load_offset(1).await.unwrap(), Some(5));
+    let log = open(storage(), dir).await;
+    assert_eq!(log.load_offset(1).await.unwrap(), Some(5));
+}
+on_both!(a_torn_or_flipped_offset_file_is_detected);
+
+/// A consumer polls, processes, stores the last offset it processed, and
+/// goes on: it reads every batch exactly once, also across a reopen.
+async fn poll_next_continues_after_the_stored_offset<S: Storage, D: Disk>(
+    storage: impl Fn() -> S,
+    _disk: &D,
+    dir: &Path,
+) {
+    let log = open(storage(), dir).await;
+    let sent: Vec<_> = (0..20u64).map(|i| batch(i, 3, 200)).collect();
+    let mut stored = Vec::new();
+    for b in &sent {
+        let ack = log.append(b.clone()).await.unwrap();
+        stored.push((
+            ack.base_offset,
+            stored_form(b, P, ack.base_offset, ack.base_timestamp),
+        ));
+    }
+    assert!(log.stats().segments > 2);
+    // Nothing stored: from the first batch.
+    let first = log.poll_next(7, 0).await.unwrap();
+    assert_eq!(first.first_offset(), 0);
+    // Offset 4 processed (the middle of batch 3..6): the batch holding 5.
+    log.store_offset(7, 4).await.unwrap();
+    let reply = log.poll_next(7, 0).await.unwrap();
+    assert_eq!((reply.first_offset(), reply.batch_count()), (3, 1));
+    // Offset 5 processed (the end of that batch): the next batch.
+    log.store_offset(7, 5).await.unwrap();
+    assert_eq!(log.poll_next(7, 0).await.unwrap().first_offset(), 6);
+    // A consumer loop, reopening half way.
+    let mut seen = Vec::new();
+    log.store_offset(8, 2).await.unwrap();
+    let mut log = log;
+    for round in 0.. {
+        if round == 3 {
+            log.close().await.unwrap();
+            log = open(storage(), dir).await;
+        }
+        let reply = log.poll_next(8, 2000).await.unwrap();
+        if reply.is_empty() {
+            assert_eq!(reply.next_offset(), 60);
+            break;
+        }
+        for b in reply.batches() {
+            seen.push((b.base_offset(), b.as_bytes().to_vec()));
+        }
+        log.store_offset(8, reply.next_offset() - 1).await.unwrap();
+    }
+    assert_eq!(seen, stored[1..], "every batch after offset 2, once");
+    assert_eq!(log.load_offset(8).await.unwrap(), Some(59));
+    // Past the end: empty, at the end.
+    log.store_offset(9, 500).await.unwrap();
+    let reply = log.poll_next(9, 0).await.unwrap();
+    assert!(reply.is_empty());
+    assert_eq!(
+        log.poll(PollFrom::Offset(501), 0).unwrap().next_offset(),
+        60
+    );
+}
+on_both!(poll_next_continues_after_the_stored_offset);
+
+/// A stored offset survives a power cut; a power cut during a store leaves
+/// the old or the new offset, never a damaged file.
+#[test]
+fn a_power_cut_keeps_the_old_or_the_new_offset() {
+    run_sim(async {
+        let config = config();
+        let disk = sim_for(5, &config);
+        let dir = Path::new("/p");
+        let log = open(disk.clone(), dir).await;
+        log.store_offset(1, 100).await.unwrap();
+        let after = open(disk.crash(), dir).await;
+        assert_eq!(
+            after.load_offset(1).await.unwrap(),
+            Some(100),
+            "durable once stored"
+        );
+        disk.set_faults(SimFaults {
+            max_yields: 3,
+            ..SimFaults::default()
+        });
+        let mut seen = [0usize; 2];
+        let mut cuts_with_tmp = 0;
+        for step in 0..40 {
+            let (l, new) = (log.clone(), 200 + step);
+            let done = Rc::new(RefCell::new(false));
+            let d = done.clone();
+            monoio::spawn(async move {
+                l.store_offset(1, new).await.unwrap();
+                *d.borrow_mut() = true;
+            });
+            let old = if step == 0 { 100 } else { 200 + step - 1 };
+            for cut_at in 0..12 {
+                let cut = disk.crash();
+                let tmp = |d: &SimStorage| {
+                    d.list_dir(&dir.join("consumers"))
+                        .map(|n| n.iter().any(|n| n.ends_with(".tmp")))
+                        .unwrap_or(false)
+                };
+                cuts_with_tmp += usize::from(tmp(&cut));
+                let after = open(cut.clone(), dir).await;
+                if let Ok(names) = cut.list_dir(&dir.join("consumers")) {
+                    assert!(
+                        names.iter().all(|n| !n.ends_with(".tmp")),
+                        "reopening removes temporary files a cut left: {names:?}"
+                    );
+                }
+                match after.load_offset(1).await {
+                    Ok(Some(o)) if o == old => seen[0] += 1,
+                    Ok(Some(o)) if o == new => seen[1] += 1,
+                    other => panic!("step {step}, cut {cut_at}: {other:?} (old {old}, new {new})"),
+                }
+                if *done.borrow() {
+                    break;
+                }
+                yield_to_others().await;
+            }
+            while !*done.borrow() {
+                yield_to_others().await;
+            }
+            let after = open(disk.crash(), dir).await;
+            assert_eq!(
+                after.load_offset(1).await.unwrap(),
+                Some(new),
+                "step {step}: stored"
+            );
+        }
+        assert!(
+            seen[0] > 0 && seen[1] > 0,
+            "cuts landed both before and after: {seen:?}"
+        );
+        assert!(
+            cuts_with_tmp > 0,
+            "some cuts left a temporary file to remove"
+        );
+    });
+}
+
+/// Two stores for one consumer at once: the later call wins, whichever
+/// finishes first.
+#[test]
+fn the_later_of_two_concurrent_stores_wins() {
+    for seed in 0..10 {
+        run_sim(async move {
+            let config = config();
+            let disk = sim_for(seed, &config);
+            let dir = Path::new("/p");
+            let log = open(disk.clone(), dir).await;
+            disk.set_faults(SimFaults {
+                max_yields: 4,
+                ..SimFaults::default()
+            });
+            let (a, b) = (log.clone(), log.clone());
+            let first = monoio::spawn(async move { a.store_offset(1, 10).await });
+            let second = monoio::spawn(async move { b.store_offset(1, 20).await });
+            first.await.unwrap();
+            second.await.unwrap();
+            assert_eq!(log.load_offset(1).await.unwrap(), Some(20), "seed {seed}");
+            for _ in 0..5 {
+                let after = open(disk.crash(), dir).await;
+                assert_eq!(after.load_offset(1).await.unwrap(), Some(20), "seed {seed}");
+            }
+        });
+    }
+}
