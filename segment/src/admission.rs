@@ -73,15 +73,17 @@ pub fn check<'a>(bytes: &'a [u8], limits: &Limits) -> Result<BatchRef<'a>, Batch
     let mut sum = BatchChecksum::new(&layout::checksummed_header(bytes));
     let mut position = BATCH_HEADER_LEN;
     // Every message's time (origin + delta) must fit a u64; only batches
-    // whose origin is within u32::MAX of the top can fail, so check those.
+    // whose origin is within u32::MAX of the top can fail. Reported after
+    // the checksums, so damaged bytes are called damaged.
     let origin = layout::u64_at(bytes, batch::ORIGIN_TIMESTAMP.start);
     let near_top = origin > u64::MAX - u64::from(u32::MAX);
+    let mut overflow = None;
     for index in 0..count {
         let frame_checksum = check_frame(bytes, index, position)?;
-        if near_top {
+        if near_top && overflow.is_none() {
             let delta = layout::u32_at(bytes, position + frame::TIMESTAMP_DELTA.start);
             if origin.checked_add(u64::from(delta)).is_none() {
-                return Err(BatchError::TimestampOverflow {
+                overflow = Some(BatchError::TimestampOverflow {
                     index,
                     position,
                     origin,
@@ -103,6 +105,9 @@ pub fn check<'a>(bytes: &'a [u8], limits: &Limits) -> Result<BatchRef<'a>, Batch
     let computed = sum.finish();
     if stored != computed {
         return Err(BatchError::BatchChecksum { stored, computed });
+    }
+    if let Some(e) = overflow {
+        return Err(e);
     }
     Ok(BatchRef::new_checked(bytes))
 }
