@@ -178,7 +178,9 @@ pub fn set_origin_timestamp(bytes: &mut [u8], origin_timestamp: u64) -> Option<(
     for _ in 0..count {
         let f = bytes.get(pos..pos + FRAME_HEADER_LEN)?;
         sum.push(layout::u64_at(f, frame::CHECKSUM.start));
-        let len = FRAME_HEADER_LEN + layout::u32_at(f, frame::PAYLOAD_LENGTH.start) as usize + layout::u32_at(f, frame::USER_HEADERS_LENGTH.start) as usize;
+        let len = FRAME_HEADER_LEN
+            + layout::u32_at(f, frame::PAYLOAD_LENGTH.start) as usize
+            + layout::u32_at(f, frame::USER_HEADERS_LENGTH.start) as usize;
         pos = pos.checked_add(len)?;
     }
     if pos != bytes.len() {
@@ -206,11 +208,20 @@ mod tests {
             });
         }
         let mut bytes = b.build().expect("valid");
-        let before = check(&bytes, &Limits::default()).expect("valid").messages().map(|m| m.timestamp_delta()).collect::<Vec<_>>();
+        let before = check(&bytes, &Limits::default())
+            .expect("valid")
+            .messages()
+            .map(|m| m.timestamp_delta())
+            .collect::<Vec<_>>();
         set_origin_timestamp(&mut bytes, 9_000_000).expect("retimed");
         let view = check(&bytes, &Limits::default()).expect("still valid");
         assert_eq!(view.origin_timestamp(), 9_000_000);
-        assert_eq!(view.messages().map(|m| m.timestamp_delta()).collect::<Vec<_>>(), before);
+        assert_eq!(
+            view.messages()
+                .map(|m| m.timestamp_delta())
+                .collect::<Vec<_>>(),
+            before
+        );
         let mut short = bytes[..bytes.len() - 1].to_vec();
         let copy = short.clone();
         assert_eq!(set_origin_timestamp(&mut short, 1), None);
