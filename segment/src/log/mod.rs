@@ -29,7 +29,8 @@
 //! When the active segment has reached `segment_bytes`, the next append
 //! creates the next segment (named by the next offset), preallocates it in
 //! the background, and the old one is sealed once its writes drain: an
-//! `fdatasync`, then its index rewritten with a seal record. Only then is
+//! `fdatasync`, a sync of the directory (so the next segment's name is
+//! durable too), then its index rewritten with a seal record. Only then is
 //! the segment *confirmed*: recovery trusts confirmed segments and recovers
 //! the rest (see [`recovery`]).
 //!
