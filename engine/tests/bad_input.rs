@@ -293,7 +293,16 @@ fn cases() -> Vec<Case> {
         Case {
             what: "a producer time past u64",
             bytes: with(&|b| set_origin_timestamp(b, u64::MAX - 1).unwrap()),
-            api: |e| matches!(e, BatchError::TimestampOverflow { index: 2, delta: 2, .. }),
+            api: |e| {
+                matches!(
+                    e,
+                    BatchError::TimestampOverflow {
+                        index: 2,
+                        delta: 2,
+                        ..
+                    }
+                )
+            },
             cli: "overflows a u64",
         },
     ]
