@@ -539,8 +539,11 @@ fn a_damaged_index_is_named_by_verify_and_rebuilt_on_a_tail_open() {
 fn a_lost_or_cut_index_is_rebuilt() {
     let _serial = serial();
     let pristine = Pristine::make();
+    // The first sealed index, one in the middle, and the active segment's.
+    let all = pristine.indexes();
+    let picked = [&all[0], &all[all.len() / 2], &all[all.len() - 1]];
     for check in [OpenCheck::Tail, OpenCheck::Full] {
-        for file in pristine.indexes() {
+        for file in picked.into_iter().cloned() {
             let len = pristine.files[&file].len();
             for (how, keep) in [
                 ("deleted", None),
