@@ -153,7 +153,11 @@ pub(crate) fn start(
                             if shard.closing.get() {
                                 return;
                             }
-                            shard.enforce_retention();
+                            let work = shard.enforce_retention();
+                            drop(shard);
+                            if let Err(e) = work.await {
+                                tracing::warn!("retention: {e}");
+                            }
                         }
                     });
                 }
@@ -258,7 +262,9 @@ impl Shard {
         self.queue.close();
     }
 
-    fn enforce_retention(&self) -> Vec<PathBuf> {
+    /// Applies the retention limits to every open partition; the first
+    /// error stops it (and is returned), deletions so far stand.
+    fn enforce_retention(&self) -> impl Future<Output = Result<Vec<PathBuf>, Error>> + 'static {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_micros() as u64)
@@ -272,7 +278,13 @@ impl Shard {
                 _ => None,
             })
             .collect();
-        logs.iter().flat_map(|l| l.enforce_retention(now)).collect()
+        async move {
+            let mut deleted = Vec::new();
+            for log in logs {
+                deleted.extend(log.enforce_retention(now).await?);
+            }
+            Ok(deleted)
+        }
     }
 
     fn spawn_tracked(self: &Rc<Self>, fut: impl Future<Output = ()> + 'static) {
@@ -311,7 +323,10 @@ impl Shard {
                 let _ = reply.send(Ok(ids));
             }
             Request::Retention { reply } => {
-                let _ = reply.send(Ok(self.enforce_retention()));
+                let work = self.enforce_retention();
+                self.spawn_tracked(async move {
+                    let _ = reply.send(work.await);
+                });
             }
             Request::Flush {
                 partition: None,

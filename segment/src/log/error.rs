@@ -123,7 +123,7 @@ impl fmt::Display for Poison {
 pub enum LogError {
     /// A write or sync failed earlier; the partition refuses appends until
     /// it is reopened (which recovers it from what is on disk).
-    #[error("partition {partition} is poisoned: {cause}; nothing more is appended until it is reopened and recovered")]
+    #[error("partition {partition} is poisoned: {cause}{hint}; nothing more is appended until it is reopened and recovered", hint = if is_no_space(&cause.error) { " (the disk is full: free space first)" } else { "" })]
     Poisoned {
         /// the partition
         partition: u64,

@@ -869,42 +869,52 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// Deletes sealed segments past the retention limits (never the active
-    /// one). Polls already holding a deleted segment keep reading it.
-    /// Returns the deleted segment files.
-    pub fn enforce_retention(&self, now_us: u64) -> Vec<PathBuf> {
+    /// one), oldest first, syncing the directory after each removal so a
+    /// power cut can only leave a prefix deleted (no gap). Polls already
+    /// holding a deleted segment keep reading it. Returns the deleted
+    /// segment files.
+    pub async fn enforce_retention(&self, now_us: u64) -> Result<Vec<PathBuf>, LogError> {
         let retention = self.inner.config.retention;
-        let mut st = self.inner.st.borrow_mut();
-        let mut total: u64 = st.segments.iter().map(|s| s.len).sum();
         let mut deleted = Vec::new();
-        while st.segments.len() > 1 {
-            let Some(seg) = st.segments.front() else {
-                break;
+        loop {
+            let (log_path, index_path) = {
+                let mut st = self.inner.st.borrow_mut();
+                if st.segments.len() < 2 {
+                    break;
+                }
+                let total: u64 = st.segments.iter().map(|s| s.len).sum();
+                let Some(seg) = st.segments.front() else {
+                    break;
+                };
+                if seg.state != SegState::Sealed {
+                    break;
+                }
+                let expired = retention
+                    .max_age
+                    .map(|age| seg.last_timestamp.saturating_add(age.as_micros() as u64) < now_us)
+                    .unwrap_or(false);
+                let oversize = retention.max_bytes.map(|max| total > max).unwrap_or(false);
+                if !expired && !oversize {
+                    break;
+                }
+                let paths = (seg.log_path.clone(), seg.index_path.clone());
+                self.inner
+                    .storage
+                    .remove_file(&paths.0)
+                    .map_err(|e| LogError::io("retention: remove", &paths.0, e))?;
+                st.segments.pop_front();
+                paths
             };
-            if seg.state != SegState::Sealed {
-                break;
-            }
-            let expired = retention
-                .max_age
-                .map(|age| seg.last_timestamp.saturating_add(age.as_micros() as u64) < now_us)
-                .unwrap_or(false);
-            let oversize = retention.max_bytes.map(|max| total > max).unwrap_or(false);
-            if !expired && !oversize {
-                break;
-            }
-            if let Err(e) = self.inner.storage.remove_file(&seg.log_path) {
-                tracing::warn!("retention: removing {}: {e}", seg.log_path.display());
-                break;
-            }
-            // A missing index is fine; the segment is gone either way.
-            let _ = self.inner.storage.remove_file(&seg.index_path);
-            total -= seg.len;
-            deleted.push(seg.log_path.clone());
-            st.segments.pop_front();
+            // A missing index is fine (recovery removes orphans too).
+            let _ = self.inner.storage.remove_file(&index_path);
+            self.inner
+                .storage
+                .sync_dir(&self.inner.dir)
+                .await
+                .map_err(|e| LogError::io("retention: directory sync", &self.inner.dir, e))?;
+            deleted.push(log_path);
         }
-        if !deleted.is_empty() {
-            st.names_dirty = true;
-        }
-        deleted
+        Ok(deleted)
     }
 
     /// Sizes and offsets.

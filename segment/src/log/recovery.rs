@@ -131,6 +131,17 @@ pub(crate) async fn open<S: Storage>(
         .map_err(|e| LogError::io("list", &dir, e))?;
     let mut bases: Vec<u64> = names.iter().filter_map(|n| parse_log_name(n)).collect();
     bases.sort_unstable();
+    // Index files whose segment is gone (a removal interrupted between
+    // the two files) and temporary files are leftovers.
+    let orphan = |n: &String| {
+        n.strip_suffix(".index")
+            .and_then(|b| parse_log_name(&format!("{b}.log")))
+            .map(|b| !bases.contains(&b))
+            .unwrap_or(false)
+    };
+    for n in names.iter().filter(|n| orphan(n)) {
+        let _ = storage.remove_file(&dir.join(n));
+    }
     for n in names.iter().filter(|n| n.ends_with(".tmp")) {
         let _ = storage.remove_file(&dir.join(n));
     }
@@ -168,7 +179,11 @@ pub(crate) async fn open<S: Storage>(
             .sync_dir(&dir)
             .await
             .map_err(|e| LogError::io("directory sync", &dir, e))?;
-        segments.push_back(Segment::new(&dir, 0, map, Some(file)));
+        let mut seg = Segment::new(&dir, 0, map, Some(file.clone()));
+        if config.preallocate {
+            seg.allocated = Some(super::preallocate(&file, config.segment_bytes, &path));
+        }
+        segments.push_back(seg);
     }
 
     let mut i = 0;
