@@ -319,13 +319,10 @@ fn a_full_disk_is_a_clear_error_and_loses_nothing_acknowledged() {
 /// fdatasync succeeds without writing them, and the log serves as durable a
 /// batch that a power cut then takes away: under `fsync=batch` a reader
 /// saw something that vanished.
+///
+/// Regression: the poisoned log now leaves a `POISONED` marker and the next
+/// open rewrites what it recovers past the durable point before syncing.
 #[test]
-#[ignore = "BUG: after a failed fdatasync, a reopen in the same boot serves the batches whose \
-            write-back failed: they are still in the page cache, clean, so recovery's fdatasync \
-            (of the active segment, or of a segment it seals) writes nothing, and a later power \
-            cut loses what readers were served. A fix would rewrite the bytes recovery read back \
-            past the last durable index entry before that fdatasync (or not trust the page \
-            cache after a poison): a design decision, not a small local change"]
 fn batches_a_failed_fsync_lost_are_not_served_after_a_reopen() {
     run_sim(async {
         let config = config(FsyncPolicy::Batch);

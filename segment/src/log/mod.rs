@@ -539,6 +539,13 @@ impl<S: Storage> PartitionLog<S> {
             );
             st.poison_mark = self.ack_mark(st).next_offset;
             st.poison = Some(Arc::new(Poison { op, path, error }));
+            // Tells the next open in this boot not to trust the page cache
+            // (see recovery). Creating the file is enough; if even that
+            // fails, the disk is in a state the next open will report.
+            let marker = self.inner.dir.join(POISON_MARKER);
+            if let Err(e) = self.inner.storage.open(&marker, true) {
+                tracing::error!("cannot create {}: {e}", marker.display());
+            }
         }
         let wake: Vec<Waker> = std::mem::take(&mut st.acks)
             .into_values()
@@ -976,6 +983,9 @@ pub(crate) fn preallocate<F: StorageFile>(file: &F, len: u64, path: &Path) -> Rc
     });
     done
 }
+
+/// The file a poisoned log leaves in its directory for the next open.
+pub const POISON_MARKER: &str = "POISONED";
 
 /// Index entries written to the file at a time for an active segment.
 const INDEX_FLUSH_ENTRIES: usize = 256;

@@ -25,6 +25,12 @@
 //!
 //! A cut truncates the file at the last whole batch and syncs it, so no
 //! stale batch past the cut can ever be read back as a continuation.
+//!
+//! After a run that was poisoned by a failed write or sync (its directory
+//! holds a `POISONED` marker), recovery does not trust the page cache: Linux
+//! marks pages whose write-back failed clean, so a read finds them but no
+//! fdatasync writes them. It rewrites every byte it recovers past a
+//! segment's durable point (its last index entry) before syncing.
 
 use super::error::{Damage, LogError};
 use super::index::{self, IndexEntry, Seal};
@@ -130,6 +136,11 @@ pub(crate) async fn open<S: Storage>(
         .list_dir(&dir)
         .map_err(|e| LogError::io("list", &dir, e))?;
     let mut bases: Vec<u64> = names.iter().filter_map(|n| parse_log_name(n)).collect();
+    // A write or sync failed in an earlier run of this boot: the bytes it
+    // could not write back may sit clean in the page cache, where reads find
+    // them but no fdatasync writes them. Recovery rewrites what it reads past
+    // each recovered segment's durable point before syncing it.
+    let after_poison = names.iter().any(|n| n == super::POISON_MARKER);
     bases.sort_unstable();
     // Index files whose segment is gone (a removal interrupted between
     // the two files) and temporary files are leftovers.
@@ -293,6 +304,9 @@ pub(crate) async fn open<S: Storage>(
             continue;
         }
 
+        if after_poison {
+            rewrite(&file, data, from.position, found.end, &path).await?;
+        }
         if !is_last && whole && Some(found.next_offset) == next_base {
             // Sealing was interrupted after the data was complete: make it
             // durable and seal it now.
@@ -390,9 +404,43 @@ pub(crate) async fn open<S: Storage>(
         last_timestamp = s.last_timestamp;
         report.next_offset = s.next_offset;
     }
+    if after_poison {
+        // Everything recovered is durable now.
+        let marker = dir.join(super::POISON_MARKER);
+        storage
+            .remove_file(&marker)
+            .map_err(|e| LogError::io("remove", &marker, e))?;
+        storage
+            .sync_dir(&dir)
+            .await
+            .map_err(|e| LogError::io("directory sync", &dir, e))?;
+    }
     report.segments = segments.len();
     let log = PartitionLog::from_parts(storage, dir, partition, config, segments, last_timestamp);
     Ok((log, report))
+}
+
+/// Writes `data[from..to]` back over itself, so the page cache holds those
+/// bytes dirty again and the next fdatasync really writes them.
+async fn rewrite<F: StorageFile>(
+    file: &F,
+    data: &[u8],
+    from: u64,
+    to: u64,
+    path: &std::path::Path,
+) -> Result<(), LogError> {
+    let Some(bytes) = data
+        .get(from as usize..to as usize)
+        .filter(|b| !b.is_empty())
+    else {
+        return Ok(());
+    };
+    file.write_all_at(
+        from,
+        crate::io::WriteBufs::one(bytes::Bytes::copy_from_slice(bytes)),
+    )
+    .await
+    .map_err(|e| LogError::io("rewrite after a failed sync", path, e))
 }
 
 fn start_of_segment(base: u64, last_timestamp: u64) -> ScanFrom {
