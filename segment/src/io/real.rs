@@ -116,11 +116,12 @@ impl StorageFile for UringFile {
         if capacity == 0 {
             return Ok(Arc::new(EmptyMap));
         }
-        // SAFETY: memmap2's contract is that the file is not modified
-        // behind the mapping's back in ways that break the reader. corelog
-        // holds the data directory's lock, never rewrites bytes below a
-        // reader's visible end, and only reads ranges that are written (so
-        // never past the end of the file, where a read would fault).
+        // memmap2's contract is that the file is not modified behind the
+        // mapping's back in ways that break the reader. corelog holds the
+        // data directory's lock, never rewrites bytes below a reader's
+        // visible end, and only reads ranges that are written (so never
+        // past the end of the file, where a read would fault).
+        // SAFETY: no write or truncation touches a range a reader is given.
         let map = unsafe { memmap2::MmapOptions::new().len(capacity).map(&*self.file)? };
         Ok(Arc::new(FileMap { map }))
     }
@@ -139,11 +140,11 @@ impl Mapped for FileMap {
         if range.start > range.end || range.end > self.map.len() {
             return None;
         }
-        // SAFETY: the range lies inside the mapping (checked above). We
-        // build the slice from the raw pointer so that no reference ever
+        // The slice is built from the raw pointer so that no reference ever
         // covers the mapped pages past the end of the file; the caller only
         // asks for written bytes below the visible end, which no write
         // touches while the slice lives.
+        // SAFETY: the range lies inside the mapping (checked above).
         Some(unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(range.start), range.len()) })
     }
 }
