@@ -244,15 +244,7 @@ impl Shard {
             shard: self.clone(),
         }
         .await;
-        let logs: Vec<Log> = self
-            .partitions
-            .borrow()
-            .values()
-            .filter_map(|s| match s {
-                Slot::Open(l) => Some(l.clone()),
-                _ => None,
-            })
-            .collect();
+        let logs = self.open_logs();
         for log in logs {
             if let Err(e) = log.close().await {
                 tracing::error!("closing partition {}: {e}", log.partition());
@@ -269,15 +261,7 @@ impl Shard {
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_micros() as u64)
             .unwrap_or(0);
-        let logs: Vec<Log> = self
-            .partitions
-            .borrow()
-            .values()
-            .filter_map(|s| match s {
-                Slot::Open(l) => Some(l.clone()),
-                _ => None,
-            })
-            .collect();
+        let logs = self.open_logs();
         async move {
             let mut deleted = Vec::new();
             for log in logs {
@@ -285,6 +269,18 @@ impl Shard {
             }
             Ok(deleted)
         }
+    }
+
+    /// Every partition log that is open.
+    fn open_logs(&self) -> Vec<Log> {
+        self.partitions
+            .borrow()
+            .values()
+            .filter_map(|s| match s {
+                Slot::Open(l) => Some(l.clone()),
+                _ => None,
+            })
+            .collect()
     }
 
     fn spawn_tracked(self: &Rc<Self>, fut: impl Future<Output = ()> + 'static) {
@@ -332,15 +328,7 @@ impl Shard {
                 partition: None,
                 reply,
             } => {
-                let logs: Vec<Log> = self
-                    .partitions
-                    .borrow()
-                    .values()
-                    .filter_map(|s| match s {
-                        Slot::Open(l) => Some(l.clone()),
-                        _ => None,
-                    })
-                    .collect();
+                let logs = self.open_logs();
                 self.spawn_tracked(async move {
                     let mut result = Ok(());
                     for log in logs {
