@@ -358,7 +358,10 @@ impl Shard {
                         req.fail(Error::Storage(e));
                     }
                     None => {
-                        if matches!(req, Request::Append { .. } | Request::Create { .. }) {
+                        if let Some(e) = refused_by_a_new_partition(&req, p) {
+                            drop(parts);
+                            req.fail(Error::Storage(e));
+                        } else if matches!(req, Request::Append { .. } | Request::Create { .. }) {
                             parts.insert(p, Slot::Opening(vec![req]));
                             drop(parts);
                             self.open_partition(p);
@@ -540,6 +543,30 @@ impl Future for Contained {
         }
         Poll::Ready(())
     }
+}
+
+/// A replicated batch that a new (empty) partition would refuse anyway:
+/// refused before the partition is created for it.
+fn refused_by_a_new_partition(req: &Request, partition: u64) -> Option<LogError> {
+    let Request::Append {
+        batch,
+        stamped: true,
+        ..
+    } = req
+    else {
+        return None;
+    };
+    let b = batch.as_ref();
+    if b.partition_id() != partition {
+        return Some(LogError::PartitionMismatch {
+            expected: partition,
+            found: b.partition_id(),
+        });
+    }
+    (b.base_offset() != 0).then_some(LogError::OffsetMismatch {
+        expected: 0,
+        found: b.base_offset(),
+    })
 }
 
 /// Resolves once no request task is running on the shard.

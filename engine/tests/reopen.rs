@@ -449,3 +449,53 @@ fn a_replica_stores_stamped_batches_verbatim_and_refuses_ones_that_do_not_contin
     leader.shutdown().unwrap();
     replica.shutdown().unwrap();
 }
+
+/// A replicated batch a new partition would refuse (stamped for another
+/// partition, or not starting at offset 0) is refused without creating the
+/// partition.
+#[test]
+fn a_refused_replicated_batch_does_not_create_its_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path(), 2, LogConfig::default());
+    let stamped = |partition_id: u64, base_offset: u64| {
+        let mut bytes = batch(9, 0);
+        corelog::segment::stamp_in_place(
+            &mut bytes,
+            corelog::segment::Stamp {
+                partition_id,
+                base_offset,
+                base_timestamp: 1,
+            },
+            &Limits::default(),
+        )
+        .unwrap();
+        bytes
+    };
+    let err = engine.append_stamped(9, stamped(9, 5)).wait().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Storage(LogError::OffsetMismatch {
+                expected: 0,
+                found: 5
+            })
+        ),
+        "{err}"
+    );
+    let err = engine.append_stamped(9, stamped(8, 0)).wait().unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::Storage(LogError::PartitionMismatch {
+                expected: 9,
+                found: 8
+            })
+        ),
+        "{err}"
+    );
+    assert!(partitions(&engine).is_empty());
+    assert!(!dir.path().join("partitions/9").exists());
+    let ack = engine.append_stamped(9, stamped(9, 0)).wait().unwrap();
+    assert_eq!(ack.base_offset, 0);
+    engine.shutdown().unwrap();
+}
