@@ -543,8 +543,8 @@ fn a_lost_or_cut_index_is_rebuilt() {
     let all = pristine.indexes();
     let picked = [&all[0], &all[all.len() / 2], &all[all.len() - 1]];
     for check in [OpenCheck::Tail, OpenCheck::Full] {
-        for file in picked.into_iter().cloned() {
-            let len = pristine.files[&file].len();
+        for file in picked {
+            let len = pristine.files[file].len();
             for (how, keep) in [
                 ("deleted", None),
                 ("emptied", Some(0)),
@@ -553,12 +553,12 @@ fn a_lost_or_cut_index_is_rebuilt() {
             ] {
                 let what = format!("{check:?}: {} {how}", file.display());
                 let root = pristine.copy();
-                let p = root.path().join(&file);
+                let p = root.path().join(file);
                 match keep {
                     None => std::fs::remove_file(&p).unwrap(),
-                    Some(n) => std::fs::write(&p, &pristine.files[&file][..n]).unwrap(),
+                    Some(n) => std::fs::write(&p, &pristine.files[file][..n]).unwrap(),
                 }
-                assert_index_recovered(root.path(), &pristine, check, &what, Some(&file));
+                assert_index_recovered(root.path(), &pristine, check, &what, Some(file));
             }
         }
     }
