@@ -529,7 +529,6 @@ fn a_damaged_index_is_named_by_verify_and_rebuilt_on_a_full_open() {
 }
 
 #[test]
-#[ignore = "BUG: under OpenCheck::Tail a garbled index entry before a segment's last one is kept and re-sealed (see regression_a_tail_open_drops_a_garbled_index_entry_before_the_last)"]
 fn a_damaged_index_is_named_by_verify_and_rebuilt_on_a_tail_open() {
     let _serial = serial();
     index_damage(OpenCheck::Tail, 4);
@@ -573,7 +572,6 @@ fn a_lost_or_cut_index_is_rebuilt() {
 /// and the verified reply skips messages without an error. The entry is
 /// then sealed into the index again, which makes it trusted from then on.
 #[test]
-#[ignore = "BUG: recovery (segment/src/log/recovery.rs, best_entry) keeps every index entry before the last valid one unchecked when a segment's seal record fails (OpenCheck::Tail); a garbled but well-formed entry is re-sealed and polls through it skip batches or fail on a sound log"]
 fn regression_a_tail_open_drops_a_garbled_index_entry_before_the_last() {
     let _serial = serial();
     let pristine = Pristine::make();

@@ -1,12 +1,17 @@
 //! The sparse index next to each segment.
 //!
 //! ```text
-//! <base offset>.index = entry*
-//! entry (16 bytes, little-endian):
+//! <base offset>.index = entry* [seal record]
+//! entry (24 bytes, little-endian):
 //!   0 ..  4  relative offset  u32   base_offset of the batch - segment base offset
 //!   4 ..  8  position         u32   byte position of the batch in the .log
 //!   8 .. 16  timestamp        u64   base_timestamp of the batch (µs)
+//!  16 .. 24  checksum         u64   XXH3-64 of bytes 0..16
 //! ```
+//!
+//! The per-entry checksum lets an open find a garbled entry by reading the
+//! index alone (without touching the log): entries are used up to the first
+//! that fails it, and the rest of the index is rebuilt from the log.
 //!
 //! One entry for the first batch of a segment, then one for the first batch
 //! starting at least `index_interval_bytes` after the previous entry's. The
@@ -31,7 +36,7 @@
 //! ```
 
 /// Bytes per entry.
-pub const ENTRY_LEN: usize = 16;
+pub const ENTRY_LEN: usize = 24;
 
 /// One index entry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,17 +56,19 @@ impl IndexEntry {
         b[0..4].copy_from_slice(&self.rel_offset.to_le_bytes());
         b[4..8].copy_from_slice(&self.position.to_le_bytes());
         b[8..16].copy_from_slice(&self.timestamp.to_le_bytes());
+        let sum = crate::checksum::xxh3(&b[..16]);
+        b[16..24].copy_from_slice(&sum.to_le_bytes());
         b
     }
 
-    /// Decodes an entry.
-    pub fn decode(b: &[u8; ENTRY_LEN]) -> IndexEntry {
-        let [r0, r1, r2, r3, p0, p1, p2, p3, t @ ..] = *b;
-        IndexEntry {
+    /// Decodes an entry; `None` when it fails its checksum.
+    pub fn decode(b: &[u8; ENTRY_LEN]) -> Option<IndexEntry> {
+        let [r0, r1, r2, r3, p0, p1, p2, p3, t0, t1, t2, t3, t4, t5, t6, t7, c @ ..] = *b;
+        (u64::from_le_bytes(c) == crate::checksum::xxh3(&b[..16])).then(|| IndexEntry {
             rel_offset: u32::from_le_bytes([r0, r1, r2, r3]),
             position: u32::from_le_bytes([p0, p1, p2, p3]),
-            timestamp: u64::from_le_bytes(t),
-        }
+            timestamp: u64::from_le_bytes([t0, t1, t2, t3, t4, t5, t6, t7]),
+        })
     }
 }
 
@@ -75,7 +82,7 @@ pub struct Seal {
 }
 
 const SEAL_MARK: u32 = u32::MAX;
-const SEAL_LEN: usize = 2 * ENTRY_LEN;
+const SEAL_LEN: usize = 32;
 
 /// Encodes a sealed index: the entries, then the seal record.
 pub fn encode_sealed(entries: &[IndexEntry], seal: Seal) -> Vec<u8> {
@@ -97,7 +104,7 @@ pub fn encode_sealed(entries: &[IndexEntry], seal: Seal) -> Vec<u8> {
 /// Decodes an index file: its entries and, when it ends with a valid seal
 /// record, the seal.
 pub fn decode_file(bytes: &[u8]) -> (Vec<IndexEntry>, Option<Seal>) {
-    if bytes.len() >= SEAL_LEN && bytes.len().is_multiple_of(ENTRY_LEN) {
+    if bytes.len() >= SEAL_LEN && (bytes.len() - SEAL_LEN).is_multiple_of(ENTRY_LEN) {
         let (body, tail) = bytes.split_at(bytes.len() - SEAL_LEN);
         let u32_at =
             |at: usize| u32::from_le_bytes([tail[at], tail[at + 1], tail[at + 2], tail[at + 3]]);
@@ -119,16 +126,25 @@ pub fn decode_file(bytes: &[u8]) -> (Vec<IndexEntry>, Option<Seal>) {
     (decode_all(bytes), None)
 }
 
-/// Decodes an index file; a torn trailing entry is ignored.
+/// Decodes the entries of an index file up to the first that fails its
+/// checksum (a torn trailing entry is ignored too).
 pub fn decode_all(bytes: &[u8]) -> Vec<IndexEntry> {
-    bytes
-        .chunks_exact(ENTRY_LEN)
-        .map(|c| {
-            let mut b = [0u8; ENTRY_LEN];
-            b.copy_from_slice(c);
-            IndexEntry::decode(&b)
-        })
-        .collect()
+    decode_prefix(bytes).0
+}
+
+/// Decodes entries up to the first that fails its checksum; also returns
+/// that entry's number, if one failed.
+pub fn decode_prefix(bytes: &[u8]) -> (Vec<IndexEntry>, Option<usize>) {
+    let mut out = Vec::with_capacity(bytes.len() / ENTRY_LEN);
+    for (i, c) in bytes.chunks_exact(ENTRY_LEN).enumerate() {
+        let mut b = [0u8; ENTRY_LEN];
+        b.copy_from_slice(c);
+        match IndexEntry::decode(&b) {
+            Some(e) => out.push(e),
+            None => return (out, Some(i)),
+        }
+    }
+    (out, None)
 }
 
 /// Encodes entries.
@@ -183,6 +199,20 @@ mod tests {
             rel_offset,
             position,
             timestamp,
+        }
+    }
+
+    #[test]
+    fn a_garbled_entry_ends_the_entries_used() {
+        let entries = vec![e(0, 0, 5), e(10, 4096, 7), e(20, 9000, 7)];
+        for bit in 0..ENTRY_LEN * 8 {
+            let mut bytes = encode_all(&entries);
+            bytes[ENTRY_LEN + bit / 8] ^= 1 << (bit % 8);
+            assert_eq!(
+                decode_prefix(&bytes),
+                (entries[..1].to_vec(), Some(1)),
+                "bit {bit}"
+            );
         }
     }
 

@@ -58,6 +58,12 @@ pub enum Problem {
         /// what it says
         stored: IndexEntry,
     },
+    /// An index entry (or the seal record at its place) that fails its
+    /// checksum: the index is garbled from there on.
+    IndexChecksum {
+        /// entry number
+        entry: usize,
+    },
     /// An index file that cannot be decoded (length not a whole number of
     /// entries, and no seal record).
     IndexTorn {
@@ -106,6 +112,7 @@ impl fmt::Display for Finding {
                 "index entry {entry} (relative offset {}, position {}, timestamp {}) names no batch",
                 stored.rel_offset, stored.position, stored.timestamp
             ),
+            Problem::IndexChecksum { entry } => write!(f, "index entry {entry} (or the seal record there) fails its checksum"),
             Problem::IndexTorn { len } => write!(f, "index file of {len} bytes is not a whole number of entries"),
             Problem::Seal { data_len, next_offset } => write!(f, "seal record says {data_len} bytes up to offset {next_offset}, the data disagrees"),
             Problem::Gap { expected } => write!(f, "segment should start at offset {expected}"),
@@ -219,6 +226,15 @@ pub fn inspect_partition(
         let (entries, seal) = match std::fs::read(&index_path) {
             Ok(bytes) => {
                 let (entries, seal) = index::decode_file(&bytes);
+                if seal.is_none() {
+                    if let (_, Some(entry)) = index::decode_prefix(&bytes) {
+                        out.findings.push(Finding {
+                            path: index_path.clone(),
+                            position: (entry * index::ENTRY_LEN) as u64,
+                            problem: Problem::IndexChecksum { entry },
+                        });
+                    }
+                }
                 if seal.is_none() && !bytes.len().is_multiple_of(index::ENTRY_LEN) {
                     out.findings.push(Finding {
                         path: index_path.clone(),

@@ -285,6 +285,29 @@ fn peek<F>(seg: &Segment<F>, pos: u64) -> Result<HeaderPeek, LogError> {
     Ok(peek)
 }
 
+/// Where a walk of batch headers starts: the index entry's position, once
+/// the batch there is the one the entry names (an index is a hint; one
+/// that disagrees with the log is not followed), else the segment's start.
+fn start_at<F>(seg: &Segment<F>, entry: Option<&index::IndexEntry>) -> Result<u64, LogError> {
+    let Some(e) = entry else { return Ok(0) };
+    let pos = u64::from(e.position);
+    let names_its_batch = peek(seg, pos)
+        .map(|p| {
+            p.base_offset == seg.base_offset + u64::from(e.rel_offset)
+                && p.base_timestamp == e.timestamp
+        })
+        .unwrap_or(false);
+    if names_its_batch {
+        return Ok(pos);
+    }
+    tracing::warn!(
+        "{}: index entry for offset {} at byte {pos} does not name its batch; walking from the start",
+        seg.log_path.display(),
+        seg.base_offset + u64::from(e.rel_offset)
+    );
+    Ok(0)
+}
+
 fn locate_offset<F>(st: &State<F>, o: u64) -> Result<Option<(usize, u64)>, LogError> {
     let from = st
         .segments
@@ -295,9 +318,7 @@ fn locate_offset<F>(st: &State<F>, o: u64) -> Result<Option<(usize, u64)>, LogEr
             continue;
         }
         let rel = o.saturating_sub(seg.base_offset);
-        let mut pos = index::floor_offset(seg.visible_index(), rel)
-            .map(|e| u64::from(e.position))
-            .unwrap_or(0);
+        let mut pos = start_at(seg, index::floor_offset(seg.visible_index(), rel))?;
         while pos < seg.visible.len {
             let p = peek(seg, pos)?;
             if o < p.next_offset() {
@@ -314,9 +335,7 @@ fn locate_timestamp<F>(st: &State<F>, t: u64) -> Result<Option<(usize, u64)>, Lo
         if seg.visible.len == 0 || seg.visible.last_timestamp < t {
             continue;
         }
-        let mut pos = index::floor_timestamp(seg.visible_index(), t)
-            .map(|e| u64::from(e.position))
-            .unwrap_or(0);
+        let mut pos = start_at(seg, index::floor_timestamp(seg.visible_index(), t))?;
         while pos < seg.visible.len {
             let p = peek(seg, pos)?;
             if p.base_timestamp >= t {
