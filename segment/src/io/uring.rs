@@ -156,6 +156,23 @@ impl Ring {
         check(r)
     }
 
+    /// Sleeps for `d` on the kernel's high-resolution timer (monoio's own
+    /// timers tick in milliseconds; a load generator pacing sends needs
+    /// microseconds).
+    pub async fn sleep(&self, d: std::time::Duration) {
+        let ts = Box::new(
+            types::Timespec::new()
+                .sec(d.as_secs())
+                .nsec(d.subsec_nanos()),
+        );
+        // Completes with -ETIME when the timer fires: the expected outcome.
+        let _ = self
+            .submit(ts, |t| {
+                opcode::Timeout::new(t as *const types::Timespec).build()
+            })
+            .await;
+    }
+
     /// `fallocate(fd, 0, 0, len)`: allocates blocks and extends the size.
     pub async fn allocate(&self, fd: RawFd, len: u64) -> io::Result<()> {
         let (r, _) = self

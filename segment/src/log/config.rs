@@ -12,8 +12,10 @@ pub enum FsyncPolicy {
     /// Acknowledge once the write reached the page cache. Data survives a
     /// crash of the process (the kernel holds it) but not a power cut until
     /// the kernel writes it back (`vm.dirty_expire_centisecs`, 30 s by
-    /// default) or a flush, a rotation or a clean close syncs it. Readers
-    /// see a batch as soon as it is written.
+    /// default) or a flush or a clean close syncs it. A sealed segment is
+    /// synced and confirmed 30 s after its rotation (by then the kernel has
+    /// written most of it back, so the sync does not stall appends), or at
+    /// close. Readers see a batch as soon as it is written.
     #[default]
     Never,
     /// Acknowledge only after an `fdatasync` that covers the batch (and, for

@@ -145,6 +145,8 @@ struct Inner<S: Storage> {
     dir: PathBuf,
     config: LogConfig,
     storage: S,
+    /// Set when the log is closed: cuts short a seal's wait for write-back.
+    closing: Rc<event::Event>,
     st: RefCell<State<S::File>>,
 }
 
@@ -737,6 +739,19 @@ impl<S: Storage> PartitionLog<S> {
             };
             drained.wait().await;
         }
+        if inner.config.fsync == FsyncPolicy::Never {
+            // Nothing waits for durability under `never`: let the kernel's
+            // write-back make the segment durable first, so the fdatasync
+            // that confirms it finds little left to write. Syncing a whole
+            // dirty segment at once held ext4's journal long enough to stall
+            // the appends to the next segment for hundreds of milliseconds.
+            let sleep = monoio::time::sleep(NEVER_CONFIRM_DELAY);
+            let closing = inner.closing.wait();
+            monoio::select! {
+                _ = sleep => {},
+                _ = closing => {},
+            }
+        }
         let (file, path) = {
             let mut st = inner.st.borrow_mut();
             let Some(seg) = st.segment_mut(base) else {
@@ -821,6 +836,7 @@ impl<S: Storage> PartitionLog<S> {
     /// its exact end.
     pub async fn close(&self) -> Result<(), LogError> {
         self.inner.st.borrow_mut().closed = true;
+        self.inner.closing.set();
         self.flush().await?;
         // Let segments being sealed finish.
         loop {
@@ -983,6 +999,12 @@ pub(crate) fn preallocate<F: StorageFile>(file: &F, len: u64, path: &Path) -> Rc
     });
     done
 }
+
+/// How long a segment sealed under `FsyncPolicy::Never` waits for the
+/// kernel's write-back (`vm.dirty_expire_centisecs`, 30 s by default) before
+/// the fdatasync and seal record that confirm it. Until then it is recovered
+/// like the active segment after a crash.
+const NEVER_CONFIRM_DELAY: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The file a poisoned log leaves in its directory for the next open.
 pub const POISON_MARKER: &str = "POISONED";
@@ -1198,6 +1220,7 @@ impl<S: Storage> PartitionLog<S> {
                 dir,
                 config,
                 storage,
+                closing: Rc::new(event::Event::default()),
                 st: RefCell::new(State {
                     segments,
                     next_offset,
