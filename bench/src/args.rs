@@ -118,6 +118,9 @@ pub struct Args {
     /// latency is then live) instead of reading everything afterwards.
     #[arg(long)]
     pub tail: bool,
+    /// Do not preallocate segment files (fallocate).
+    #[arg(long)]
+    pub no_preallocate: bool,
     /// Skip the poll phase.
     #[arg(long)]
     pub no_poll: bool,

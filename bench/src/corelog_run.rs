@@ -15,6 +15,8 @@ use crate::{now_us, Live, Totals};
 use bytes::BytesMut;
 use corelog::{Handle, PollFrom};
 use hdrhistogram::Histogram;
+use std::cell::Cell;
+use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -33,14 +35,79 @@ pub struct RunCtx {
     pub go_at: Instant,
     pub measure_from: Instant,
     pub total: Option<u64>,
-    pub per_lane_rate: Option<f64>,
+    /// Bytes per second each producer sends (open loop), if limited.
+    pub per_producer_rate: Option<f64>,
 }
 
-pub async fn producer_lane(
+/// One producer: a task on its shard whose `--inflight` lanes each keep one
+/// append in flight. With `--rate`, the lanes share one send schedule, so
+/// sends are spaced evenly (paced on the kernel's high-resolution timer:
+/// monoio's timers tick in milliseconds and would send in bursts).
+pub async fn producer(
+    ctx: Arc<RunCtx>,
+    handle: Handle,
+    partitions: Vec<u64>,
+    pools: Vec<Vec<BytesMut>>,
+    out: mpsc::Sender<LaneResult>,
+) {
+    let pacer = ctx.per_producer_rate.map(|rate| {
+        Rc::new(Pacer {
+            rate,
+            next: Cell::new(ctx.go_at),
+            timer: corelog::segment::io::Ring::new(64).ok(),
+        })
+    });
+    let lanes: Vec<_> = pools
+        .into_iter()
+        .enumerate()
+        .map(|(i, pool)| {
+            // Lanes start on different partitions.
+            let mut parts = partitions.clone();
+            parts.rotate_left(i % partitions.len().max(1));
+            monoio::spawn(producer_lane(
+                ctx.clone(),
+                handle.clone(),
+                parts,
+                pool,
+                pacer.clone(),
+                out.clone(),
+            ))
+        })
+        .collect();
+    for lane in lanes {
+        lane.await;
+    }
+}
+
+/// The open-loop schedule shared by a producer's lanes.
+pub struct Pacer {
+    rate: f64,
+    next: Cell<Instant>,
+    timer: Option<corelog::segment::io::Ring>,
+}
+
+impl Pacer {
+    /// Waits for the next send slot of `len` bytes.
+    async fn wait(&self, len: u64) {
+        let due = self.next.get();
+        self.next
+            .set(due + Duration::from_secs_f64(len as f64 / self.rate));
+        let now = Instant::now();
+        if due > now {
+            match &self.timer {
+                Some(t) => t.sleep(due - now).await,
+                None => monoio::time::sleep(due - now).await,
+            }
+        }
+    }
+}
+
+async fn producer_lane(
     ctx: Arc<RunCtx>,
     handle: Handle,
     partitions: Vec<u64>,
     mut pool: Vec<BytesMut>,
+    pacer: Option<Rc<Pacer>>,
     out: mpsc::Sender<LaneResult>,
 ) {
     let mut phase = Phase::new("append");
@@ -48,8 +115,6 @@ pub async fn producer_lane(
     let mut error = None;
     let mut next = 0usize;
     let mut part = 0usize;
-    // Open-loop schedule (with --rate): when the next send is due.
-    let mut due = ctx.go_at;
     while Instant::now() < ctx.go_at {
         monoio::time::sleep(Duration::from_millis(1)).await;
     }
@@ -70,12 +135,8 @@ pub async fn producer_lane(
                 }
             }
         }
-        if let Some(rate) = ctx.per_lane_rate {
-            due += Duration::from_secs_f64(len as f64 / rate);
-            let now = Instant::now();
-            if due > now {
-                monoio::time::sleep(due - now).await;
-            }
+        if let Some(p) = &pacer {
+            p.wait(len).await;
         }
         let _ = corelog::segment::set_origin_timestamp(&mut buf, now_us());
         let bytes = buf.freeze();

@@ -179,6 +179,7 @@ fn run_corelog(args: Args) -> Result<(), String> {
     let mut log = LogConfig {
         segment_bytes: args.segment_bytes,
         fsync: args.fsync,
+        preallocate: !args.no_preallocate,
         ..LogConfig::default()
     };
     log.limits.max_batch_bytes = log.limits.max_batch_bytes.max(largest as u64);
@@ -206,7 +207,6 @@ fn run_corelog(args: Args) -> Result<(), String> {
 
     let live = Arc::new(Live::default());
     let totals = Arc::new(Totals::default());
-    let lanes = producers * inflight;
     let go_at = Instant::now() + Duration::from_millis(300);
     let measure_from = go_at + Duration::from_secs_f64(args.warmup.max(0.0));
     let ctx = Arc::new(RunCtx {
@@ -214,7 +214,7 @@ fn run_corelog(args: Args) -> Result<(), String> {
         go_at,
         measure_from,
         total,
-        per_lane_rate: args.rate.map(|mbps| mbps * 1e6 / lanes as f64),
+        per_producer_rate: args.rate.map(|mbps| mbps * 1e6 / producers as f64),
     });
     let handle = engine.handle();
     let (ptx, prx) = mpsc::channel::<LaneResult>();
@@ -251,19 +251,21 @@ fn run_corelog(args: Args) -> Result<(), String> {
             parts.push(i as u64 % partitions);
         }
         let shard = handle.shard_of(parts[0]);
-        for lane in 0..inflight {
-            let pool = workload::build_batches(
-                ((i * inflight + lane) as u64) << 8,
-                args.message_size,
-                args.messages_per_batch,
-                2,
-            );
-            let (h, c, p, tx) = (handle.clone(), ctx.clone(), parts.clone(), ptx.clone());
-            handle
-                .spawn_on(shard, move || corelog_run::producer_lane(c, h, p, pool, tx))
-                .wait()
-                .map_err(|e| e.to_string())?;
-        }
+        let pools: Vec<_> = (0..inflight)
+            .map(|lane| {
+                workload::build_batches(
+                    ((i * inflight + lane) as u64) << 8,
+                    args.message_size,
+                    args.messages_per_batch,
+                    2,
+                )
+            })
+            .collect();
+        let (h, c, tx) = (handle.clone(), ctx.clone(), ptx.clone());
+        handle
+            .spawn_on(shard, move || corelog_run::producer(c, h, parts, pools, tx))
+            .wait()
+            .map_err(|e| e.to_string())?;
     }
     drop(ptx);
     let started = Instant::now();
