@@ -78,14 +78,18 @@ for s in $SCENARIOS; do
     ;;
   durable)
     # fsync=batch, 8 partitions, ~1 MiB batches; baseline fio write + fsync per 1 MiB write.
-    f=(); p=(); c=()
+    # The write-back ceiling (fio buffered 2 GB with one fsync at the end) bounds any design
+    # that writes through the page cache.
+    f=(); w=(); p=(); c=()
     for _ in $(seq "$REPS"); do
       f+=("$(fio_mbps 1000M "--fsync=1")")
+      w+=("$(fio_mbps 2000M "--end_fsync=1")")
       p+=("$(bench append.mb_per_s --engine pwrite --fsync batch --total-bytes 1GB --message-size 1000 --messages-per-batch 1000 --warmup 0)")
-      c+=("$(bench append.mb_per_s --fsync batch --partitions 8 --total-bytes 2GB --message-size 1000 --messages-per-batch 1000 --warmup 0 --no-poll)")
+      c+=("$(bench append.mb_per_s --fsync batch --partitions 8 --inflight 16 --total-bytes 2GB --message-size 1000 --messages-per-batch 1000 --warmup 0 --no-poll)")
     done
-    F=$(median "${f[@]}"); P=$(median "${p[@]}"); C=$(median "${c[@]}")
+    F=$(median "${f[@]}"); W=$(median "${w[@]}"); P=$(median "${p[@]}"); C=$(median "${c[@]}")
     row "durable appends, fsync=batch (MB/s)" "fio 1 MiB write+fsync" "$F" "$C" "$(python3 -c "print(f'{$C/$F:.2f}x')")" ">= 3x"
+    row "durable appends, fsync=batch (MB/s)" "fio write-back ceiling (2 GB, one fsync)" "$W" "$C" "$(python3 -c "print(f'{$C/$W:.2f}x')")" "-"
     row "durable appends, fsync=batch (MB/s)" "pwrite+fdatasync loop" "$P" "$C" "$(python3 -c "print(f'{$C/$P:.2f}x')")" "-"
     ;;
   scaling)
@@ -105,24 +109,28 @@ for s in $SCENARIOS; do
     for _ in $(seq "$REPS"); do
       n+=("$(bench poll.mb_per_s --fsync never --partitions 2 --total-bytes 2GB --message-size 1000 --messages-per-batch 1000 --warmup 0 --no-verify)")
       v+=("$(bench poll.mb_per_s --fsync never --partitions 2 --total-bytes 2GB --message-size 1000 --messages-per-batch 1000 --warmup 0)")
-      x+=("$(python3 -c "import json; print(json.load(open('$JSON_DIR/b.json'))['xxh3_gb_per_s_per_core']*1000*2)")")
+      x+=("$(python3 -c "import json; print(json.load(open('$JSON_DIR/b.json'))['xxh3_gb_per_s']*1000)")")
     done
     N=$(median "${n[@]}"); V=$(median "${v[@]}"); X=$(median "${x[@]}")
     row "polls served from mmap (MB/s)" "8 GB/s target" "8000" "$N" "$(python3 -c "print(f'{$N/8000:.2f}x')")" ">= 1.0x"
-    row "polls with checksum verification (MB/s)" "raw XXH3, 2 cores" "$X" "$V" "$(python3 -c "print(f'{$V/$X:.2f}x')")" ">= 0.8x"
+    row "polls with checksum verification (MB/s)" "raw XXH3 over memory, 2 cores at once" "$X" "$V" "$(python3 -c "print(f'{$V/$X:.2f}x')")" ">= 0.8x"
     ;;
   latency)
-    # Append latency at half of the peak rate (open loop), page cache, 100 KB batches.
-    peak=$(bench append.mb_per_s --fsync never --partitions 2 --total-bytes 2GB --message-size 1000 --messages-per-batch 100 --warmup 0 --no-poll)
-    half=$(python3 -c "print($peak/2)")
+    # Append latency at half of the peak rate (open loop, sends paced evenly), page cache,
+    # 10-message batches of 1000 B. The runs write 1.5 GB, within the page cache's dirty limit:
+    # past it the kernel throttles writers to the disk's write-back rate, and the latency
+    # measured is the disk's.
+    peak=$(bench append.mb_per_s --fsync never --partitions 2 --total-bytes 1500MB --message-size 1000 --messages-per-batch 10 --warmup 0 --no-poll)
+    half=$(python3 -c "print(round($peak/2))")
     p99=(); p9999=()
     for _ in $(seq "$REPS"); do
-      bench append.mb_per_s --fsync never --partitions 2 --duration 10 --rate "$half" --message-size 1000 --messages-per-batch 100 --warmup 1 --no-poll >/dev/null
+      bench append.mb_per_s --fsync never --partitions 2 --rate "$half" --total-bytes 1500MB --message-size 1000 --messages-per-batch 10 --warmup 0.5 --no-poll >/dev/null
       p99+=("$(jget "$JSON_DIR/b.json" append.latency_us.p99)")
       p9999+=("$(jget "$JSON_DIR/b.json" append.latency_us.p9999)")
     done
-    row "append p99 at half of peak ($half MB/s) (µs)" "target" "200" "$(median "${p99[@]}")" "$(python3 -c "print(f'{$(median "${p99[@]}")/200:.2f}x of target')")" "<= 200 µs"
-    row "append p99.99 at half of peak (µs)" "target" "2000" "$(median "${p9999[@]}")" "$(python3 -c "print(f'{$(median "${p9999[@]}")/2000:.2f}x of target')")" "<= 2 ms"
+    P99=$(median "${p99[@]}"); P9999=$(median "${p9999[@]}")
+    row "append p99 at half of peak ($half of $peak MB/s) (µs)" "target" "200" "$P99" "$(python3 -c "print(f'{$P99/200:.2f}x of target')")" "<= 200 µs"
+    row "append p99.99 at half of peak (µs)" "target" "2000" "$P9999" "$(python3 -c "print(f'{$P9999/2000:.2f}x of target')")" "<= 2 ms"
     ;;
   *) echo "unknown scenario $s" >&2; exit 2 ;;
   esac
