@@ -205,23 +205,36 @@ impl<S: Storage> PartitionLog<S> {
                 .segments
                 .iter()
                 .position(|s| s.visible.len > 0)
-                .map(|i| (i, 0)),
+                .map(|i| (i, 0, Some(st.segments[i].base_offset))),
             PollFrom::Last => st
                 .segments
                 .iter()
                 .rposition(|s| s.visible.last_batch.is_some() && s.visible.len > 0)
-                .and_then(|i| st.segments[i].visible.last_batch.map(|p| (i, p))),
+                .and_then(|i| st.segments[i].visible.last_batch.map(|p| (i, p, None))),
         };
-        let Some((first_seg, first_pos)) = start else {
+        let Some((first_seg, first_pos, first_expected)) = start else {
             return Ok(PollReply::empty(visible_next));
         };
         let mut reply = PollReply::empty(visible_next);
+        // Every batch must continue the one before (the first, the offset
+        // the walk expects there): a header that does not is damage, never
+        // a reason to skip offsets.
+        let mut expected = first_expected;
         'segments: for (i, seg) in st.segments.iter().enumerate().skip(first_seg) {
             let mut pos = if i == first_seg { first_pos } else { 0 };
             let chunk_start = pos;
             let mut full = false;
             while pos < seg.visible.len {
-                let peek = peek(seg, pos)?;
+                let peek = match peek_at(seg, pos, expected) {
+                    Ok(p) => p,
+                    // Serve what came before the damage; the next poll
+                    // starts at it and reports it.
+                    Err(_) if reply.batches > 0 => {
+                        full = true;
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                };
                 if reply.batches > 0 && reply.bytes + peek.batch_length > max_bytes {
                     full = true;
                     break;
@@ -232,6 +245,7 @@ impl<S: Storage> PartitionLog<S> {
                 reply.bytes += peek.batch_length;
                 reply.batches += 1;
                 reply.next_offset = peek.next_offset();
+                expected = Some(peek.next_offset());
                 pos += peek.batch_length;
             }
             if pos > chunk_start {
@@ -285,30 +299,50 @@ fn peek<F>(seg: &Segment<F>, pos: u64) -> Result<HeaderPeek, LogError> {
     Ok(peek)
 }
 
-/// Where a walk of batch headers starts: the index entry's position, once
-/// the batch there is the one the entry names (an index is a hint; one
-/// that disagrees with the log is not followed), else the segment's start.
-fn start_at<F>(seg: &Segment<F>, entry: Option<&index::IndexEntry>) -> Result<u64, LogError> {
-    let Some(e) = entry else { return Ok(0) };
-    let pos = u64::from(e.position);
-    let names_its_batch = peek(seg, pos)
-        .map(|p| {
-            p.base_offset == seg.base_offset + u64::from(e.rel_offset)
-                && p.base_timestamp == e.timestamp
-        })
-        .unwrap_or(false);
-    if names_its_batch {
-        return Ok(pos);
+/// The header at `pos`, which must hold the batch starting at `expected`
+/// (when known).
+fn peek_at<F>(seg: &Segment<F>, pos: u64, expected: Option<u64>) -> Result<HeaderPeek, LogError> {
+    let p = peek(seg, pos)?;
+    match expected {
+        Some(e) if e != p.base_offset => Err(LogError::Corrupt {
+            path: seg.log_path.clone(),
+            position: pos,
+            damage: Damage::OffsetGap {
+                expected: e,
+                found: p.base_offset,
+            },
+        }),
+        _ => Ok(p),
     }
-    tracing::warn!(
-        "{}: index entry for offset {} at byte {pos} does not name its batch; walking from the start",
-        seg.log_path.display(),
-        seg.base_offset + u64::from(e.rel_offset)
-    );
-    Ok(0)
 }
 
-fn locate_offset<F>(st: &State<F>, o: u64) -> Result<Option<(usize, u64)>, LogError> {
+/// Where a walk of batch headers starts, and the offset of the batch
+/// there: the index entry's, once the batch there is the one the entry
+/// names (an index is a hint; one that disagrees with the log is not
+/// followed), else the segment's start.
+fn start_at<F>(seg: &Segment<F>, entry: Option<&index::IndexEntry>) -> (u64, u64) {
+    let Some(e) = entry else {
+        return (0, seg.base_offset);
+    };
+    let pos = u64::from(e.position);
+    let offset = seg.base_offset + u64::from(e.rel_offset);
+    let names_its_batch = peek(seg, pos)
+        .map(|p| p.base_offset == offset && p.base_timestamp == e.timestamp)
+        .unwrap_or(false);
+    if names_its_batch {
+        return (pos, offset);
+    }
+    tracing::warn!(
+        "{}: index entry for offset {offset} at byte {pos} does not name its batch; walking from the start",
+        seg.log_path.display(),
+    );
+    (0, seg.base_offset)
+}
+
+/// A located batch: segment index, byte position, its base offset.
+type Located = Option<(usize, u64, Option<u64>)>;
+
+fn locate_offset<F>(st: &State<F>, o: u64) -> Result<Located, LogError> {
     let from = st
         .segments
         .partition_point(|s| s.base_offset <= o)
@@ -318,29 +352,31 @@ fn locate_offset<F>(st: &State<F>, o: u64) -> Result<Option<(usize, u64)>, LogEr
             continue;
         }
         let rel = o.saturating_sub(seg.base_offset);
-        let mut pos = start_at(seg, index::floor_offset(seg.visible_index(), rel))?;
+        let (mut pos, mut expected) = start_at(seg, index::floor_offset(seg.visible_index(), rel));
         while pos < seg.visible.len {
-            let p = peek(seg, pos)?;
+            let p = peek_at(seg, pos, Some(expected))?;
             if o < p.next_offset() {
-                return Ok(Some((i, pos)));
+                return Ok(Some((i, pos, Some(expected))));
             }
+            expected = p.next_offset();
             pos += p.batch_length;
         }
     }
     Ok(None)
 }
 
-fn locate_timestamp<F>(st: &State<F>, t: u64) -> Result<Option<(usize, u64)>, LogError> {
+fn locate_timestamp<F>(st: &State<F>, t: u64) -> Result<Located, LogError> {
     for (i, seg) in st.segments.iter().enumerate() {
         if seg.visible.len == 0 || seg.visible.last_timestamp < t {
             continue;
         }
-        let mut pos = start_at(seg, index::floor_timestamp(seg.visible_index(), t))?;
+        let (mut pos, mut expected) = start_at(seg, index::floor_timestamp(seg.visible_index(), t));
         while pos < seg.visible.len {
-            let p = peek(seg, pos)?;
+            let p = peek_at(seg, pos, Some(expected))?;
             if p.base_timestamp >= t {
-                return Ok(Some((i, pos)));
+                return Ok(Some((i, pos, Some(expected))));
             }
+            expected = p.next_offset();
             pos += p.batch_length;
         }
     }
