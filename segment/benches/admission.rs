@@ -28,7 +28,7 @@
 
 use corelog_segment::checksum::{simd_path, xxh3};
 use corelog_segment::layout::{frame, BATCH_HEADER_LEN, FRAME_HEADER_LEN};
-use corelog_segment::{check, stamped_header, BatchBuilder, Limits, MessageSpec, Stamp};
+use corelog_segment::{check, stamped_header, Batch, BatchBuilder, Limits, MessageSpec, Stamp};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
 use std::ops::Range;
@@ -112,6 +112,26 @@ fn admission(c: &mut Criterion) {
     }
     g.finish();
 
+    // The append path's admission: `check` plus the frame checksums kept
+    // for the stamp (one allocation of 44 + 8 × N bytes).
+    let mut g = c.benchmark_group("admit");
+    for case in &cases {
+        let bytes = bytes::Bytes::from(case.bytes.clone());
+        g.throughput(Throughput::Bytes(case.bytes.len() as u64));
+        g.bench_with_input(
+            BenchmarkId::from_parameter(&case.label),
+            &bytes,
+            |b, bytes| {
+                b.iter(|| {
+                    Batch::admit(black_box(bytes.clone()), &limits)
+                        .unwrap()
+                        .len()
+                })
+            },
+        );
+    }
+    g.finish();
+
     let mut g = c.benchmark_group("xxh3_whole");
     for case in &cases {
         g.throughput(Throughput::Bytes(case.bytes.len() as u64));
@@ -144,6 +164,17 @@ fn admission(c: &mut Criterion) {
             &batch,
             |b, batch| b.iter(|| stamped_header(black_box(*batch), black_box(stamp))),
         );
+    }
+    g.finish();
+
+    // The append path's stamp: from the checksums admission kept.
+    let mut g = c.benchmark_group("stamped_header_admitted");
+    for case in &cases {
+        let mut batch = Batch::admit(case.bytes.clone(), &limits).unwrap();
+        g.throughput(Throughput::Bytes(case.bytes.len() as u64));
+        g.bench_function(BenchmarkId::from_parameter(&case.label), |b| {
+            b.iter(|| batch.stamped_header(black_box(stamp)))
+        });
     }
     g.finish();
 }

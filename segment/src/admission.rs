@@ -4,7 +4,7 @@
 //! batches (recovery, verified polls): a stamped batch is a valid batch
 //! whose `batch_checksum` covers the stamped header.
 
-use crate::checksum::{xxh3, BatchChecksum};
+use crate::checksum::{xxh3, BatchChecksum, Gather, SumInput};
 use crate::layout::{self, batch, frame, BATCH_HEADER_LEN, FRAME_HEADER_LEN};
 use crate::view::BatchRef;
 use crate::BatchError;
@@ -53,6 +53,36 @@ pub fn declared_length(header: &[u8], limits: &Limits) -> Result<u64, BatchError
 /// frame tiling, `offset_delta`s, every frame checksum and the batch
 /// checksum. Never panics, whatever the bytes.
 pub fn check<'a>(bytes: &'a [u8], limits: &Limits) -> Result<BatchRef<'a>, BatchError> {
+    let header = checked_header(bytes, limits)?;
+    check_frames(bytes, BatchChecksum::new(&header))
+}
+
+/// [`check`], keeping the batch checksum's input for a later stamp.
+pub(crate) fn check_keeping_sums(bytes: &[u8], limits: &Limits) -> Result<SumInput, BatchError> {
+    let header = checked_header(bytes, limits)?;
+    // checked_header bounded the count by the blob's length.
+    let count = layout::u32_at(bytes, batch::MESSAGE_COUNT.start) as usize;
+    let mut sums = SumInput::new(&header, count);
+    check_frames(bytes, &mut sums)?;
+    Ok(sums)
+}
+
+impl<G: Gather> Gather for &mut G {
+    #[inline(always)]
+    fn push(&mut self, frame_checksum: u64) {
+        G::push(self, frame_checksum)
+    }
+
+    fn finish(&mut self) -> u64 {
+        G::finish(self)
+    }
+}
+
+/// The checks of the header alone; returns its checksummed bytes.
+fn checked_header(
+    bytes: &[u8],
+    limits: &Limits,
+) -> Result<[u8; layout::CHECKSUMMED_HEADER_LEN], BatchError> {
     let declared = declared_length(bytes, limits)?;
     if declared != bytes.len() as u64 {
         return Err(BatchError::LengthMismatch {
@@ -69,8 +99,13 @@ pub fn check<'a>(bytes: &'a [u8], limits: &Limits) -> Result<BatchRef<'a>, Batch
     if u64::from(count) * FRAME_HEADER_LEN as u64 > blob_len as u64 {
         return Err(BatchError::CountTooLarge { count, blob_len });
     }
+    Ok(layout::checksummed_header(bytes))
+}
 
-    let mut sum = BatchChecksum::new(&layout::checksummed_header(bytes));
+/// The frames and the batch checksum, after [`checked_header`].
+#[inline(always)]
+fn check_frames<G: Gather>(bytes: &[u8], mut sum: G) -> Result<BatchRef<'_>, BatchError> {
+    let count = layout::u32_at(bytes, batch::MESSAGE_COUNT.start);
     let mut position = BATCH_HEADER_LEN;
     // Every message's time (origin + delta) must fit a u64; only batches
     // whose origin is within u32::MAX of the top can fail. Reported after

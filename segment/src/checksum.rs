@@ -52,6 +52,61 @@ pub fn cpu_supports_build() -> bool {
     }
 }
 
+/// Where admission puts each frame's checksum on its way to `batch_checksum`.
+pub(crate) trait Gather {
+    fn push(&mut self, frame_checksum: u64);
+    fn finish(&mut self) -> u64;
+}
+
+/// The batch checksum's whole input, kept: the 44 checksummed header bytes
+/// then each frame's 8 checksum bytes, contiguous. An admitted batch keeps
+/// it so that stamping rehashes N × 8 contiguous bytes instead of walking
+/// the frames again.
+#[derive(Clone)]
+pub(crate) struct SumInput(pub(crate) Vec<u8>);
+
+impl SumInput {
+    pub(crate) fn new(header: &[u8; CHECKSUMMED_HEADER_LEN], frames: usize) -> Self {
+        let mut v = Vec::with_capacity(CHECKSUMMED_HEADER_LEN + frames.saturating_mul(8));
+        v.extend_from_slice(header);
+        SumInput(v)
+    }
+
+    /// `batch_checksum` with the checksummed header bytes replaced.
+    pub(crate) fn with_header(&mut self, header: &[u8; CHECKSUMMED_HEADER_LEN]) -> u64 {
+        self.0[..CHECKSUMMED_HEADER_LEN].copy_from_slice(header);
+        xxh3_64(&self.0)
+    }
+}
+
+impl Gather for SumInput {
+    #[inline(always)]
+    fn push(&mut self, frame_checksum: u64) {
+        self.0.extend_from_slice(&frame_checksum.to_le_bytes());
+    }
+
+    fn finish(&mut self) -> u64 {
+        xxh3_64(&self.0)
+    }
+}
+
+impl Gather for BatchChecksum {
+    #[inline(always)]
+    fn push(&mut self, frame_checksum: u64) {
+        BatchChecksum::push(self, frame_checksum)
+    }
+
+    fn finish(&mut self) -> u64 {
+        match &mut self.stream {
+            None => xxh3_64(&self.buf[..self.len]),
+            Some(s) => {
+                s.update(&self.buf[..self.len]);
+                s.digest()
+            }
+        }
+    }
+}
+
 /// Computes `batch_checksum`: XXH3-64 over the 44 checksummed header bytes
 /// followed by each frame's 8 checksum bytes, without materialising the
 /// whole input (the frame checksums are strided through the blob).
@@ -86,15 +141,9 @@ impl BatchChecksum {
         self.len += 8;
     }
 
-    pub(crate) fn finish(self) -> u64 {
-        match self.stream {
-            // Everything fitted in one chunk: one-shot hash.
-            None => xxh3_64(&self.buf[..self.len]),
-            Some(mut s) => {
-                s.update(&self.buf[..self.len]);
-                s.digest()
-            }
-        }
+    /// Everything that fitted in one chunk is hashed in one shot.
+    pub(crate) fn finish(mut self) -> u64 {
+        Gather::finish(&mut self)
     }
 }
 

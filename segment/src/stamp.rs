@@ -63,7 +63,7 @@ fn stamped_checksum(header: &[u8; BATCH_HEADER_LEN], batch: BatchRef<'_>, stamp:
     sum.finish()
 }
 
-fn write_stamp(header: &mut [u8], stamp: Stamp, checksum: u64) {
+pub(crate) fn write_stamp(header: &mut [u8], stamp: Stamp, checksum: u64) {
     layout::put_u64(header, batch::PARTITION_ID.start, stamp.partition_id);
     layout::put_u64(header, batch::BASE_OFFSET.start, stamp.base_offset);
     layout::put_u64(header, batch::BASE_TIMESTAMP.start, stamp.base_timestamp);

@@ -306,6 +306,12 @@ fn round_trip(msgs: &[Msg], stamp: Stamp, restamp: Stamp) {
 
     // Header-only stamping: a new header in front of the untouched blob.
     let header = stamped_header(b, stamp);
+    // An admitted batch stamps from the frame checksums it gathered: the
+    // same header, also when stamped again with another stamp.
+    let mut owned = owned;
+    assert_eq!(owned.stamped_header(stamp), header);
+    assert_eq!(owned.stamped_header(restamp), stamped_header(b, restamp));
+    assert_eq!(owned.stamped_header(stamp), header);
     let mut stamped = header.0.to_vec();
     stamped.extend_from_slice(b.blob());
     // In-place stamping writes the same bytes.

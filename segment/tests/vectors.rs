@@ -79,6 +79,14 @@ fn every_vector_validates_stamps_and_agrees_on_checksums() {
             joined, stamped,
             "{name}: stamped header + blob differ from the vector"
         );
+        // The append path's stamp (from the checksums admission gathered)
+        // gives the vector's header too.
+        let mut admitted = Batch::admit(producer.clone(), &limits).expect("admit");
+        assert_eq!(
+            &admitted.stamped_header(stamp).0[..],
+            &stamped[..header.0.len()],
+            "{name}: the admitted batch's stamped header differs"
+        );
         // In-place stamping gives the same bytes.
         let mut in_place = producer.clone();
         stamp_in_place(&mut in_place, stamp, &limits).expect("stamp");

@@ -67,7 +67,7 @@ pub use recovery::{RecoveryReport, TailCut};
 pub use segment::{index_name, log_name, parse_log_name};
 
 use crate::io::{Storage, StorageFile, WriteBufs};
-use crate::{stamped_header, Batch, Stamp};
+use crate::{Batch, Stamp};
 use bytes::Bytes;
 use segment::{SegState, Segment, Visible};
 use std::cell::RefCell;
@@ -293,18 +293,14 @@ impl<S: Storage> PartitionLog<S> {
             });
         }
         let (bufs, batch_ts, count) = match incoming {
-            Incoming::Fresh(batch) => {
-                let view = batch.as_ref();
+            Incoming::Fresh(mut batch) => {
                 let ts = now_us().max(st.last_timestamp);
-                let header = stamped_header(
-                    view,
-                    Stamp {
-                        partition_id: inner.partition,
-                        base_offset: st.next_offset,
-                        base_timestamp: ts,
-                    },
-                );
-                let count = view.message_count();
+                let header = batch.stamped_header(Stamp {
+                    partition_id: inner.partition,
+                    base_offset: st.next_offset,
+                    base_timestamp: ts,
+                });
+                let count = batch.as_ref().message_count();
                 let body = batch.into_bytes().slice(crate::layout::BATCH_HEADER_LEN..);
                 let bufs = WriteBufs {
                     head: Bytes::copy_from_slice(&header.0),
