@@ -215,6 +215,7 @@ fn run_corelog(args: Args) -> Result<(), String> {
         measure_from,
         total,
         per_producer_rate: args.rate.map(|mbps| mbps * 1e6 / producers as f64),
+        retime: !args.no_poll && consumers > 0,
     });
     let handle = engine.handle();
     let (ptx, prx) = mpsc::channel::<LaneResult>();
