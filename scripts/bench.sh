@@ -8,7 +8,8 @@
 #   REPS=5 DATA_DIR=/mnt/fast scripts/bench.sh
 #   scripts/bench.sh pagecache durable   # only some scenarios
 #
-# Scenarios: pagecache durable scaling polls latency. Results: $OUT (default bench-results.md).
+# Scenarios: pagecache durable scaling polls latency, and peers (walrus-rust and commitlog,
+# built with --features peers; not run by default). Results: $OUT (default bench-results.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -85,16 +86,19 @@ for s in $SCENARIOS; do
     # fsync=batch, 8 partitions, ~1 MiB batches; baseline fio write + fsync per 1 MiB write.
     # The write-back ceiling (fio buffered 2 GB with one fsync at the end) bounds any design
     # that writes through the page cache.
-    f=(); w=(); p=(); c=()
+    # The device's own ceiling: fio O_DIRECT 1 MiB writes, 16 in flight, no page cache at all.
+    f=(); w=(); d=(); p=(); c=()
     for _ in $(seq "$REPS"); do
       f+=("$(fio_mbps 1000M "--fsync=1")")
       w+=("$(fio_mbps 2000M "--end_fsync=1")")
+      d+=("$(fio_mbps 2000M "--direct=1 --iodepth=16 --end_fsync=1")")
       p+=("$(bench append.mb_per_s --engine pwrite --fsync batch --total-bytes 1GB --message-size 1000 --messages-per-batch 1000 --warmup 0)")
       c+=("$(bench append.mb_per_s --fsync batch --partitions 8 --inflight 16 --total-bytes 2GB --message-size 1000 --messages-per-batch 1000 --warmup 0 --no-poll)")
     done
-    F=$(median "${f[@]}"); W=$(median "${w[@]}"); P=$(median "${p[@]}"); C=$(median "${c[@]}")
+    F=$(median "${f[@]}"); W=$(median "${w[@]}"); D=$(median "${d[@]}"); P=$(median "${p[@]}"); C=$(median "${c[@]}")
     row "durable appends, fsync=batch (MB/s)" "fio 1 MiB write+fsync" "$F" "$C" "$(python3 -c "print(f'{$C/$F:.2f}x')")" ">= 3x"
     row "durable appends, fsync=batch (MB/s)" "fio write-back ceiling (2 GB, one fsync)" "$W" "$C" "$(python3 -c "print(f'{$C/$W:.2f}x')")" "-"
+    row "durable appends, fsync=batch (MB/s)" "fio O_DIRECT, 16 in flight (the device's ceiling)" "$D" "$C" "$(python3 -c "print(f'{$C/$D:.2f}x')")" "-"
     row "durable appends, fsync=batch (MB/s)" "pwrite+fdatasync loop" "$P" "$C" "$(python3 -c "print(f'{$C/$P:.2f}x')")" "-"
     ;;
   scaling)
@@ -136,6 +140,30 @@ for s in $SCENARIOS; do
     P99=$(median "${p99[@]}"); P9999=$(median "${p9999[@]}")
     row "append p99 at half of peak ($half of $peak MB/s) (µs)" "target" "200" "$P99" "$(python3 -c "print(f'{$P99/200:.2f}x of target')")" "<= 200 µs"
     row "append p99.99 at half of peak (µs)" "target" "2000" "$P9999" "$(python3 -c "print(f'{$P9999/2000:.2f}x of target')")" "<= 2 ms"
+    ;;
+  peers)
+    # Peers a user might pick instead (built with --features peers, so not in the default run):
+    # walrus-rust and the commitlog crate, same batches, 2 partitions, one writer thread each,
+    # then every entry read back and checked as a batch. corelog's read side is its verified poll.
+    cargo build --release -q -p corelog-bench --features peers
+    for mode in "never 2GB" "batch 1GB"; do
+      set -- $mode
+      declare -A ap=() rd=()
+      for _ in $(seq "$REPS"); do
+        for e in corelog walrus commitlog; do
+          bench append.mb_per_s --engine "$e" --fsync "$1" --partitions 2 --total-bytes "$2" --message-size 1000 --messages-per-batch 1000 --warmup 0 >/dev/null
+          ap[$e]+=" $(jget "$JSON_DIR/b.json" append.mb_per_s)"
+          rd[$e]+=" $(jget "$JSON_DIR/b.json" poll.mb_per_s)"
+        done
+      done
+      C=$(median ${ap[corelog]}); CR=$(median ${rd[corelog]})
+      for e in walrus commitlog; do
+        E=$(median ${ap[$e]}); ER=$(median ${rd[$e]})
+        row "appends vs a peer, fsync=$1, $2 (MB/s)" "$e" "$E" "$C" "$(python3 -c "print(f'{$C/$E:.2f}x')")" "-"
+        row "read back and checked vs a peer, fsync=$1 (MB/s)" "$e" "$ER" "$CR" "$(python3 -c "print(f'{$CR/$ER:.2f}x')")" "-"
+      done
+      unset ap rd
+    done
     ;;
   *) echo "unknown scenario $s" >&2; exit 2 ;;
   esac

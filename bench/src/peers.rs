@@ -47,6 +47,37 @@ struct CommitLog {
     log: commitlog::CommitLog,
     sync: bool,
     next: u64,
+    dir: std::path::PathBuf,
+    /// The newest segment file, synced after each append under
+    /// `--fsync batch`.
+    active: Option<(std::ffi::OsString, std::fs::File)>,
+}
+
+impl CommitLog {
+    /// commitlog 0.2's `flush` writes its buffers and the index mapping but
+    /// never fsyncs the segment (`File::flush` is a no-op), so it is not a
+    /// durable append. The peer syncs the newest segment file itself, and
+    /// the one before it when the log rolled since the last sync.
+    fn sync_segments(&mut self) -> Result<(), String> {
+        let err = |e: std::io::Error| format!("commitlog sync: {e}");
+        let newest = std::fs::read_dir(&self.dir)
+            .map_err(err)?
+            .filter_map(|e| e.ok().map(|e| e.file_name()))
+            .filter(|n| n.to_string_lossy().ends_with(".log"))
+            .max()
+            .ok_or_else(|| "commitlog sync: no segment file".to_string())?;
+        if self.active.as_ref().map(|(n, _)| n) != Some(&newest) {
+            if let Some((_, old)) = self.active.take() {
+                old.sync_data().map_err(err)?;
+            }
+            let f = std::fs::File::open(self.dir.join(&newest)).map_err(err)?;
+            self.active = Some((newest, f));
+        }
+        match &self.active {
+            Some((_, f)) => f.sync_data().map_err(err),
+            None => Ok(()),
+        }
+    }
 }
 
 impl PeerLog for CommitLog {
@@ -58,6 +89,7 @@ impl PeerLog for CommitLog {
             self.log
                 .flush()
                 .map_err(|e| format!("commitlog flush: {e}"))?;
+            self.sync_segments()?;
         }
         Ok(())
     }
@@ -96,7 +128,8 @@ fn open(
             topic: format!("p{partition}"),
         })),
         (EngineKind::Commitlog, _) => {
-            let mut opts = commitlog::LogOptions::new(dir.join(format!("p{partition}")));
+            let log_dir = dir.join(format!("p{partition}"));
+            let mut opts = commitlog::LogOptions::new(&log_dir);
             opts.segment_max_bytes(args.segment_bytes.min(u32::MAX as u64) as usize);
             opts.message_max_bytes(64 << 20);
             let log =
@@ -105,6 +138,8 @@ fn open(
                 log,
                 sync: matches!(args.fsync, FsyncPolicy::Batch),
                 next: 0,
+                dir: log_dir,
+                active: None,
             }))
         }
         _ => Err("no such peer".into()),
