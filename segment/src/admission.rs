@@ -67,17 +67,6 @@ pub(crate) fn check_keeping_sums(bytes: &[u8], limits: &Limits) -> Result<SumInp
     Ok(sums)
 }
 
-impl<G: Gather> Gather for &mut G {
-    #[inline(always)]
-    fn push(&mut self, frame_checksum: u64) {
-        G::push(self, frame_checksum)
-    }
-
-    fn finish(&mut self) -> u64 {
-        G::finish(self)
-    }
-}
-
 /// The checks of the header alone; returns its checksummed bytes.
 fn checked_header(
     bytes: &[u8],

@@ -58,6 +58,17 @@ pub(crate) trait Gather {
     fn finish(&mut self) -> u64;
 }
 
+impl<G: Gather> Gather for &mut G {
+    #[inline(always)]
+    fn push(&mut self, frame_checksum: u64) {
+        G::push(self, frame_checksum)
+    }
+
+    fn finish(&mut self) -> u64 {
+        G::finish(self)
+    }
+}
+
 /// The batch checksum's whole input, kept: the 44 checksummed header bytes
 /// then each frame's 8 checksum bytes, contiguous. An admitted batch keeps
 /// it so that stamping rehashes N × 8 contiguous bytes instead of walking
