@@ -8,7 +8,7 @@
 #   REPS=5 DATA_DIR=/mnt/fast scripts/bench.sh
 #   scripts/bench.sh pagecache durable   # only some scenarios
 #
-# Scenarios: pagecache durable scaling polls latency, and peers (walrus-rust and commitlog,
+# Scenarios: pagecache durable single scaling polls latency, and peers (walrus-rust and commitlog,
 # built with --features peers; not run by default). Results: $OUT (default bench-results.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 REPS=${REPS:-3}
 DATA_DIR=${DATA_DIR:-/var/tmp/corelog-bench-data}
 OUT=${OUT:-bench-results.md}
-SCENARIOS=${*:-pagecache durable scaling polls latency}
+SCENARIOS=${*:-pagecache durable single scaling polls latency}
 JSON_DIR=$(mktemp -d)
 trap 'rm -rf "$JSON_DIR" "$DATA_DIR"' EXIT
 
@@ -100,6 +100,23 @@ for s in $SCENARIOS; do
     row "durable appends, fsync=batch (MB/s)" "fio write-back ceiling (2 GB, one fsync)" "$W" "$C" "$(python3 -c "print(f'{$C/$W:.2f}x')")" "-"
     row "durable appends, fsync=batch (MB/s)" "fio O_DIRECT, 16 in flight (the device's ceiling)" "$D" "$C" "$(python3 -c "print(f'{$C/$D:.2f}x')")" "-"
     row "durable appends, fsync=batch (MB/s)" "pwrite+fdatasync loop" "$P" "$C" "$(python3 -c "print(f'{$C/$P:.2f}x')")" "-"
+    ;;
+  single)
+    # One partition, one producer (issue 3's figures): fsync never against fio buffered, fsync
+    # batch against fio write + fsync per write; batch with the default 4 appends in flight and
+    # with 16 (each group commit covers at most the appends in flight).
+    f=(); fs=(); n=(); b4=(); b16=()
+    for _ in $(seq "$REPS"); do
+      f+=("$(fio_mbps 2000M "")")
+      n+=("$(bench append.mb_per_s --fsync never --partitions 1 --producers 1 --total-bytes 2GB --message-size 1000 --messages-per-batch 1000 --warmup 0 --no-poll)")
+      fs+=("$(fio_mbps 1000M "--fsync=1")")
+      b4+=("$(bench append.mb_per_s --fsync batch --partitions 1 --producers 1 --total-bytes 1GB --message-size 1000 --messages-per-batch 1000 --warmup 0 --no-poll)")
+      b16+=("$(bench append.mb_per_s --fsync batch --partitions 1 --producers 1 --inflight 16 --total-bytes 1GB --message-size 1000 --messages-per-batch 1000 --warmup 0 --no-poll)")
+    done
+    F=$(median "${f[@]}"); N=$(median "${n[@]}"); FS=$(median "${fs[@]}"); B4=$(median "${b4[@]}"); B16=$(median "${b16[@]}")
+    row "one partition, fsync=never, 2 GB (MB/s)" "fio io_uring buffered 1 MiB" "$F" "$N" "$(python3 -c "print(f'{$N/$F:.2f}x')")" "-"
+    row "one partition, fsync=batch, 4 in flight (MB/s)" "fio 1 MiB write+fsync" "$FS" "$B4" "$(python3 -c "print(f'{$B4/$FS:.2f}x')")" "-"
+    row "one partition, fsync=batch, 16 in flight (MB/s)" "fio 1 MiB write+fsync" "$FS" "$B16" "$(python3 -c "print(f'{$B16/$FS:.2f}x')")" "-"
     ;;
   scaling)
     # 100-byte messages: two shards against one (each with its own producer), page cache.
