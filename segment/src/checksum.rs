@@ -74,7 +74,7 @@ impl<G: Gather> Gather for &mut G {
 /// it so that stamping rehashes N × 8 contiguous bytes instead of walking
 /// the frames again.
 #[derive(Clone)]
-pub(crate) struct SumInput(pub(crate) Vec<u8>);
+pub(crate) struct SumInput(Vec<u8>);
 
 impl SumInput {
     pub(crate) fn new(header: &[u8; CHECKSUMMED_HEADER_LEN], frames: usize) -> Self {

@@ -6,7 +6,7 @@
 //! N frame checksums (N × 8 bytes).
 
 use crate::checksum::BatchChecksum;
-use crate::layout::{self, batch, BATCH_HEADER_LEN};
+use crate::layout::{self, batch, BATCH_HEADER_LEN, CHECKSUMMED_HEADER_LEN};
 use crate::view::BatchRef;
 use crate::{check, BatchError, Limits};
 
@@ -39,11 +39,13 @@ impl std::fmt::Debug for StampedHeader {
 
 /// Builds the stamped header of `batch`.
 pub fn stamped_header(batch: BatchRef<'_>, stamp: Stamp) -> StampedHeader {
-    let mut header = [0u8; BATCH_HEADER_LEN];
-    header.copy_from_slice(batch.header());
-    let checksum = stamped_checksum(&header, batch, stamp);
-    write_stamp(&mut header, stamp, checksum);
-    StampedHeader(header)
+    stamp_header(batch.header(), stamp, |checksummed| {
+        let mut sum = BatchChecksum::new(checksummed);
+        for c in batch.frame_checksums() {
+            sum.push(c);
+        }
+        sum.finish()
+    })
 }
 
 /// Checks `bytes` as a batch, then stamps it in place.
@@ -53,17 +55,22 @@ pub fn stamp_in_place(bytes: &mut [u8], stamp: Stamp, limits: &Limits) -> Result
     Ok(())
 }
 
-fn stamped_checksum(header: &[u8; BATCH_HEADER_LEN], batch: BatchRef<'_>, stamp: Stamp) -> u64 {
-    let mut h = *header;
+/// `header` with `stamp` written and the `batch_checksum` that
+/// `checksum` computes from the stamped header's checksummed bytes.
+pub(crate) fn stamp_header(
+    header: &[u8],
+    stamp: Stamp,
+    checksum: impl FnOnce(&[u8; CHECKSUMMED_HEADER_LEN]) -> u64,
+) -> StampedHeader {
+    let mut h = [0u8; BATCH_HEADER_LEN];
+    h.copy_from_slice(&header[..BATCH_HEADER_LEN]);
     write_stamp(&mut h, stamp, 0);
-    let mut sum = BatchChecksum::new(&layout::checksummed_header(&h));
-    for c in batch.frame_checksums() {
-        sum.push(c);
-    }
-    sum.finish()
+    let sum = checksum(&layout::checksummed_header(&h));
+    write_stamp(&mut h, stamp, sum);
+    StampedHeader(h)
 }
 
-pub(crate) fn write_stamp(header: &mut [u8], stamp: Stamp, checksum: u64) {
+fn write_stamp(header: &mut [u8], stamp: Stamp, checksum: u64) {
     layout::put_u64(header, batch::PARTITION_ID.start, stamp.partition_id);
     layout::put_u64(header, batch::BASE_OFFSET.start, stamp.base_offset);
     layout::put_u64(header, batch::BASE_TIMESTAMP.start, stamp.base_timestamp);

@@ -7,7 +7,7 @@
 use crate::admission::check_keeping_sums;
 use crate::checksum::SumInput;
 use crate::layout::{self, batch, frame, BATCH_HEADER_LEN, FRAME_HEADER_LEN};
-use crate::stamp::write_stamp;
+use crate::stamp::stamp_header;
 use crate::{check, BatchError, Limits, Stamp, StampedHeader};
 use bytes::Bytes;
 
@@ -275,12 +275,10 @@ impl Batch {
     /// from the frame checksums admission gathered (N × 8 contiguous
     /// bytes), not by walking the frames again.
     pub fn stamped_header(&mut self, stamp: Stamp) -> StampedHeader {
-        let mut header = [0u8; BATCH_HEADER_LEN];
-        header.copy_from_slice(&self.bytes[..BATCH_HEADER_LEN]);
-        write_stamp(&mut header, stamp, 0);
-        let checksum = self.sums.with_header(&layout::checksummed_header(&header));
-        write_stamp(&mut header, stamp, checksum);
-        StampedHeader(header)
+        let sums = &mut self.sums;
+        stamp_header(&self.bytes, stamp, |checksummed| {
+            sums.with_header(checksummed)
+        })
     }
 
     /// A view over the batch.
