@@ -36,6 +36,7 @@ fresh() { # empty data dir, dirty pages written, page cache dropped, memory warm
   echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
 }
 
+ratio() { python3 -c 'import sys; print(f"{float(sys.argv[1])/float(sys.argv[2]):.2f}x")' "$1" "$2"; } # $1 / $2
 median() { python3 -c 'import sys,statistics; v=[float(x) for x in sys.argv[1:]]; print(f"{statistics.median(v):.1f}")' "$@"; }
 jget() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); 
 for k in sys.argv[2].split("."): d=d[k]
@@ -79,8 +80,8 @@ for s in $SCENARIOS; do
       c+=("$(bench append.mb_per_s --fsync never --partitions 2 --total-bytes 2GB --message-size 1000 --messages-per-batch 1000 --warmup 0 --no-poll)")
     done
     F=$(median "${f[@]}"); P=$(median "${p[@]}"); C=$(median "${c[@]}")
-    row "page-cache appends, 2 GB (MB/s)" "fio io_uring buffered 1 MiB" "$F" "$C" "$(python3 -c "print(f'{$C/$F:.2f}x')")" ">= 1.0x"
-    row "page-cache appends, 2 GB (MB/s)" "pwrite loop, 1 thread" "$P" "$C" "$(python3 -c "print(f'{$C/$P:.2f}x')")" "-"
+    row "page-cache appends, 2 GB (MB/s)" "fio io_uring buffered 1 MiB" "$F" "$C" "$(ratio "$C" "$F")" ">= 1.0x"
+    row "page-cache appends, 2 GB (MB/s)" "pwrite loop, 1 thread" "$P" "$C" "$(ratio "$C" "$P")" "-"
     ;;
   durable)
     # fsync=batch, 8 partitions, ~1 MiB batches; baseline fio write + fsync per 1 MiB write.
@@ -96,10 +97,10 @@ for s in $SCENARIOS; do
       c+=("$(bench append.mb_per_s --fsync batch --partitions 8 --inflight 16 --total-bytes 2GB --message-size 1000 --messages-per-batch 1000 --warmup 0 --no-poll)")
     done
     F=$(median "${f[@]}"); W=$(median "${w[@]}"); D=$(median "${d[@]}"); P=$(median "${p[@]}"); C=$(median "${c[@]}")
-    row "durable appends, fsync=batch (MB/s)" "fio 1 MiB write+fsync" "$F" "$C" "$(python3 -c "print(f'{$C/$F:.2f}x')")" ">= 3x"
-    row "durable appends, fsync=batch (MB/s)" "fio write-back ceiling (2 GB, one fsync)" "$W" "$C" "$(python3 -c "print(f'{$C/$W:.2f}x')")" "-"
-    row "durable appends, fsync=batch (MB/s)" "fio O_DIRECT, 16 in flight (the device's ceiling)" "$D" "$C" "$(python3 -c "print(f'{$C/$D:.2f}x')")" "-"
-    row "durable appends, fsync=batch (MB/s)" "pwrite+fdatasync loop" "$P" "$C" "$(python3 -c "print(f'{$C/$P:.2f}x')")" "-"
+    row "durable appends, fsync=batch (MB/s)" "fio 1 MiB write+fsync" "$F" "$C" "$(ratio "$C" "$F")" ">= 3x"
+    row "durable appends, fsync=batch (MB/s)" "fio write-back ceiling (2 GB, one fsync)" "$W" "$C" "$(ratio "$C" "$W")" "-"
+    row "durable appends, fsync=batch (MB/s)" "fio O_DIRECT, 16 in flight (the device's ceiling)" "$D" "$C" "$(ratio "$C" "$D")" "-"
+    row "durable appends, fsync=batch (MB/s)" "pwrite+fdatasync loop" "$P" "$C" "$(ratio "$C" "$P")" "-"
     ;;
   single)
     # One partition, one producer (issue 3's figures): fsync never against fio buffered, fsync
@@ -114,9 +115,9 @@ for s in $SCENARIOS; do
       b16+=("$(bench append.mb_per_s --fsync batch --partitions 1 --producers 1 --inflight 16 --total-bytes 1GB --message-size 1000 --messages-per-batch 1000 --warmup 0 --no-poll)")
     done
     F=$(median "${f[@]}"); N=$(median "${n[@]}"); FS=$(median "${fs[@]}"); B4=$(median "${b4[@]}"); B16=$(median "${b16[@]}")
-    row "one partition, fsync=never, 2 GB (MB/s)" "fio io_uring buffered 1 MiB" "$F" "$N" "$(python3 -c "print(f'{$N/$F:.2f}x')")" "-"
-    row "one partition, fsync=batch, 4 in flight (MB/s)" "fio 1 MiB write+fsync" "$FS" "$B4" "$(python3 -c "print(f'{$B4/$FS:.2f}x')")" "-"
-    row "one partition, fsync=batch, 16 in flight (MB/s)" "fio 1 MiB write+fsync" "$FS" "$B16" "$(python3 -c "print(f'{$B16/$FS:.2f}x')")" "-"
+    row "one partition, fsync=never, 2 GB (MB/s)" "fio io_uring buffered 1 MiB" "$F" "$N" "$(ratio "$N" "$F")" "-"
+    row "one partition, fsync=batch, 4 in flight (MB/s)" "fio 1 MiB write+fsync" "$FS" "$B4" "$(ratio "$B4" "$FS")" "-"
+    row "one partition, fsync=batch, 16 in flight (MB/s)" "fio 1 MiB write+fsync" "$FS" "$B16" "$(ratio "$B16" "$FS")" "-"
     ;;
   scaling)
     # 100-byte messages: two shards against one (each with its own producer), page cache.
@@ -126,7 +127,7 @@ for s in $SCENARIOS; do
       two+=("$(bench append.msgs_per_s --shards 2 --producers 2 --partitions 2 --fsync never --total-bytes 1GB --message-size 100 --messages-per-batch 1000 --warmup 0 --no-poll)")
     done
     O=$(median "${one[@]}"); T=$(median "${two[@]}")
-    row "100-byte messages (msgs/s)" "1 shard" "$O" "$T (2 shards)" "$(python3 -c "print(f'{$T/$O:.2f}x')")" ">= 1.8x"
+    row "100-byte messages (msgs/s)" "1 shard" "$O" "$T (2 shards)" "$(ratio "$T" "$O")" ">= 1.8x"
     ;;
   polls)
     # Write 2 GB, then poll it all back from mmap: without verification (served), and verifying
@@ -181,8 +182,8 @@ for s in $SCENARIOS; do
       C=$(median ${ap[corelog]}); CR=$(median ${rd[corelog]})
       for e in walrus commitlog; do
         E=$(median ${ap[$e]}); ER=$(median ${rd[$e]})
-        row "appends vs a peer, fsync=$1, $2 (MB/s)" "$e" "$E" "$C" "$(python3 -c "print(f'{$C/$E:.2f}x')")" "-"
-        row "read back and checked vs a peer, fsync=$1 (MB/s)" "$e" "$ER" "$CR" "$(python3 -c "print(f'{$CR/$ER:.2f}x')")" "-"
+        row "appends vs a peer, fsync=$1, $2 (MB/s)" "$e" "$E" "$C" "$(ratio "$C" "$E")" "-"
+        row "read back and checked vs a peer, fsync=$1 (MB/s)" "$e" "$ER" "$CR" "$(ratio "$CR" "$ER")" "-"
       done
       unset ap rd
     done
