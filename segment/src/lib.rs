@@ -1,25 +1,25 @@
 //! # corelog-segment
 //!
-//! The storage format of corelog: Iggy message batches (see
-//! `message-batches.md`) as zero-copy views, their admission, stamping and
-//! verification; and (in [`log`]) the partition log that stores them in
-//! segment files on io_uring.
+//! The storage of corelog, in three layers, each knowing only those below:
 //!
-//! The batch layout is written once, in [`layout`]; everything else reads
-//! it through [`BatchRef`] and [`Message`].
+//! - [`format`]: Iggy message batches (see `message-batches.md`) as
+//!   zero-copy views; their admission, stamping and verification. The
+//!   layout is written once, in [`layout`]. Knows nothing of files.
+//! - [`io`]: the storage seam: a shard's io_uring [`io::Ring`], real files
+//!   and their mappings, and the fault-injecting [`io::SimStorage`]. The
+//!   only place with `unsafe`.
+//! - [`log`]: the partition log: segment files, the sparse index, append
+//!   and group commit, polls from the mappings, recovery, retention.
+//!
+//! The crate root re-exports the format's types, which every layer above
+//! speaks.
 
-mod admission;
-mod builder;
-pub mod checksum;
-mod error;
-pub mod layout;
-mod stamp;
-mod view;
-
-pub use admission::{check, declared_length, Limits};
-pub use builder::{set_origin_timestamp, BatchBuilder, MessageSpec};
-pub use error::{BatchError, BuildError};
-pub use stamp::{stamp_in_place, stamped_header, Stamp, StampedHeader};
-pub use view::{Batch, BatchRef, Message, Messages};
+pub mod format;
 pub mod io;
 pub mod log;
+
+pub use format::{
+    check, checksum, declared_length, layout, set_origin_timestamp, stamp_in_place,
+    stamped_header, Batch, BatchBuilder, BatchError, BatchRef, BuildError, Limits, Message,
+    MessageSpec, Messages, Stamp, StampedHeader,
+};

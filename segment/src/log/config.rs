@@ -1,6 +1,6 @@
 //! How a partition log behaves.
 
-use crate::Limits;
+use crate::format::Limits;
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -139,7 +139,7 @@ impl LogConfig {
         if self.segment_bytes == 0 {
             return Err("segment_bytes must be positive");
         }
-        if self.limits.max_batch_bytes < crate::layout::BATCH_HEADER_LEN as u64 {
+        if self.limits.max_batch_bytes < crate::format::layout::BATCH_HEADER_LEN as u64 {
             return Err("max_batch_bytes must be at least the 256-byte header");
         }
         if self

@@ -1,6 +1,6 @@
 //! Why a partition log operation failed.
 
-use crate::BatchError;
+use crate::format::BatchError;
 use std::fmt;
 use std::io;
 use std::path::PathBuf;

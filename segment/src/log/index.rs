@@ -56,7 +56,7 @@ impl IndexEntry {
         b[0..4].copy_from_slice(&self.rel_offset.to_le_bytes());
         b[4..8].copy_from_slice(&self.position.to_le_bytes());
         b[8..16].copy_from_slice(&self.timestamp.to_le_bytes());
-        let sum = crate::checksum::xxh3(&b[..16]);
+        let sum = crate::format::checksum::xxh3(&b[..16]);
         b[16..24].copy_from_slice(&sum.to_le_bytes());
         b
     }
@@ -64,7 +64,7 @@ impl IndexEntry {
     /// Decodes an entry; `None` when it fails its checksum.
     pub fn decode(b: &[u8; ENTRY_LEN]) -> Option<IndexEntry> {
         let [r0, r1, r2, r3, p0, p1, p2, p3, t0, t1, t2, t3, t4, t5, t6, t7, c @ ..] = *b;
-        (u64::from_le_bytes(c) == crate::checksum::xxh3(&b[..16])).then(|| IndexEntry {
+        (u64::from_le_bytes(c) == crate::format::checksum::xxh3(&b[..16])).then(|| IndexEntry {
             rel_offset: u32::from_le_bytes([r0, r1, r2, r3]),
             position: u32::from_le_bytes([p0, p1, p2, p3]),
             timestamp: u64::from_le_bytes([t0, t1, t2, t3, t4, t5, t6, t7]),
@@ -96,7 +96,7 @@ pub fn encode_sealed(entries: &[IndexEntry], seal: Seal) -> Vec<u8> {
     out.extend_from_slice(&seal.next_offset.to_le_bytes());
     out.extend_from_slice(&SEAL_MARK.to_le_bytes());
     out.extend_from_slice(&0u32.to_le_bytes());
-    let sum = crate::checksum::xxh3(&out);
+    let sum = crate::format::checksum::xxh3(&out);
     out.extend_from_slice(&sum.to_le_bytes());
     out
 }
@@ -113,7 +113,7 @@ pub fn decode_file(bytes: &[u8]) -> (Vec<IndexEntry>, Option<Seal>) {
             b.copy_from_slice(&tail[at..at + 8]);
             u64::from_le_bytes(b)
         };
-        let sum = crate::checksum::xxh3(&bytes[..bytes.len() - 8]);
+        let sum = crate::format::checksum::xxh3(&bytes[..bytes.len() - 8]);
         if u32_at(0) == SEAL_MARK && u32_at(16) == SEAL_MARK && u32_at(20) == 0 && u64_at(24) == sum
         {
             let seal = Seal {

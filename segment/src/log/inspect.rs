@@ -7,7 +7,7 @@ use super::index::{self, IndexEntry};
 use super::scan::{scan_with, ScanFrom, Stop};
 use super::segment::{index_name, parse_log_name};
 use crate::io::map_file;
-use crate::{BatchRef, Limits};
+use crate::format::{BatchRef, Limits};
 use std::fmt;
 use std::path::{Path, PathBuf};
 

@@ -67,7 +67,7 @@ pub use recovery::{RecoveryReport, TailCut};
 pub use segment::{index_name, log_name, parse_log_name};
 
 use crate::io::{Storage, StorageFile, WriteBufs};
-use crate::{Batch, Stamp};
+use crate::format::{Batch, Stamp};
 use bytes::Bytes;
 use segment::{SegState, Segment, Visible};
 use std::cell::RefCell;
@@ -301,7 +301,7 @@ impl<S: Storage> PartitionLog<S> {
                     base_timestamp: ts,
                 });
                 let count = batch.as_ref().message_count();
-                let body = batch.into_bytes().slice(crate::layout::BATCH_HEADER_LEN..);
+                let body = batch.into_bytes().slice(crate::format::layout::BATCH_HEADER_LEN..);
                 let bufs = WriteBufs {
                     head: Bytes::copy_from_slice(&header.0),
                     body,
@@ -337,7 +337,7 @@ impl<S: Storage> PartitionLog<S> {
         if len > max {
             // Segments are mapped at segment_bytes + max_batch_bytes: a
             // larger batch could be neither served nor recovered.
-            return Err(LogError::Batch(crate::BatchError::TooLarge {
+            return Err(LogError::Batch(crate::format::BatchError::TooLarge {
                 declared: len,
                 max,
             }));

@@ -14,7 +14,7 @@
 
 use super::error::{Damage, LogError};
 use super::PartitionLog;
-use crate::checksum::xxh3;
+use crate::format::checksum::xxh3;
 use crate::io::{Storage, StorageFile, WriteBufs};
 use bytes::Bytes;
 use std::collections::HashMap;

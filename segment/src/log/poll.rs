@@ -6,8 +6,8 @@ use super::scan::{header_at, HeaderPeek};
 use super::segment::Segment;
 use super::{PartitionLog, State};
 use crate::io::{Mapped, Storage};
-use crate::layout::BATCH_HEADER_LEN;
-use crate::{check, BatchRef, Limits};
+use crate::format::layout::BATCH_HEADER_LEN;
+use crate::format::{check, BatchRef, Limits};
 use std::io::{IoSlice, Write};
 use std::ops::Range;
 use std::path::PathBuf;
@@ -141,7 +141,7 @@ impl PollReply {
                 };
                 let rest = &bytes[pos..];
                 let len =
-                    crate::declared_length(rest, limits).map_err(|e| corrupt(Damage::Batch(e)))?;
+                    crate::format::declared_length(rest, limits).map_err(|e| corrupt(Damage::Batch(e)))?;
                 let Some(one) = rest.get(..len as usize) else {
                     return Err(corrupt(Damage::TornBatch {
                         declared: len,

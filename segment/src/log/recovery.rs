@@ -38,7 +38,7 @@ use super::scan::{scan, Scan, ScanFrom, Stop};
 use super::segment::{index_name, log_name, parse_log_name, SegState, Segment};
 use super::{write_whole, LogConfig, OpenCheck, PartitionLog};
 use crate::io::{Storage, StorageFile};
-use crate::{check, Limits};
+use crate::format::{check, Limits};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 
@@ -471,7 +471,7 @@ fn best_entry(
         let Some(rest) = data.get(e.position as usize..) else {
             continue;
         };
-        let Ok(len) = crate::declared_length(rest, limits) else {
+        let Ok(len) = crate::format::declared_length(rest, limits) else {
             continue;
         };
         let Some(one) = rest.get(..len as usize) else {

@@ -3,8 +3,8 @@
 
 use super::error::Damage;
 use super::index::IndexEntry;
-use crate::layout::{self, batch, BATCH_HEADER_LEN};
-use crate::{check, declared_length, Limits};
+use crate::format::layout::{self, batch, BATCH_HEADER_LEN};
+use crate::format::{check, declared_length, Limits};
 
 /// Where a scan starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,7 +68,7 @@ pub fn scan_with(
     from: ScanFrom,
     limits: &Limits,
     index_interval: u64,
-    mut visit: impl FnMut(u64, crate::BatchRef<'_>),
+    mut visit: impl FnMut(u64, crate::format::BatchRef<'_>),
 ) -> Scan {
     let mut s = Scan {
         end: from.position,
@@ -94,7 +94,7 @@ pub fn scan_with(
             return s;
         }
         let len = declared_length(rest, limits).unwrap_or(0) as usize;
-        let view = crate::BatchRef::new_checked(&rest[..len]);
+        let view = crate::format::BatchRef::new_checked(&rest[..len]);
         let due = match last_indexed {
             None => true,
             Some(p) => s.end - p >= index_interval,

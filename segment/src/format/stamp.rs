@@ -5,10 +5,11 @@
 //! again: the new `batch_checksum` hashes the stamped header fields and the
 //! N frame checksums (N × 8 bytes).
 
-use crate::checksum::BatchChecksum;
-use crate::layout::{self, batch, BATCH_HEADER_LEN, CHECKSUMMED_HEADER_LEN};
-use crate::view::BatchRef;
-use crate::{check, BatchError, Limits};
+use super::checksum::BatchChecksum;
+use super::layout::{self, batch, BATCH_HEADER_LEN, CHECKSUMMED_HEADER_LEN};
+use super::admission::{check, Limits};
+use super::error::BatchError;
+use super::view::BatchRef;
 
 /// The server-stamped fields of a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

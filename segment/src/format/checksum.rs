@@ -1,6 +1,6 @@
 //! XXH3-64, the one checksum of the format, and the batch checksum's gather.
 
-use crate::layout::CHECKSUMMED_HEADER_LEN;
+use super::layout::CHECKSUMMED_HEADER_LEN;
 use xxhash_rust::xxh3::{xxh3_64, Xxh3};
 
 /// XXH3-64 (seed 0) of `bytes`.

@@ -1,8 +1,8 @@
 //! Building producer batches (for producers, the bench, tests, embedders).
 
-use crate::checksum::{xxh3, BatchChecksum};
-use crate::layout::{self, batch, frame, BATCH_HEADER_LEN, FRAME_HEADER_LEN};
-use crate::BuildError;
+use super::checksum::{xxh3, BatchChecksum};
+use super::layout::{self, batch, frame, BATCH_HEADER_LEN, FRAME_HEADER_LEN};
+use super::error::BuildError;
 
 /// One message to put in a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -194,7 +194,7 @@ pub fn set_origin_timestamp(bytes: &mut [u8], origin_timestamp: u64) -> Option<(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{check, Limits};
+    use crate::format::{check, Limits};
 
     #[test]
     fn retimed_batches_stay_valid_and_carry_the_new_origin() {

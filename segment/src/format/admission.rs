@@ -4,10 +4,10 @@
 //! batches (recovery, verified polls): a stamped batch is a valid batch
 //! whose `batch_checksum` covers the stamped header.
 
-use crate::checksum::{xxh3, BatchChecksum, Gather, SumInput};
-use crate::layout::{self, batch, frame, BATCH_HEADER_LEN, FRAME_HEADER_LEN};
-use crate::view::BatchRef;
-use crate::BatchError;
+use super::checksum::{xxh3, BatchChecksum, Gather, SumInput};
+use super::error::BatchError;
+use super::layout::{self, batch, frame, BATCH_HEADER_LEN, FRAME_HEADER_LEN};
+use super::view::BatchRef;
 
 /// What a batch may be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +55,13 @@ pub fn declared_length(header: &[u8], limits: &Limits) -> Result<u64, BatchError
 pub fn check<'a>(bytes: &'a [u8], limits: &Limits) -> Result<BatchRef<'a>, BatchError> {
     let header = checked_header(bytes, limits)?;
     check_frames(bytes, BatchChecksum::new(&header))
+}
+
+impl<'a> BatchRef<'a> {
+    /// Validates `bytes` as one whole batch (layout and both checksums).
+    pub fn new(bytes: &'a [u8], limits: &Limits) -> Result<BatchRef<'a>, BatchError> {
+        check(bytes, limits)
+    }
 }
 
 /// [`check`], keeping the batch checksum's input for a later stamp.
@@ -221,7 +228,7 @@ fn check_reserved(header: &[u8]) -> Result<(), BatchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{BatchBuilder, MessageSpec};
+    use crate::format::{BatchBuilder, MessageSpec};
 
     #[test]
     fn a_message_time_past_u64_is_refused() {
@@ -236,7 +243,7 @@ mod tests {
         }
         let mut bytes = b.build().expect("valid");
         // Origin 6 below the top: message 1 (delta 10) would be 2^64 + 4.
-        assert!(crate::set_origin_timestamp(&mut bytes, u64::MAX - 5).is_some());
+        assert!(crate::format::set_origin_timestamp(&mut bytes, u64::MAX - 5).is_some());
         assert_eq!(
             check(&bytes, &Limits::default()).err(),
             Some(BatchError::TimestampOverflow {
@@ -247,7 +254,7 @@ mod tests {
             })
         );
         // At the very top with delta 0 and the largest fitting delta: fine.
-        assert!(crate::set_origin_timestamp(&mut bytes, u64::MAX - 10).is_some());
+        assert!(crate::format::set_origin_timestamp(&mut bytes, u64::MAX - 10).is_some());
         assert!(check(&bytes, &Limits::default()).is_ok());
     }
 }

@@ -1,15 +1,10 @@
 //! Zero-copy typed views over batch bytes.
 //!
-//! A [`BatchRef`] borrows bytes that passed [`crate::check`]; a [`Batch`]
-//! owns them (`bytes::Bytes`) so a validated batch can cross threads.
-//! Neither copies a field out of the bytes until asked for it.
+//! A [`BatchRef`] borrows bytes that passed [`check`](super::check) (the
+//! owned twin is [`Batch`](super::Batch)). Nothing is copied out of the bytes
+//! until asked for.
 
-use crate::admission::check_keeping_sums;
-use crate::checksum::SumInput;
-use crate::layout::{self, batch, frame, BATCH_HEADER_LEN, FRAME_HEADER_LEN};
-use crate::stamp::stamp_header;
-use crate::{check, BatchError, Limits, Stamp, StampedHeader};
-use bytes::Bytes;
+use super::layout::{self, batch, frame, BATCH_HEADER_LEN, FRAME_HEADER_LEN};
 
 /// A view over one whole, validated batch.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -30,12 +25,7 @@ impl std::fmt::Debug for BatchRef<'_> {
 }
 
 impl<'a> BatchRef<'a> {
-    /// Validates `bytes` as one whole batch (layout and both checksums).
-    pub fn new(bytes: &'a [u8], limits: &Limits) -> Result<BatchRef<'a>, BatchError> {
-        check(bytes, limits)
-    }
-
-    /// Wraps bytes that [`crate::check`] accepted.
+    /// Wraps bytes that [`check`](super::check) accepted.
     pub(crate) fn new_checked(bytes: &'a [u8]) -> BatchRef<'a> {
         debug_assert!(bytes.len() >= BATCH_HEADER_LEN);
         BatchRef { bytes }
@@ -233,76 +223,5 @@ impl<'a> Message<'a> {
     /// The whole frame: header, payload, user headers.
     pub fn frame_bytes(&self) -> &'a [u8] {
         self.frame
-    }
-}
-
-/// An owned, validated batch: the bytes travel, the fields stay in them.
-#[derive(Clone)]
-pub struct Batch {
-    bytes: Bytes,
-    /// The batch checksum's input, gathered by admission (see
-    /// [`Batch::stamped_header`]).
-    sums: SumInput,
-}
-
-/// Batches are equal when their bytes are (the gathered checksums follow
-/// from them).
-impl PartialEq for Batch {
-    fn eq(&self, other: &Batch) -> bool {
-        self.bytes == other.bytes
-    }
-}
-
-impl Eq for Batch {}
-
-impl std::fmt::Debug for Batch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.as_ref().fmt(f)
-    }
-}
-
-impl Batch {
-    /// Admits untrusted bytes: checks the whole layout and both checksums
-    /// against `limits`, without copying them.
-    pub fn admit(bytes: impl Into<Bytes>, limits: &Limits) -> Result<Batch, BatchError> {
-        let bytes = bytes.into();
-        let sums = check_keeping_sums(&bytes, limits)?;
-        Ok(Batch { bytes, sums })
-    }
-
-    /// The stamped header of this batch: the same as
-    /// [`crate::stamped_header`] of its view, but the checksum is computed
-    /// from the frame checksums admission gathered (N × 8 contiguous
-    /// bytes), not by walking the frames again.
-    pub fn stamped_header(&mut self, stamp: Stamp) -> StampedHeader {
-        let sums = &mut self.sums;
-        stamp_header(&self.bytes, stamp, |checksummed| {
-            sums.with_header(checksummed)
-        })
-    }
-
-    /// A view over the batch.
-    pub fn as_ref(&self) -> BatchRef<'_> {
-        BatchRef::new_checked(&self.bytes)
-    }
-
-    /// The batch bytes.
-    pub fn bytes(&self) -> &Bytes {
-        &self.bytes
-    }
-
-    /// Gives the bytes back.
-    pub fn into_bytes(self) -> Bytes {
-        self.bytes
-    }
-
-    /// Length in bytes.
-    pub fn len(&self) -> usize {
-        self.bytes.len()
-    }
-
-    /// Never true: a batch holds at least its header.
-    pub fn is_empty(&self) -> bool {
-        self.bytes.is_empty()
     }
 }

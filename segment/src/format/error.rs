@@ -1,6 +1,6 @@
 //! Why a batch is refused.
 
-use crate::layout::HeaderField;
+use super::layout::HeaderField;
 
 /// A batch whose bytes break the layout of `message-batches.md`.
 ///
