@@ -19,7 +19,7 @@ pub mod io;
 pub mod log;
 
 pub use format::{
-    check, checksum, declared_length, layout, set_origin_timestamp, stamp_in_place,
-    stamped_header, Batch, BatchBuilder, BatchError, BatchRef, BuildError, Limits, Message,
-    MessageSpec, Messages, Stamp, StampedHeader,
+    check, checksum, declared_length, layout, set_origin_timestamp, stamp_in_place, stamped_header,
+    Batch, BatchBuilder, BatchError, BatchRef, BuildError, Limits, Message, MessageSpec, Messages,
+    Stamp, StampedHeader,
 };

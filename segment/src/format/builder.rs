@@ -1,8 +1,8 @@
 //! Building producer batches (for producers, the bench, tests, embedders).
 
 use super::checksum::{xxh3, BatchChecksum};
-use super::layout::{self, batch, frame, BATCH_HEADER_LEN, FRAME_HEADER_LEN};
 use super::error::BuildError;
+use super::layout::{self, batch, frame, BATCH_HEADER_LEN, FRAME_HEADER_LEN};
 
 /// One message to put in a batch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

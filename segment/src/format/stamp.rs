@@ -5,10 +5,10 @@
 //! again: the new `batch_checksum` hashes the stamped header fields and the
 //! N frame checksums (N × 8 bytes).
 
-use super::checksum::BatchChecksum;
-use super::layout::{self, batch, BATCH_HEADER_LEN, CHECKSUMMED_HEADER_LEN};
 use super::admission::{check, Limits};
+use super::checksum::BatchChecksum;
 use super::error::BatchError;
+use super::layout::{self, batch, BATCH_HEADER_LEN, CHECKSUMMED_HEADER_LEN};
 use super::view::BatchRef;
 
 /// The server-stamped fields of a batch.

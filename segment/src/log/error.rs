@@ -169,10 +169,12 @@ pub enum LogError {
         found: u64,
     },
     /// A replicated batch's timestamp goes backwards.
-    #[error("stamped batch has base_timestamp {found}, older than the partition's last {last}")]
+    #[error(
+        "stamped batch has base_timestamp {found}, older than the partition's last {previous}"
+    )]
     TimestampBackwards {
         /// the partition's last base_timestamp
-        last: u64,
+        previous: u64,
         /// the batch's
         found: u64,
     },

@@ -6,8 +6,8 @@ use super::error::Damage;
 use super::index::{self, IndexEntry};
 use super::scan::{scan_with, ScanFrom, Stop};
 use super::segment::{index_name, parse_log_name};
-use crate::io::map_file;
 use crate::format::{BatchRef, Limits};
+use crate::io::map_file;
 use std::fmt;
 use std::path::{Path, PathBuf};
 

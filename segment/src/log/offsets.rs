@@ -13,22 +13,14 @@
 //! torn file fails its checksum.
 
 use super::error::{Damage, LogError};
-use super::PartitionLog;
+use super::partition::PartitionLog;
 use crate::format::checksum::xxh3;
 use crate::io::{Storage, StorageFile, WriteBufs};
 use bytes::Bytes;
-use std::collections::HashMap;
 use std::path::PathBuf;
 
 const MAGIC: &[u8; 8] = b"CLOGOFS1";
 const LEN: usize = 32;
-
-#[derive(Debug, Default)]
-pub(crate) struct Offsets {
-    cache: HashMap<u64, u64>,
-    next_seq: u64,
-    committed: HashMap<u64, u64>,
-}
 
 fn encode(consumer: u64, offset: u64) -> Vec<u8> {
     let mut b = Vec::with_capacity(LEN);

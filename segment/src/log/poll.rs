@@ -2,12 +2,12 @@
 
 use super::error::{Damage, LogError};
 use super::index;
+use super::partition::{PartitionLog, State};
 use super::scan::{header_at, HeaderPeek};
 use super::segment::Segment;
-use super::{PartitionLog, State};
-use crate::io::{Mapped, Storage};
 use crate::format::layout::BATCH_HEADER_LEN;
 use crate::format::{check, BatchRef, Limits};
+use crate::io::{Mapped, Storage};
 use std::io::{IoSlice, Write};
 use std::ops::Range;
 use std::path::PathBuf;
@@ -140,8 +140,8 @@ impl PollReply {
                     damage,
                 };
                 let rest = &bytes[pos..];
-                let len =
-                    crate::format::declared_length(rest, limits).map_err(|e| corrupt(Damage::Batch(e)))?;
+                let len = crate::format::declared_length(rest, limits)
+                    .map_err(|e| corrupt(Damage::Batch(e)))?;
                 let Some(one) = rest.get(..len as usize) else {
                     return Err(corrupt(Damage::TornBatch {
                         declared: len,

@@ -32,13 +32,16 @@
 //! fdatasync writes them. It rewrites every byte it recovers past a
 //! segment's durable point (its last index entry) before syncing.
 
+use super::config::{LogConfig, OpenCheck};
 use super::error::{Damage, LogError};
+use super::files::{preallocate, write_whole};
 use super::index::{self, IndexEntry, Seal};
+use super::partition::PartitionLog;
 use super::scan::{scan, Scan, ScanFrom, Stop};
 use super::segment::{index_name, log_name, parse_log_name, SegState, Segment};
-use super::{write_whole, LogConfig, OpenCheck, PartitionLog};
-use crate::io::{Storage, StorageFile};
+use super::sync::POISON_MARKER;
 use crate::format::{check, Limits};
+use crate::io::{Storage, StorageFile};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 
@@ -113,6 +116,19 @@ impl std::fmt::Display for RecoveryReport {
     }
 }
 
+impl<S: Storage> PartitionLog<S> {
+    /// Opens (creating if needed) the log of `partition` in `dir` (the
+    /// partition's own directory) and recovers it: see [`recovery`].
+    pub async fn open(
+        storage: S,
+        dir: impl Into<PathBuf>,
+        partition: u64,
+        config: LogConfig,
+    ) -> Result<(PartitionLog<S>, RecoveryReport), LogError> {
+        open(storage, dir.into(), partition, config).await
+    }
+}
+
 pub(crate) async fn open<S: Storage>(
     storage: S,
     dir: PathBuf,
@@ -140,7 +156,7 @@ pub(crate) async fn open<S: Storage>(
     // could not write back may sit clean in the page cache, where reads find
     // them but no fdatasync writes them. Recovery rewrites what it reads past
     // each recovered segment's durable point before syncing it.
-    let after_poison = names.iter().any(|n| n == super::POISON_MARKER);
+    let after_poison = names.iter().any(|n| n == POISON_MARKER);
     bases.sort_unstable();
     // Index files whose segment is gone (a removal interrupted between
     // the two files) and temporary files are leftovers.
@@ -192,7 +208,7 @@ pub(crate) async fn open<S: Storage>(
             .map_err(|e| LogError::io("directory sync", &dir, e))?;
         let mut seg = Segment::new(&dir, 0, map, Some(file.clone()));
         if config.preallocate {
-            seg.allocated = Some(super::preallocate(&file, config.segment_bytes, &path));
+            seg.allocated = Some(preallocate(&file, config.segment_bytes, &path));
         }
         segments.push_back(seg);
     }
@@ -395,7 +411,7 @@ pub(crate) async fn open<S: Storage>(
         seg.index_durable = seg.index.len();
         seg.index_written = seg.index.len();
         if config.preallocate && found.end < config.segment_bytes {
-            seg.allocated = Some(super::preallocate(&file, config.segment_bytes, &path));
+            seg.allocated = Some(preallocate(&file, config.segment_bytes, &path));
         }
         segments.push_back(seg);
         break;
@@ -406,7 +422,7 @@ pub(crate) async fn open<S: Storage>(
     }
     if after_poison {
         // Everything recovered is durable now.
-        let marker = dir.join(super::POISON_MARKER);
+        let marker = dir.join(POISON_MARKER);
         storage
             .remove_file(&marker)
             .map_err(|e| LogError::io("remove", &marker, e))?;

@@ -1,0 +1,328 @@
+//! The partition log's type, its state and the invariants that hold
+//! between its marks. The operations live beside it: `append.rs`,
+//! `sync.rs`, `seal.rs`, `retention.rs`, `poll.rs`, `offsets.rs`, and
+//! opening in `recovery.rs`.
+//!
+//! # Marks
+//!
+//! `durable ≤ written ≤ next_offset`, all in offsets: the *written mark*
+//! covers completed writes, in order; the *durable mark* covers what a
+//! completed sync round saw written when it started; `next_offset` is the
+//! offset the next append gets. Each segment's `visible` end never passes
+//! the acknowledgement mark (durable under `fsync=batch`, written
+//! otherwise). `inflight` holds the writes not yet under the written mark,
+//! in the order of their sequence numbers, with no gap.
+
+use super::config::{FsyncPolicy, LogConfig};
+use super::error::Poison;
+use super::event;
+use super::segment::Segment;
+use crate::io::Storage;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::task::Waker;
+
+/// What an append stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendAck {
+    /// Offset of the batch's first message.
+    pub base_offset: u64,
+    /// Messages in the batch.
+    pub message_count: u32,
+    /// Base offset of the segment file holding it.
+    pub segment: u64,
+    /// Byte position of the batch in that file.
+    pub position: u64,
+    /// Its length in bytes.
+    pub bytes: u64,
+    /// The stamped `base_timestamp`.
+    pub base_timestamp: u64,
+}
+
+/// A partition's size and offsets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LogStats {
+    /// The partition id.
+    pub partition: u64,
+    /// Offset of the first retained message.
+    pub first_offset: u64,
+    /// Offset after the last visible message (the next offset to be read).
+    pub next_offset: u64,
+    /// Segment files.
+    pub segments: usize,
+    /// Bytes of stored batches (visible or in flight).
+    pub bytes: u64,
+    /// Appends acknowledged or in flight since open.
+    pub appends: u64,
+    /// `fdatasync` calls issued for data files since open.
+    pub syncs: u64,
+    /// Whether a failed write or sync poisoned the log.
+    pub poisoned: bool,
+}
+
+/// One partition's log. Cheap to clone; all clones are the same log, and it
+/// lives on one thread (a shard).
+pub struct PartitionLog<S: Storage> {
+    pub(super) inner: Rc<Inner<S>>,
+}
+
+impl<S: Storage> Clone for PartitionLog<S> {
+    fn clone(&self) -> Self {
+        PartitionLog {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<S: Storage> std::fmt::Debug for PartitionLog<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PartitionLog")
+            .field("partition", &self.inner.partition)
+            .field("dir", &self.inner.dir)
+            .finish()
+    }
+}
+
+pub(super) struct Inner<S: Storage> {
+    pub(super) partition: u64,
+    pub(super) dir: PathBuf,
+    pub(super) config: LogConfig,
+    pub(super) storage: S,
+    /// Set when the log is closed: cuts short a seal's wait for write-back.
+    pub(super) closing: Rc<event::Event>,
+    pub(super) st: RefCell<State<S::File>>,
+}
+
+/// A point in the log: after the batch ending at `end` in segment `segment`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Mark {
+    pub(super) segment: u64,
+    pub(super) end: u64,
+    pub(super) next_offset: u64,
+    pub(super) last_batch: Option<u64>,
+    pub(super) last_timestamp: u64,
+}
+
+pub(super) struct Inflight {
+    pub(super) seq: u64,
+    pub(super) mark: Mark,
+    pub(super) done: bool,
+}
+
+pub(super) struct State<F> {
+    pub(super) segments: VecDeque<Segment<F>>,
+    pub(super) next_offset: u64,
+    pub(super) last_timestamp: u64,
+    pub(super) next_seq: u64,
+    pub(super) inflight: VecDeque<Inflight>,
+    pub(super) written: Mark,
+    pub(super) durable: Mark,
+    /// Appends waiting for the acknowledgement mark, by end offset.
+    pub(super) acks: BTreeMap<u64, Waker>,
+    /// Flushes waiting for the written mark.
+    pub(super) flushes: Vec<(u64, Waker)>,
+    pub(super) poison: Option<Arc<Poison>>,
+    /// The acknowledgement mark when the log was poisoned.
+    pub(super) poison_mark: u64,
+    pub(super) syncing: bool,
+    /// A sync round ([`PartitionLog::sync_once`]) is running. Rounds never
+    /// overlap: a round clears the dirty flags of the files it syncs before
+    /// its syncs complete, so another round running meanwhile would take
+    /// those files for durable and acknowledge writes no sync covered yet.
+    pub(super) round_running: bool,
+    /// Rounds waiting for the running one to end.
+    pub(super) round_waiters: Vec<Waker>,
+    /// A segment file was created since the last directory sync.
+    pub(super) names_dirty: bool,
+    pub(super) closed: bool,
+    pub(super) appends: u64,
+    pub(super) syncs: u64,
+    pub(super) offsets: Offsets,
+}
+
+impl<F> State<F> {
+    pub(super) fn segment_mut(&mut self, base: u64) -> Option<&mut Segment<F>> {
+        let i = self
+            .segments
+            .partition_point(|s| s.base_offset <= base)
+            .checked_sub(1)?;
+        self.segments.get_mut(i).filter(|s| s.base_offset == base)
+    }
+
+    pub(super) fn active(&self) -> Option<&Segment<F>> {
+        self.segments.back()
+    }
+
+    /// The invariants between the marks and the in-flight FIFO (see the
+    /// module doc), checked in debug builds after every change of them.
+    pub(super) fn debug_check_marks(&self) {
+        debug_assert!(
+            self.durable.next_offset <= self.written.next_offset,
+            "durable mark {} past written mark {}",
+            self.durable.next_offset,
+            self.written.next_offset
+        );
+        debug_assert!(
+            self.written.next_offset <= self.next_offset,
+            "written mark {} past the next offset {}",
+            self.written.next_offset,
+            self.next_offset
+        );
+        debug_assert!(
+            self.inflight
+                .iter()
+                .zip(self.inflight.iter().skip(1))
+                .all(|(a, b)| a.seq + 1 == b.seq && a.mark.next_offset <= b.mark.next_offset),
+            "in-flight writes are in sequence order without gaps"
+        );
+        debug_assert!(
+            self.inflight
+                .back()
+                .is_none_or(|w| w.seq + 1 == self.next_seq),
+            "the last in-flight write is the last issued"
+        );
+    }
+}
+
+/// The consumer offsets a log has stored or read (see `offsets.rs`).
+#[derive(Debug, Default)]
+pub(super) struct Offsets {
+    pub(super) cache: HashMap<u64, u64>,
+    pub(super) next_seq: u64,
+    pub(super) committed: HashMap<u64, u64>,
+}
+
+impl<S: Storage> PartitionLog<S> {
+    /// The partition id.
+    pub fn partition(&self) -> u64 {
+        self.inner.partition
+    }
+
+    /// The partition's directory.
+    pub fn dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LogConfig {
+        &self.inner.config
+    }
+
+    /// Sizes and offsets.
+    pub fn stats(&self) -> LogStats {
+        let st = self.inner.st.borrow();
+        LogStats {
+            partition: self.inner.partition,
+            first_offset: st.segments.front().map(|s| s.base_offset).unwrap_or(0),
+            next_offset: self.visible_next_offset(&st),
+            segments: st.segments.len(),
+            bytes: st.segments.iter().map(|s| s.len).sum(),
+            appends: st.appends,
+            syncs: st.syncs,
+            poisoned: st.poison.is_some(),
+        }
+    }
+
+    pub(super) fn visible_next_offset(&self, st: &State<S::File>) -> u64 {
+        st.segments
+            .iter()
+            .rev()
+            .find(|s| s.visible.len > 0)
+            .map(|s| s.visible.next_offset)
+            .unwrap_or_else(|| st.segments.front().map(|s| s.base_offset).unwrap_or(0))
+    }
+
+    /// The offset the next append will get.
+    pub fn next_offset(&self) -> u64 {
+        self.inner.st.borrow().next_offset
+    }
+
+    /// Whether a failed write or sync poisoned the log.
+    pub fn is_poisoned(&self) -> bool {
+        self.inner.st.borrow().poison.is_some()
+    }
+
+    /// The segment files, oldest first.
+    pub fn segment_paths(&self) -> Vec<PathBuf> {
+        self.inner
+            .st
+            .borrow()
+            .segments
+            .iter()
+            .map(|s| s.log_path.clone())
+            .collect()
+    }
+
+    pub(super) fn from_parts(
+        storage: S,
+        dir: PathBuf,
+        partition: u64,
+        config: LogConfig,
+        segments: VecDeque<Segment<S::File>>,
+        last_timestamp: u64,
+    ) -> PartitionLog<S> {
+        let (mark, next_offset) = match segments.back() {
+            Some(s) => (
+                Mark {
+                    segment: s.base_offset,
+                    end: s.len,
+                    next_offset: s.next_offset,
+                    last_batch: s.last_batch,
+                    last_timestamp: s.last_timestamp,
+                },
+                s.next_offset,
+            ),
+            None => (
+                Mark {
+                    segment: 0,
+                    end: 0,
+                    next_offset: 0,
+                    last_batch: None,
+                    last_timestamp: 0,
+                },
+                0,
+            ),
+        };
+        let interval = match config.fsync {
+            FsyncPolicy::Interval(d) => Some(d),
+            _ => None,
+        };
+        let log = PartitionLog {
+            inner: Rc::new(Inner {
+                partition,
+                dir,
+                config,
+                storage,
+                closing: Rc::new(event::Event::default()),
+                st: RefCell::new(State {
+                    segments,
+                    next_offset,
+                    last_timestamp,
+                    next_seq: 0,
+                    inflight: VecDeque::new(),
+                    written: mark,
+                    durable: mark,
+                    acks: BTreeMap::new(),
+                    flushes: Vec::new(),
+                    poison: None,
+                    poison_mark: 0,
+                    syncing: false,
+                    round_running: false,
+                    round_waiters: Vec::new(),
+                    names_dirty: false,
+                    closed: false,
+                    appends: 0,
+                    syncs: 0,
+                    offsets: Offsets::default(),
+                }),
+            }),
+        };
+        if let Some(every) = interval {
+            log.spawn_interval_syncs(every);
+        }
+        log
+    }
+}

@@ -1,0 +1,59 @@
+//! Retention: sealed segments past the age or size limits are removed,
+//! oldest first.
+
+use super::error::LogError;
+use super::partition::PartitionLog;
+use super::segment::SegState;
+use crate::io::Storage;
+use std::path::PathBuf;
+
+impl<S: Storage> PartitionLog<S> {
+    /// Deletes sealed segments past the retention limits (never the active
+    /// one), oldest first, syncing the directory after each removal so a
+    /// power cut can only leave a prefix deleted (no gap). Polls already
+    /// holding a deleted segment keep reading it. Returns the deleted
+    /// segment files.
+    pub async fn enforce_retention(&self, now_us: u64) -> Result<Vec<PathBuf>, LogError> {
+        let retention = self.inner.config.retention;
+        let mut deleted = Vec::new();
+        loop {
+            let (log_path, index_path) = {
+                let mut st = self.inner.st.borrow_mut();
+                if st.segments.len() < 2 {
+                    break;
+                }
+                let total: u64 = st.segments.iter().map(|s| s.len).sum();
+                let Some(seg) = st.segments.front() else {
+                    break;
+                };
+                if seg.state != SegState::Sealed {
+                    break;
+                }
+                let expired = retention
+                    .max_age
+                    .map(|age| seg.last_timestamp.saturating_add(age.as_micros() as u64) < now_us)
+                    .unwrap_or(false);
+                let oversize = retention.max_bytes.map(|max| total > max).unwrap_or(false);
+                if !expired && !oversize {
+                    break;
+                }
+                let paths = (seg.log_path.clone(), seg.index_path.clone());
+                self.inner
+                    .storage
+                    .remove_file(&paths.0)
+                    .map_err(|e| LogError::io("retention: remove", &paths.0, e))?;
+                st.segments.pop_front();
+                paths
+            };
+            // A missing index is fine (recovery removes orphans too).
+            let _ = self.inner.storage.remove_file(&index_path);
+            self.inner
+                .storage
+                .sync_dir(&self.inner.dir)
+                .await
+                .map_err(|e| LogError::io("retention: directory sync", &self.inner.dir, e))?;
+            deleted.push(log_path);
+        }
+        Ok(deleted)
+    }
+}

@@ -1,0 +1,217 @@
+//! Sealing a segment that reached `segment_bytes`, keeping an active
+//! segment's index file up to date, and closing the log.
+
+use super::config::FsyncPolicy;
+use super::error::LogError;
+use super::files::write_whole;
+use super::index;
+use super::partition::PartitionLog;
+use super::segment::SegState;
+use crate::io::{Storage, StorageFile, WriteBufs};
+use bytes::Bytes;
+
+impl<S: Storage> PartitionLog<S> {
+    /// Writes the durable index entries of an active segment not yet in its
+    /// index file.
+    pub(super) async fn flush_index(&self, base: u64) {
+        let (file, from, bytes, path) = {
+            let mut st = self.inner.st.borrow_mut();
+            let storage = self.inner.storage.clone();
+            let Some(seg) = st.segment_mut(base) else {
+                return;
+            };
+            if seg.index_flushing
+                || seg.state != SegState::Active
+                || seg.index_durable <= seg.index_written
+            {
+                return;
+            }
+            if seg.index_file.is_none() {
+                match storage.open(&seg.index_path, true) {
+                    Ok(f) => seg.index_file = Some(f),
+                    Err(e) => {
+                        tracing::warn!("opening {}: {e}", seg.index_path.display());
+                        return;
+                    }
+                }
+            }
+            seg.index_flushing = true;
+            let from = seg.index_written;
+            let bytes = index::encode_all(&seg.index[from..seg.index_durable]);
+            (seg.index_file.clone(), from, bytes, seg.index_path.clone())
+        };
+        let n = bytes.len() / index::ENTRY_LEN;
+        let result = match file {
+            Some(f) => {
+                f.write_all_at(
+                    (from * index::ENTRY_LEN) as u64,
+                    WriteBufs::one(Bytes::from(bytes)),
+                )
+                .await
+            }
+            None => Ok(()),
+        };
+        let mut st = self.inner.st.borrow_mut();
+        if let Some(seg) = st.segment_mut(base) {
+            seg.index_flushing = false;
+            match result {
+                Ok(()) => seg.index_written = seg.index_written.max(from + n),
+                Err(e) => tracing::warn!("writing {}: {e}", path.display()),
+            }
+        }
+    }
+
+    /// Seals a segment: waits for its writes, makes it durable, then writes
+    /// its whole index with the seal record.
+    pub(super) async fn seal(&self, base: u64) {
+        let inner = &self.inner;
+        loop {
+            let drained = {
+                let st = inner.st.borrow();
+                if st.poison.is_some() {
+                    return;
+                }
+                let Some(seg) = st.segments.iter().find(|s| s.base_offset == base) else {
+                    return;
+                };
+                if seg.pending_writes == 0 {
+                    break;
+                }
+                seg.drained.clone()
+            };
+            drained.wait().await;
+        }
+        if inner.config.fsync == FsyncPolicy::Never {
+            // Nothing waits for durability under `never`: let the kernel's
+            // write-back make the segment durable first, so the fdatasync
+            // that confirms it finds little left to write. Syncing a whole
+            // dirty segment at once held ext4's journal long enough to stall
+            // the appends to the next segment for hundreds of milliseconds.
+            let sleep = monoio::time::sleep(NEVER_CONFIRM_DELAY);
+            let closing = inner.closing.wait();
+            monoio::select! {
+                _ = sleep => {},
+                _ = closing => {},
+            }
+        }
+        let (file, path) = {
+            let mut st = inner.st.borrow_mut();
+            let Some(seg) = st.segment_mut(base) else {
+                return;
+            };
+            // The segment stays dirty: a group-commit round must still sync
+            // it (or wait for a round that does) before it acknowledges the
+            // segment's last writes, which this fdatasync covers only once
+            // it completes.
+            (seg.writer.clone(), seg.log_path.clone())
+        };
+        if let Some(file) = &file {
+            inner.st.borrow_mut().syncs += 1;
+            if let Err(e) = file.sync_data().await {
+                let mut st = inner.st.borrow_mut();
+                self.poison(&mut st, "fdatasync (sealing)", path, e);
+                return;
+            }
+        }
+        // The seal record tells recovery that this segment is whole and that
+        // the next segment's name is durable (it was created before sealing
+        // began); recovery takes a gap after a confirmed segment for damage.
+        if let Err(e) = inner.storage.sync_dir(&inner.dir).await {
+            let mut st = inner.st.borrow_mut();
+            self.poison(&mut st, "directory sync (sealing)", inner.dir.clone(), e);
+            return;
+        }
+        let (bytes, index_path) = {
+            let mut st = inner.st.borrow_mut();
+            let Some(seg) = st.segment_mut(base) else {
+                return;
+            };
+            let seal = index::Seal {
+                data_len: seg.len,
+                next_offset: seg.next_offset,
+            };
+            seg.index_durable = seg.index.len();
+            (
+                index::encode_sealed(&seg.index, seal),
+                seg.index_path.clone(),
+            )
+        };
+        if let Err(e) = write_whole(&inner.storage, &index_path, bytes).await {
+            // The segment stays unconfirmed; recovery will verify it.
+            tracing::warn!("sealing index {}: {e}", index_path.display());
+        }
+        let mut st = inner.st.borrow_mut();
+        if let Some(seg) = st.segment_mut(base) {
+            seg.state = SegState::Sealed;
+            seg.index_written = seg.index.len();
+            seg.writer = None;
+            seg.index_file = None;
+        }
+    }
+
+    /// Stops taking appends, flushes, seals nothing more, writes the active
+    /// segment's index and trims its preallocated tail so a reopen finds
+    /// its exact end.
+    pub async fn close(&self) -> Result<(), LogError> {
+        self.inner.st.borrow_mut().closed = true;
+        self.inner.closing.set();
+        self.flush().await?;
+        // Let segments being sealed finish.
+        loop {
+            let pending = {
+                let st = self.inner.st.borrow();
+                st.segments
+                    .iter()
+                    .find(|s| s.state == SegState::Sealing)
+                    .map(|s| s.drained.clone())
+            };
+            match pending {
+                Some(ev) if !ev.is_set() => ev.wait().await,
+                Some(_) => monoio::time::sleep(std::time::Duration::from_millis(1)).await,
+                None => break,
+            }
+            if self.inner.st.borrow().poison.is_some() {
+                break;
+            }
+        }
+        let allocating = self
+            .inner
+            .st
+            .borrow()
+            .segments
+            .back()
+            .and_then(|s| s.allocated.clone());
+        if let Some(done) = allocating {
+            done.wait().await;
+        }
+        let active = {
+            let mut st = self.inner.st.borrow_mut();
+            st.segments.back_mut().map(|seg| {
+                seg.index_durable = seg.index.len();
+                (
+                    seg.writer.clone(),
+                    seg.len,
+                    seg.index_path.clone(),
+                    index::encode_all(&seg.index),
+                )
+            })
+        };
+        if let Some((Some(file), len, index_path, bytes)) = active {
+            if file.len().map(|l| l > len).unwrap_or(false) {
+                file.truncate(len)
+                    .await
+                    .map_err(|e| LogError::io("trim segment", &self.inner.dir, e))?;
+            }
+            if let Err(e) = write_whole(&self.inner.storage, &index_path, bytes).await {
+                tracing::warn!("writing {}: {e}", index_path.display());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How long a segment sealed under `FsyncPolicy::Never` waits for the
+/// kernel's write-back (`vm.dirty_expire_centisecs`, 30 s by default) before
+/// the fdatasync and seal record that confirm it. Until then it is recovered
+/// like the active segment after a crash.
+const NEVER_CONFIRM_DELAY: std::time::Duration = std::time::Duration::from_secs(30);
