@@ -9,7 +9,7 @@ mod common;
 use common::*;
 use corelog_segment::io::{SimFaults, SimStorage};
 use corelog_segment::log::{
-    log_name, FsyncPolicy, LogConfig, LogError, PartitionLog, Poison, PollFrom,
+    log_name, AppendError, FsyncPolicy, LogConfig, LogError, PartitionLog, Poison, PollFrom,
 };
 use corelog_segment::{Batch, Limits};
 use std::path::{Path, PathBuf};
@@ -42,8 +42,19 @@ fn seg0() -> PathBuf {
     Path::new(DIR).join(log_name(0))
 }
 
-/// The cause of a poisoned error.
-fn cause(e: &LogError) -> Arc<Poison> {
+/// The cause of a poisoned append.
+fn cause(e: &AppendError) -> Arc<Poison> {
+    match e {
+        AppendError::Poisoned { partition, cause } => {
+            assert_eq!(*partition, P);
+            cause.clone()
+        }
+        other => panic!("expected Poisoned, got: {other}"),
+    }
+}
+
+/// The cause of a poisoned flush (or other request).
+fn log_cause(e: &LogError) -> Arc<Poison> {
     match e {
         LogError::Poisoned { partition, cause } => {
             assert_eq!(*partition, P);
@@ -124,7 +135,7 @@ fn a_failed_fsync_poisons_the_partition_until_it_is_reopened() {
             let again = cause(&log.append(batch(t, 1, 50)).await.unwrap_err());
             assert!(Arc::ptr_eq(&first, &again), "the one cause, every time");
         }
-        assert_eq!(cause(&log.flush().await.unwrap_err()).op, "fdatasync");
+        assert_eq!(log_cause(&log.flush().await.unwrap_err()).op, "fdatasync");
         // What readers see never went past what was acknowledged.
         assert_eq!(read_all(&log), kept);
         // Reopen after a power cut, and on the same disk (a process restart).
@@ -254,7 +265,7 @@ fn a_failed_write_poisons_the_partition_until_it_is_reopened() {
 
 /// Appends until an append fails; returns what was acknowledged and the
 /// error.
-async fn fill_until_full(log: &PartitionLog<SimStorage>) -> (Vec<(u64, Vec<u8>)>, LogError) {
+async fn fill_until_full(log: &PartitionLog<SimStorage>) -> (Vec<(u64, Vec<u8>)>, AppendError) {
     let mut kept = Vec::new();
     for t in 0..1000 {
         let b: Batch = batch(t, 2, 150);

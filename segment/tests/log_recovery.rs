@@ -10,8 +10,8 @@ use common::*;
 use corelog_segment::io::{SimStorage, Storage, UringStorage};
 use corelog_segment::log::recovery::CutReason;
 use corelog_segment::log::{
-    index, index_name, log_name, Damage, FsyncPolicy, LogConfig, LogError, OpenCheck, PartitionLog,
-    RecoveryReport, TailCut,
+    index, index_name, log_name, Damage, FsyncPolicy, LogConfig, OpenCheck, OpenError,
+    PartitionLog, RecoveryReport, TailCut,
 };
 use corelog_segment::{Batch, BatchError, Limits};
 use std::path::{Path, PathBuf};
@@ -222,7 +222,7 @@ async fn zero_filled_tail<S: Storage, D: Disk>(storage: impl Fn() -> S, disk: &D
             path: seg(dir, 0),
             position: 8 * L,
             dropped: 8192,
-            reason: CutReason::ZeroTail,
+            reason: CutReason::Zeros,
         }),
         "{report}"
     );
@@ -246,7 +246,7 @@ async fn zero_filled_last_batch<S: Storage, D: Disk>(
             path: seg(dir, 0),
             position: 7 * L,
             dropped: L,
-            reason: CutReason::ZeroTail,
+            reason: CutReason::Zeros,
         }),
         "{report}"
     );
@@ -298,7 +298,7 @@ async fn zero_filled_tail_after_a_crash<S: Storage, D: Disk>(
             path: seg(dir, 0),
             position: 3 * L,
             dropped: len - 3 * L,
-            reason: CutReason::ZeroTail,
+            reason: CutReason::Zeros,
         }),
         "{report}"
     );
@@ -411,7 +411,7 @@ async fn checksum_mismatch_in_a_confirmed_segment<S: Storage, D: Disk>(
         .await
         .unwrap_err();
     match &err {
-        LogError::Corrupt {
+        OpenError::Corrupt {
             path,
             position,
             damage: Damage::Batch(BatchError::FrameChecksum { .. }),
@@ -447,7 +447,7 @@ async fn checksum_mismatch_in_a_confirmed_segment_with_full_check<S: Storage, D:
         .await
         .unwrap_err()
     {
-        LogError::Corrupt {
+        OpenError::Corrupt {
             path: p, position, ..
         } => {
             assert_eq!((p, position), (path, 0));
@@ -692,7 +692,7 @@ async fn offset_gap_between_confirmed_segments<S: Storage, D: Disk>(
         .await
         .unwrap_err();
     match &err {
-        LogError::Corrupt {
+        OpenError::Corrupt {
             path,
             position: 0,
             damage:

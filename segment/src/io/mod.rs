@@ -12,6 +12,7 @@
 
 mod real;
 pub mod sim;
+mod sim_mem;
 mod uring;
 
 pub use real::{map_file, UringFile, UringStorage};
@@ -56,15 +57,72 @@ impl WriteBufs {
 
 /// A read-only mapping of a file (or of a simulated file).
 ///
+/// # The mapping contract
+///
 /// A mapping may be longer than its file: the partition log maps an active
-/// segment once, at its full capacity, and only ever reads bytes that are
-/// written and below the readers' visible end. Reading past the end of the
-/// file would fault, so [`Mapped::slice`] is only called for such ranges.
-pub trait Mapped: Send + Sync + 'static {
+/// segment once, at its full capacity. Two things make reading it sound, and
+/// both are this crate's to keep, which is why only this crate can read a
+/// mapping ([`Mapping::slice`] is crate-private; everyone else reads through
+/// a `PollReply`, built from the ranges below):
+///
+/// 1. *No read past the end of the file* (it would fault, `SIGBUS`): the log
+///    only reads ranges below a segment's visible end, which only covers
+///    completed writes; recovery and inspection only read up to the length
+///    they found the file to have, and nothing truncates a mapped file below
+///    a visible end.
+/// 2. *No write under a live slice*: the log only writes at and above the
+///    reserved end of the active segment, which is past every visible end;
+///    a recovery cut or a close's trim happens only where no reader reads.
+///    Other processes must not write the files ([`UringStorage`]'s
+///    precondition); the simulator refuses to corrupt a mapped file.
+///
+/// # Write-back errors
+///
+/// A failed write-back does not change the page cache's copy of a page: the
+/// kernel marks the page clean and keeps its bytes, so a reader keeps seeing
+/// what was written. The bytes could change only if the page were evicted
+/// and read back from the disk, which holds older content. Under
+/// `fsync=batch` readers only see bytes a completed `fdatasync` made durable,
+/// so a re-read finds the same bytes. Under `never` and `interval`, the
+/// failure surfaces at the next `fdatasync`, which poisons the partition
+/// (no more appends, the `POISONED` marker makes the next open rewrite what
+/// it recovers); a page evicted before that could be served stale, and the
+/// checksums every verified poll and every recovery check name the damage
+/// instead of serving it as good.
+#[derive(Clone)]
+pub struct Mapping(Arc<dyn Mapped>);
+
+impl std::fmt::Debug for Mapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Mapping")
+            .field("capacity", &self.capacity())
+            .finish()
+    }
+}
+
+impl Mapping {
+    pub(crate) fn new(map: Arc<dyn Mapped>) -> Mapping {
+        Mapping(map)
+    }
+
+    /// The mapped length.
+    pub fn capacity(&self) -> usize {
+        self.0.capacity()
+    }
+
+    /// The bytes of `range`, or `None` past the mapped length. Callers keep
+    /// the mapping contract (see [`Mapping`]): `range` is written and
+    /// nothing writes it while the slice lives.
+    pub(crate) fn slice(&self, range: Range<usize>) -> Option<&[u8]> {
+        self.0.slice(range)
+    }
+}
+
+/// What a mapping implementation provides (see [`Mapping`]).
+pub(crate) trait Mapped: Send + Sync + 'static {
     /// The mapped length.
     fn capacity(&self) -> usize;
-    /// The bytes of `range`, or `None` past the mapped length. The caller
-    /// promises the range is written and not being written.
+    /// The bytes of `range`, or `None` past the mapped length.
     fn slice(&self, range: Range<usize>) -> Option<&[u8]>;
 }
 
@@ -103,6 +161,6 @@ pub trait StorageFile: Clone + 'static {
     async fn allocate(&self, len: u64) -> io::Result<()>;
     /// Sets the length.
     async fn truncate(&self, len: u64) -> io::Result<()>;
-    /// Maps the first `capacity` bytes read-only (see [`Mapped`]).
-    fn map(&self, capacity: usize) -> io::Result<Arc<dyn Mapped>>;
+    /// Maps the first `capacity` bytes read-only (see [`Mapping`]).
+    fn map(&self, capacity: usize) -> io::Result<Mapping>;
 }

@@ -1,7 +1,7 @@
 //! Real files on a shard's io_uring.
 #![allow(unsafe_code)]
 
-use super::{Mapped, Ring, Storage, StorageFile, WriteBufs};
+use super::{Mapped, Mapping, Ring, Storage, StorageFile, WriteBufs};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::ops::Range;
@@ -11,6 +11,14 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 /// Real files, with latency-critical operations on one shard's [`Ring`].
+///
+/// # Precondition
+///
+/// No other process writes or truncates the files this storage opens while
+/// it runs: their mappings (see [`Mapping`]) would change or fault under
+/// readers. The caller guarantees it for the directory it points the
+/// storage at (corelog's engine holds an exclusive lock on its data
+/// directory for as long as it runs).
 #[derive(Debug, Clone)]
 pub struct UringStorage {
     ring: Ring,
@@ -112,18 +120,18 @@ impl StorageFile for UringFile {
         self.ring.truncate(file.as_raw_fd(), len).await
     }
 
-    fn map(&self, capacity: usize) -> io::Result<Arc<dyn Mapped>> {
+    fn map(&self, capacity: usize) -> io::Result<Mapping> {
         if capacity == 0 {
-            return Ok(Arc::new(EmptyMap));
+            return Ok(Mapping::new(Arc::new(EmptyMap)));
         }
-        // memmap2's contract is that the file is not modified behind the
-        // mapping's back in ways that break the reader. corelog holds the
-        // data directory's lock, never rewrites bytes below a reader's
-        // visible end, and only reads ranges that are written (so never
-        // past the end of the file, where a read would fault).
-        // SAFETY: no write or truncation touches a range a reader is given.
+        // SAFETY: memmap2 asks that the file not be modified behind the
+        // mapping's back in ways that break its readers. Within this
+        // process, the mapping contract (see `Mapping`) keeps every write
+        // and truncation away from the ranges readers are given, and only
+        // this crate can read a mapping. Other processes do not write the
+        // file: that is `UringStorage`'s precondition.
         let map = unsafe { memmap2::MmapOptions::new().len(capacity).map(&*self.file)? };
-        Ok(Arc::new(FileMap { map }))
+        Ok(Mapping::new(Arc::new(FileMap { map })))
     }
 }
 
@@ -161,17 +169,19 @@ impl Mapped for EmptyMap {
     }
 }
 
-/// Maps a whole file read-only, for tools that inspect a data directory
-/// they hold the lock of (nothing writes it meanwhile).
-pub fn map_file(path: &Path) -> io::Result<Arc<dyn Mapped>> {
+/// Maps a whole file read-only, for tools that inspect a data directory no
+/// other process writes meanwhile (the same precondition as
+/// [`UringStorage`]'s).
+pub fn map_file(path: &Path) -> io::Result<Mapping> {
     let file = File::open(path)?;
     let len = usize::try_from(file.metadata()?.len())
         .map_err(|_| io::Error::other("file too large to map"))?;
     if len == 0 {
-        return Ok(Arc::new(EmptyMap));
+        return Ok(Mapping::new(Arc::new(EmptyMap)));
     }
-    // SAFETY: as in `UringFile::map`; the caller holds the directory lock,
-    // so no process writes or truncates the file while it is mapped.
+    // SAFETY: as in `UringFile::map`: this process never writes the file
+    // while the mapping lives (inspection only reads, up to `len`), and no
+    // other process does (the precondition above).
     let map = unsafe { memmap2::MmapOptions::new().len(len).map(&file)? };
-    Ok(Arc::new(FileMap { map }))
+    Ok(Mapping::new(Arc::new(FileMap { map })))
 }

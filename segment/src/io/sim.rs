@@ -22,14 +22,13 @@
 //!
 //! Directories are durable as soon as they exist (a simplification: the
 //! log creates a partition's directory once, before its first segment).
-#![allow(unsafe_code)]
 
-use super::{Mapped, Storage, StorageFile, WriteBufs};
-use std::cell::{RefCell, UnsafeCell};
+use super::sim_mem::SimMem;
+use super::{Mapped, Mapping, Storage, StorageFile, WriteBufs};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::io;
-use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::rc::Rc;
@@ -98,6 +97,14 @@ struct Inode {
     unsynced: Vec<Change>,
 }
 
+impl Inode {
+    /// Whether a mapping of the file is alive (the inode holds one
+    /// reference to its memory; every mapping holds another).
+    fn is_mapped(&self) -> bool {
+        Arc::strong_count(&self.mem) > 1
+    }
+}
+
 #[derive(Clone)]
 enum Change {
     Write { pos: usize, data: Vec<u8> },
@@ -146,7 +153,10 @@ impl SimStorage {
     }
 
     /// Overwrites bytes of `path` in both images (bit rot, a stray writer).
-    /// Returns false when the file or range does not exist.
+    /// Returns false when the file or range does not exist, or when the
+    /// file is mapped: writing under a live mapping would change bytes a
+    /// reader may hold (see the mapping contract in [`super::Mapping`]), so
+    /// damage is done between a close and the next open.
     pub fn corrupt(&self, path: &Path, pos: usize, bytes: &[u8]) -> bool {
         let mut s = self.state.borrow_mut();
         let Some(&ino) = s.names.get(path) else {
@@ -155,7 +165,7 @@ impl SimStorage {
         let Some(inode) = s.inodes.get_mut(&ino) else {
             return false;
         };
-        if pos + bytes.len() > inode.len {
+        if inode.is_mapped() || pos + bytes.len() > inode.len {
             return false;
         }
         inode.mem.write(pos, bytes);
@@ -176,7 +186,8 @@ impl SimStorage {
     }
 
     /// Sets a file's length in both images (a truncation the log did not
-    /// make, or zero-filled growth).
+    /// make, or zero-filled growth). False, like [`SimStorage::corrupt`],
+    /// for a missing or mapped file.
     pub fn set_len(&self, path: &Path, len: usize) -> bool {
         let mut s = self.state.borrow_mut();
         let cap = s.file_capacity;
@@ -186,7 +197,7 @@ impl SimStorage {
         let Some(inode) = s.inodes.get_mut(&ino) else {
             return false;
         };
-        if len > cap {
+        if len > cap || inode.is_mapped() {
             return false;
         }
         if len > inode.len {
@@ -198,11 +209,15 @@ impl SimStorage {
         true
     }
 
-    /// Writes a whole file directly and durably (test setup).
+    /// Writes a whole file directly and durably (test setup). Refused
+    /// (`EBUSY`) for a mapped file, like [`SimStorage::corrupt`].
     pub fn put_file(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
         let file = self.open(path, true)?;
         let mut s = self.state.borrow_mut();
         let inode = s.inodes.get_mut(&file.ino).ok_or_else(gone)?;
+        if inode.is_mapped() {
+            return Err(io::Error::from_raw_os_error(libc::EBUSY));
+        }
         if bytes.len() > inode.mem.cap() {
             return Err(io::Error::from_raw_os_error(libc::EFBIG));
         }
@@ -598,7 +613,7 @@ impl StorageFile for SimFile {
         })
     }
 
-    fn map(&self, capacity: usize) -> io::Result<Arc<dyn Mapped>> {
+    fn map(&self, capacity: usize) -> io::Result<Mapping> {
         self.with(|s, ino| {
             let ind = inode(s, ino)?;
             if capacity > ind.mem.cap() {
@@ -610,92 +625,7 @@ impl StorageFile for SimFile {
                     ),
                 ));
             }
-            Ok(ind.mem.clone() as Arc<dyn Mapped>)
-        })
-    }
-}
-
-/// A simulated file's bytes: a fixed-capacity buffer that never moves, so
-/// mappings can hand out slices while later bytes are written.
-struct SimMem {
-    cells: Box<[UnsafeCell<u8>]>,
-}
-
-// SAFETY: access follows the log's discipline, the same as for a real
-// mapping: readers only read ranges below a visible end, writers only
-// write above it; and the simulated disk itself lives on one thread.
-unsafe impl Sync for SimMem {}
-// SAFETY: the buffer is plain bytes with no thread affinity.
-unsafe impl Send for SimMem {}
-
-impl SimMem {
-    fn new(cap: usize) -> SimMem {
-        // A zeroed allocation (calloc: untouched pages cost nothing).
-        let bytes: Box<[u8]> = vec![0u8; cap].into_boxed_slice();
-        let raw = Box::into_raw(bytes) as *mut [UnsafeCell<u8>];
-        // SAFETY: UnsafeCell<u8> is repr(transparent) over u8, so the
-        // allocation has the same layout; ownership moves to the new Box.
-        let cells = unsafe { Box::from_raw(raw) };
-        SimMem { cells }
-    }
-
-    fn cap(&self) -> usize {
-        self.cells.len()
-    }
-
-    fn write(&self, pos: usize, data: &[u8]) {
-        let end = (pos + data.len()).min(self.cap());
-        if pos >= end {
-            return;
-        }
-        // SAFETY: [pos, end) is inside the buffer; UnsafeCell allows writes
-        // through a shared reference, and no reader holds a slice of these
-        // bytes (see the Sync note).
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                data.as_ptr(),
-                UnsafeCell::raw_get(self.cells.as_ptr().add(pos)),
-                end - pos,
-            );
-        }
-    }
-
-    fn zero(&self, range: Range<usize>) {
-        let end = range.end.min(self.cap());
-        if range.start >= end {
-            return;
-        }
-        // SAFETY: as for `write`.
-        unsafe {
-            std::ptr::write_bytes(
-                UnsafeCell::raw_get(self.cells.as_ptr().add(range.start)),
-                0,
-                end - range.start,
-            );
-        }
-    }
-
-    fn read(&self, range: Range<usize>) -> &[u8] {
-        self.slice(range).unwrap_or(&[])
-    }
-}
-
-impl Mapped for SimMem {
-    fn capacity(&self) -> usize {
-        self.cap()
-    }
-
-    fn slice(&self, range: Range<usize>) -> Option<&[u8]> {
-        if range.start > range.end || range.end > self.cap() {
-            return None;
-        }
-        // SAFETY: the range is inside the buffer; UnsafeCell<u8> has the
-        // layout of u8; no write touches a range a reader was given.
-        Some(unsafe {
-            std::slice::from_raw_parts(
-                UnsafeCell::raw_get(self.cells.as_ptr().add(range.start)),
-                range.len(),
-            )
+            Ok(Mapping::new(ind.mem.clone() as Arc<dyn Mapped>))
         })
     }
 }

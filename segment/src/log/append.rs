@@ -2,7 +2,7 @@
 //! written mark advanced over completed writes, in order; rotation to the
 //! next segment.
 
-use super::error::LogError;
+use super::error::AppendError;
 use super::files::preallocate;
 use super::index;
 use super::partition::{AppendAck, Inflight, Mark, PartitionLog, State};
@@ -59,7 +59,7 @@ impl<S: Storage> PartitionLog<S> {
 
     /// Takes the stamp and the byte range of a batch and spawns its write;
     /// returns the acknowledgement and the offset the ack waits for.
-    fn reserve(&self, incoming: Incoming) -> Result<(AppendAck, u64), LogError> {
+    fn reserve(&self, incoming: Incoming) -> Result<(AppendAck, u64), AppendError> {
         let mut st = self.inner.st.borrow_mut();
         self.check_accepting(&st)?;
         let (bufs, timestamp, count) = self.prepare(&st, incoming)?;
@@ -68,7 +68,7 @@ impl<S: Storage> PartitionLog<S> {
         if len > max {
             // Segments are mapped at segment_bytes + max_batch_bytes: a
             // larger batch could be neither served nor recovered.
-            return Err(LogError::Batch(crate::format::BatchError::TooLarge {
+            return Err(AppendError::TooLarge(crate::format::BatchError::TooLarge {
                 declared: len,
                 max,
             }));
@@ -87,15 +87,15 @@ impl<S: Storage> PartitionLog<S> {
         Ok((ack, ack.base_offset + u64::from(count)))
     }
 
-    fn check_accepting(&self, st: &State<S::File>) -> Result<(), LogError> {
+    fn check_accepting(&self, st: &State<S::File>) -> Result<(), AppendError> {
         if let Some(cause) = &st.poison {
-            return Err(LogError::Poisoned {
+            return Err(AppendError::Poisoned {
                 partition: self.inner.partition,
                 cause: cause.clone(),
             });
         }
         if st.closed {
-            return Err(LogError::Closed {
+            return Err(AppendError::Closed {
                 partition: self.inner.partition,
             });
         }
@@ -109,7 +109,7 @@ impl<S: Storage> PartitionLog<S> {
         &self,
         st: &State<S::File>,
         incoming: Incoming,
-    ) -> Result<(WriteBufs, u64, u32), LogError> {
+    ) -> Result<(WriteBufs, u64, u32), AppendError> {
         let partition = self.inner.partition;
         match incoming {
             Incoming::Fresh(mut batch) => {
@@ -130,19 +130,19 @@ impl<S: Storage> PartitionLog<S> {
             Incoming::Stamped(batch) => {
                 let view = batch.as_ref();
                 if view.partition_id() != partition {
-                    return Err(LogError::PartitionMismatch {
+                    return Err(AppendError::PartitionMismatch {
                         expected: partition,
                         found: view.partition_id(),
                     });
                 }
                 if view.base_offset() != st.next_offset {
-                    return Err(LogError::OffsetMismatch {
+                    return Err(AppendError::OffsetMismatch {
                         expected: st.next_offset,
                         found: view.base_offset(),
                     });
                 }
                 if view.base_timestamp() < st.last_timestamp {
-                    return Err(LogError::TimestampBackwards {
+                    return Err(AppendError::TimestampBackwards {
                         previous: st.last_timestamp,
                         found: view.base_timestamp(),
                     });
@@ -162,12 +162,12 @@ impl<S: Storage> PartitionLog<S> {
         len: u64,
         count: u32,
         timestamp: u64,
-    ) -> Result<(AppendAck, u64, Option<S::File>), LogError> {
+    ) -> Result<(AppendAck, u64, Option<S::File>), AppendError> {
         let interval = self.inner.config.index_interval_bytes;
         let base_offset = st.next_offset;
         let next_offset = base_offset + u64::from(count);
         let Some(seg) = st.segments.back_mut() else {
-            return Err(LogError::Closed {
+            return Err(AppendError::Closed {
                 partition: self.inner.partition,
             });
         };
@@ -249,18 +249,18 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// Creates the next segment and starts sealing the current one.
-    pub(super) fn rotate(&self, st: &mut State<S::File>) -> Result<(), LogError> {
+    pub(super) fn rotate(&self, st: &mut State<S::File>) -> Result<(), AppendError> {
         let inner = &self.inner;
         let base = st.next_offset;
         let path = inner.dir.join(log_name(base));
         let file = inner
             .storage
             .open(&path, true)
-            .map_err(|e| LogError::io("create segment", &path, e))?;
+            .map_err(|e| AppendError::io("create segment", &path, e))?;
         let capacity = usize::try_from(inner.config.segment_capacity()).unwrap_or(usize::MAX);
         let map = file
             .map(capacity)
-            .map_err(|e| LogError::io("map segment", &path, e))?;
+            .map_err(|e| AppendError::io("map segment", &path, e))?;
         let allocated = inner
             .config
             .preallocate
@@ -359,7 +359,7 @@ impl<S: Storage> PartitionLog<S> {
 
 enum AppendState {
     Waiting { ack: AppendAck, end: u64 },
-    Failed(Option<LogError>),
+    Failed(Option<AppendError>),
 }
 
 /// Resolves when an append is acknowledged (see [`PartitionLog::append`]).
@@ -375,13 +375,13 @@ impl<S: Storage> std::fmt::Debug for AppendFuture<S> {
 }
 
 impl<S: Storage> Future for AppendFuture<S> {
-    type Output = Result<AppendAck, LogError>;
+    type Output = Result<AppendAck, AppendError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let (ack, end) = match &mut this.state {
             AppendState::Failed(e) => {
-                return Poll::Ready(Err(e.take().unwrap_or(LogError::Closed {
+                return Poll::Ready(Err(e.take().unwrap_or(AppendError::Closed {
                     partition: this.log.inner.partition,
                 })))
             }
@@ -392,7 +392,7 @@ impl<S: Storage> Future for AppendFuture<S> {
             if end <= st.poison_mark {
                 return Poll::Ready(Ok(ack));
             }
-            return Poll::Ready(Err(LogError::Poisoned {
+            return Poll::Ready(Err(AppendError::Poisoned {
                 partition: this.log.inner.partition,
                 cause: cause.clone(),
             }));

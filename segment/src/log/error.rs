@@ -117,7 +117,105 @@ impl fmt::Display for Poison {
     }
 }
 
-/// A partition log error.
+/// Why [`PartitionLog::open`](super::PartitionLog::open) failed: the log
+/// was not opened and nothing was changed past what the error names.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum OpenError {
+    /// An I/O operation failed.
+    #[error("{op} {path}: {source}{hint}", path = path.display(), hint = if is_no_space(source) { " (the disk is full: free space first)" } else { "" })]
+    Io {
+        /// what was being done
+        op: &'static str,
+        /// the file or directory
+        path: PathBuf,
+        /// the error
+        source: Arc<io::Error>,
+    },
+    /// Stored bytes are damaged where recovery may not cut them.
+    #[error("{path} at byte {position}: {damage}", path = path.display())]
+    Corrupt {
+        /// the file
+        path: PathBuf,
+        /// byte position in it
+        position: u64,
+        /// what is wrong
+        damage: Damage,
+    },
+    /// The log configuration cannot work.
+    #[error("invalid log configuration: {reason}")]
+    InvalidConfig {
+        /// which setting, and why
+        reason: &'static str,
+    },
+}
+
+/// Why an append was refused or failed. Nothing of the batch is
+/// acknowledged.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum AppendError {
+    /// A write or sync failed earlier (or this append's own did); the
+    /// partition refuses appends until it is reopened.
+    #[error("partition {partition} is poisoned: {cause}{hint}; nothing more is appended until it is reopened and recovered", hint = if is_no_space(&cause.error) { " (the disk is full: free space first)" } else { "" })]
+    Poisoned {
+        /// the partition
+        partition: u64,
+        /// the failure
+        cause: Arc<Poison>,
+    },
+    /// The log was closed.
+    #[error("partition {partition} is closed")]
+    Closed {
+        /// the partition
+        partition: u64,
+    },
+    /// Creating the next segment failed; the partition is not poisoned.
+    #[error("{op} {path}: {source}{hint}", path = path.display(), hint = if is_no_space(source) { " (the disk is full: free space, then append again)" } else { "" })]
+    Io {
+        /// what was being done
+        op: &'static str,
+        /// the file
+        path: PathBuf,
+        /// the error
+        source: Arc<io::Error>,
+    },
+    /// The batch is larger than the log's `limits` allow (which may be
+    /// stricter than those it was admitted by).
+    #[error("batch refused: {0}")]
+    TooLarge(BatchError),
+    /// A replicated batch does not continue the log.
+    #[error(
+        "stamped batch has base_offset {found}, but the partition's next offset is {expected}"
+    )]
+    OffsetMismatch {
+        /// the partition's next offset
+        expected: u64,
+        /// the batch's base_offset
+        found: u64,
+    },
+    /// A replicated batch is stamped for another partition.
+    #[error("stamped batch has partition_id {found}, but this is partition {expected}")]
+    PartitionMismatch {
+        /// this partition
+        expected: u64,
+        /// the batch's partition_id
+        found: u64,
+    },
+    /// A replicated batch's timestamp goes backwards.
+    #[error(
+        "stamped batch has base_timestamp {found}, older than the partition's last {previous}"
+    )]
+    TimestampBackwards {
+        /// the partition's last base_timestamp
+        previous: u64,
+        /// the batch's
+        found: u64,
+    },
+}
+
+/// Why a request on an open log (poll, flush, close, consumer offsets,
+/// retention) failed.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum LogError {
@@ -150,41 +248,6 @@ pub enum LogError {
         /// what is wrong
         damage: Damage,
     },
-    /// A replicated batch does not continue the log.
-    #[error(
-        "stamped batch has base_offset {found}, but the partition's next offset is {expected}"
-    )]
-    OffsetMismatch {
-        /// the partition's next offset
-        expected: u64,
-        /// the batch's base_offset
-        found: u64,
-    },
-    /// A replicated batch is stamped for another partition.
-    #[error("stamped batch has partition_id {found}, but this is partition {expected}")]
-    PartitionMismatch {
-        /// this partition
-        expected: u64,
-        /// the batch's partition_id
-        found: u64,
-    },
-    /// A replicated batch's timestamp goes backwards.
-    #[error(
-        "stamped batch has base_timestamp {found}, older than the partition's last {previous}"
-    )]
-    TimestampBackwards {
-        /// the partition's last base_timestamp
-        previous: u64,
-        /// the batch's
-        found: u64,
-    },
-    /// A batch the log cannot take under its configuration (larger than
-    /// its `limits`, which may be stricter than those it was admitted by).
-    #[error("batch refused: {0}")]
-    Batch(BatchError),
-    /// The configuration cannot work.
-    #[error("invalid log configuration: {0}")]
-    Config(&'static str),
     /// The log was closed.
     #[error("partition {partition} is closed")]
     Closed {
@@ -213,5 +276,39 @@ impl LogError {
             LogError::Poisoned { cause, .. } => is_no_space(&cause.error),
             _ => false,
         }
+    }
+}
+
+impl AppendError {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> AppendError {
+        AppendError::Io {
+            op,
+            path: path.into(),
+            source: Arc::new(source),
+        }
+    }
+
+    /// Whether the error is a full disk (directly or as the poison cause).
+    pub fn is_no_space(&self) -> bool {
+        match self {
+            AppendError::Io { source, .. } => is_no_space(source),
+            AppendError::Poisoned { cause, .. } => is_no_space(&cause.error),
+            _ => false,
+        }
+    }
+}
+
+impl OpenError {
+    pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> OpenError {
+        OpenError::Io {
+            op,
+            path: path.into(),
+            source: Arc::new(source),
+        }
+    }
+
+    /// Whether the error is a full disk.
+    pub fn is_no_space(&self) -> bool {
+        matches!(self, OpenError::Io { source, .. } if is_no_space(source))
     }
 }

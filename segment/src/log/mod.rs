@@ -68,7 +68,7 @@ mod sync;
 
 pub use append::AppendFuture;
 pub use config::{FsyncPolicy, LogConfig, OpenCheck, ParseFsyncError, Retention};
-pub use error::{Damage, LogError, Poison};
+pub use error::{AppendError, Damage, LogError, OpenError, Poison};
 pub use partition::{AppendAck, LogStats, PartitionLog};
 pub use poll::{PollFrom, PollReply};
 pub use recovery::{RecoveryReport, TailCut};

@@ -7,11 +7,10 @@ use super::scan::{header_at, HeaderPeek};
 use super::segment::Segment;
 use crate::format::layout::BATCH_HEADER_LEN;
 use crate::format::{check, BatchRef, Limits};
-use crate::io::{Mapped, Storage};
+use crate::io::{Mapping, Storage};
 use std::io::{IoSlice, Write};
 use std::ops::Range;
 use std::path::PathBuf;
-use std::sync::Arc;
 
 /// Where a poll starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -39,7 +38,7 @@ pub struct PollReply {
 }
 
 struct Chunk {
-    map: Arc<dyn Mapped>,
+    map: Mapping,
     range: Range<usize>,
     path: PathBuf,
 }

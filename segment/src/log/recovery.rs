@@ -33,10 +33,11 @@
 //! segment's durable point (its last index entry) before syncing.
 
 use super::config::{LogConfig, OpenCheck};
-use super::error::{Damage, LogError};
+use super::error::{Damage, OpenError};
 use super::files::{preallocate, write_whole};
 use super::index::{self, IndexEntry, Seal};
 use super::partition::PartitionLog;
+pub use super::scan::CutReason;
 use super::scan::{scan, Scan, ScanFrom, Stop};
 use super::segment::{index_name, log_name, parse_log_name, SegState, Segment};
 use super::sync::POISON_MARKER;
@@ -44,15 +45,6 @@ use crate::format::{check, Limits};
 use crate::io::{Storage, StorageFile};
 use std::collections::VecDeque;
 use std::path::PathBuf;
-
-/// Why a recovered segment was cut.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum CutReason {
-    /// Only zeros followed the last batch.
-    ZeroTail,
-    /// Damaged bytes followed the last whole batch.
-    Damaged(Damage),
-}
 
 /// A cut made by recovery.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,7 +87,7 @@ impl std::fmt::Display for RecoveryReport {
         )?;
         if let Some(cut) = &self.cut {
             let why = match &cut.reason {
-                CutReason::ZeroTail => "zero-filled tail".to_string(),
+                CutReason::Zeros => "zero-filled tail".to_string(),
                 CutReason::Damaged(d) => d.to_string(),
             };
             write!(
@@ -124,7 +116,7 @@ impl<S: Storage> PartitionLog<S> {
         dir: impl Into<PathBuf>,
         partition: u64,
         config: LogConfig,
-    ) -> Result<(PartitionLog<S>, RecoveryReport), LogError> {
+    ) -> Result<(PartitionLog<S>, RecoveryReport), OpenError> {
         open(storage, dir.into(), partition, config).await
     }
 }
@@ -134,23 +126,25 @@ pub(crate) async fn open<S: Storage>(
     dir: PathBuf,
     partition: u64,
     config: LogConfig,
-) -> Result<(PartitionLog<S>, RecoveryReport), LogError> {
-    config.validate().map_err(LogError::Config)?;
+) -> Result<(PartitionLog<S>, RecoveryReport), OpenError> {
+    config
+        .validate()
+        .map_err(|reason| OpenError::InvalidConfig { reason })?;
     let existed = storage.list_dir(&dir).is_ok();
     storage
         .create_dir_all(&dir)
-        .map_err(|e| LogError::io("create directory", &dir, e))?;
+        .map_err(|e| OpenError::io("create directory", &dir, e))?;
     if !existed {
         if let Some(parent) = dir.parent() {
             storage
                 .sync_dir(parent)
                 .await
-                .map_err(|e| LogError::io("directory sync", parent, e))?;
+                .map_err(|e| OpenError::io("directory sync", parent, e))?;
         }
     }
     let names = storage
         .list_dir(&dir)
-        .map_err(|e| LogError::io("list", &dir, e))?;
+        .map_err(|e| OpenError::io("list", &dir, e))?;
     let mut bases: Vec<u64> = names.iter().filter_map(|n| parse_log_name(n)).collect();
     // A write or sync failed in an earlier run of this boot: the bytes it
     // could not write back may sit clean in the page cache, where reads find
@@ -186,7 +180,7 @@ pub(crate) async fn open<S: Storage>(
         storage
             .sync_dir(&dir)
             .await
-            .map_err(|e| LogError::io("directory sync", &dir, e))?;
+            .map_err(|e| OpenError::io("directory sync", &dir, e))?;
     }
 
     let mut report = RecoveryReport::default();
@@ -198,14 +192,14 @@ pub(crate) async fn open<S: Storage>(
         let path = dir.join(log_name(0));
         let file = storage
             .open(&path, true)
-            .map_err(|e| LogError::io("create segment", &path, e))?;
+            .map_err(|e| OpenError::io("create segment", &path, e))?;
         let map = file
             .map(capacity)
-            .map_err(|e| LogError::io("map", &path, e))?;
+            .map_err(|e| OpenError::io("map", &path, e))?;
         storage
             .sync_dir(&dir)
             .await
-            .map_err(|e| LogError::io("directory sync", &dir, e))?;
+            .map_err(|e| OpenError::io("directory sync", &dir, e))?;
         let mut seg = Segment::new(&dir, 0, map, Some(file.clone()));
         if config.preallocate {
             seg.allocated = Some(preallocate(&file, config.segment_bytes, &path));
@@ -222,7 +216,7 @@ pub(crate) async fn open<S: Storage>(
         let index_path = dir.join(index_name(base));
         if let Some(prev) = segments.back() {
             if prev.next_offset != base {
-                return Err(LogError::Corrupt {
+                return Err(OpenError::Corrupt {
                     path,
                     position: 0,
                     damage: Damage::SegmentGap {
@@ -234,17 +228,17 @@ pub(crate) async fn open<S: Storage>(
         }
         let file = storage
             .open(&path, false)
-            .map_err(|e| LogError::io("open segment", &path, e))?;
-        let file_len = file.len().map_err(|e| LogError::io("stat", &path, e))?;
+            .map_err(|e| OpenError::io("open segment", &path, e))?;
+        let file_len = file.len().map_err(|e| OpenError::io("stat", &path, e))?;
         let index_bytes = match storage.open(&index_path, false) {
             Ok(f) => {
-                let n = f.len().map_err(|e| LogError::io("stat", &index_path, e))?;
+                let n = f.len().map_err(|e| OpenError::io("stat", &index_path, e))?;
                 f.read_at(0, n as usize)
                     .await
-                    .map_err(|e| LogError::io("read", &index_path, e))?
+                    .map_err(|e| OpenError::io("read", &index_path, e))?
             }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(LogError::io("open index", &index_path, e)),
+            Err(e) => return Err(OpenError::io("open index", &index_path, e)),
         };
         let (stored_entries, seal) = index::decode_file(&index_bytes);
         let confirmed = !is_last && seal.is_some();
@@ -255,7 +249,7 @@ pub(crate) async fn open<S: Storage>(
         };
         let map = file
             .map(map_len)
-            .map_err(|e| LogError::io("map", &path, e))?;
+            .map_err(|e| OpenError::io("map", &path, e))?;
         let data = map.slice(0..file_len as usize).unwrap_or(&[]);
         let start_ts = segments.back().map(|s| s.last_timestamp).unwrap_or(0);
 
@@ -303,7 +297,7 @@ pub(crate) async fn open<S: Storage>(
                 Stop::End => None,
             };
             if let Some(damage) = damage {
-                return Err(LogError::Corrupt {
+                return Err(OpenError::Corrupt {
                     path,
                     position: found.end,
                     damage,
@@ -313,7 +307,7 @@ pub(crate) async fn open<S: Storage>(
                 let bytes = index::encode_sealed(&entries, seal);
                 write_whole(&storage, &index_path, bytes)
                     .await
-                    .map_err(|e| LogError::io("write index", &index_path, e))?;
+                    .map_err(|e| OpenError::io("write index", &index_path, e))?;
             }
             segments.push_back(sealed_segment(&dir, base, map, &found, entries, start_ts));
             i += 1;
@@ -328,14 +322,14 @@ pub(crate) async fn open<S: Storage>(
             // durable and seal it now.
             file.sync_data()
                 .await
-                .map_err(|e| LogError::io("fdatasync", &path, e))?;
+                .map_err(|e| OpenError::io("fdatasync", &path, e))?;
             let seal = Seal {
                 data_len: found.end,
                 next_offset: found.next_offset,
             };
             write_whole(&storage, &index_path, index::encode_sealed(&entries, seal))
                 .await
-                .map_err(|e| LogError::io("write index", &index_path, e))?;
+                .map_err(|e| OpenError::io("write index", &index_path, e))?;
             report.sealed.push(path.clone());
             segments.push_back(sealed_segment(&dir, base, map, &found, entries, start_ts));
             i += 1;
@@ -351,11 +345,11 @@ pub(crate) async fn open<S: Storage>(
                     expected: next_base.unwrap_or(found.next_offset),
                     found: found.next_offset,
                 }),
-                _ => CutReason::ZeroTail,
+                _ => CutReason::Zeros,
             };
             file.truncate(found.end)
                 .await
-                .map_err(|e| LogError::io("truncate", &path, e))?;
+                .map_err(|e| OpenError::io("truncate", &path, e))?;
             report.cut = Some(TailCut {
                 path: path.clone(),
                 position: found.end,
@@ -377,7 +371,7 @@ pub(crate) async fn open<S: Storage>(
             let p = dir.join(log_name(*later));
             storage
                 .remove_file(&p)
-                .map_err(|e| LogError::io("remove segment", &p, e))?;
+                .map_err(|e| OpenError::io("remove segment", &p, e))?;
             let _ = storage.remove_file(&dir.join(index_name(*later)));
             report.removed.push(p);
         }
@@ -385,25 +379,25 @@ pub(crate) async fn open<S: Storage>(
             storage
                 .sync_dir(&dir)
                 .await
-                .map_err(|e| LogError::io("directory sync", &dir, e))?;
+                .map_err(|e| OpenError::io("directory sync", &dir, e))?;
         }
         // What was read back may still be only in the page cache (after a
         // process crash): make it durable before index entries point at it.
         file.sync_data()
             .await
-            .map_err(|e| LogError::io("fdatasync", &path, e))?;
+            .map_err(|e| OpenError::io("fdatasync", &path, e))?;
         let map = if is_last {
             map
         } else {
             file.map(capacity)
-                .map_err(|e| LogError::io("map", &path, e))?
+                .map_err(|e| OpenError::io("map", &path, e))?
         };
         if report.rebuilt_indexes.last() == Some(&index_path)
             || !entries.is_empty() && stored_entries.is_empty()
         {
             write_whole(&storage, &index_path, index::encode_all(&entries))
                 .await
-                .map_err(|e| LogError::io("write index", &index_path, e))?;
+                .map_err(|e| OpenError::io("write index", &index_path, e))?;
         }
         let mut seg = Segment::new(&dir, base, map, Some(file.clone()));
         fill(&mut seg, &found, entries, start_ts);
@@ -425,11 +419,11 @@ pub(crate) async fn open<S: Storage>(
         let marker = dir.join(POISON_MARKER);
         storage
             .remove_file(&marker)
-            .map_err(|e| LogError::io("remove", &marker, e))?;
+            .map_err(|e| OpenError::io("remove", &marker, e))?;
         storage
             .sync_dir(&dir)
             .await
-            .map_err(|e| LogError::io("directory sync", &dir, e))?;
+            .map_err(|e| OpenError::io("directory sync", &dir, e))?;
     }
     report.segments = segments.len();
     let log = PartitionLog::from_parts(storage, dir, partition, config, segments, last_timestamp);
@@ -444,7 +438,7 @@ async fn rewrite<F: StorageFile>(
     from: u64,
     to: u64,
     path: &std::path::Path,
-) -> Result<(), LogError> {
+) -> Result<(), OpenError> {
     let Some(bytes) = data
         .get(from as usize..to as usize)
         .filter(|b| !b.is_empty())
@@ -456,7 +450,7 @@ async fn rewrite<F: StorageFile>(
         crate::io::WriteBufs::one(bytes::Bytes::copy_from_slice(bytes)),
     )
     .await
-    .map_err(|e| LogError::io("rewrite after a failed sync", path, e))
+    .map_err(|e| OpenError::io("rewrite after a failed sync", path, e))
 }
 
 fn start_of_segment(base: u64, last_timestamp: u64) -> ScanFrom {
@@ -530,7 +524,7 @@ fn fill<F>(seg: &mut Segment<F>, found: &Scan, entries: Vec<IndexEntry>, start_t
 fn sealed_segment<F>(
     dir: &std::path::Path,
     base: u64,
-    map: std::sync::Arc<dyn crate::io::Mapped>,
+    map: crate::io::Mapping,
     found: &Scan,
     entries: Vec<IndexEntry>,
     start_ts: u64,

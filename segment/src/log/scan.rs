@@ -33,6 +33,16 @@ pub enum Stop {
     Damaged(Damage),
 }
 
+/// Why recovery cut a segment: what a scan found after the last whole
+/// batch, when that is not the end of the data ([`Stop`] less `End`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CutReason {
+    /// Only zeros followed the last batch.
+    Zeros,
+    /// Damaged bytes followed the last whole batch.
+    Damaged(Damage),
+}
+
 /// What a scan found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scan {

@@ -8,10 +8,9 @@
 
 use super::event::Event;
 use super::index::IndexEntry;
-use crate::io::Mapped;
+use crate::io::Mapping;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
-use std::sync::Arc;
 
 /// The file name of the segment starting at `base`.
 pub fn log_name(base: u64) -> String {
@@ -52,7 +51,7 @@ pub(crate) struct Segment<F> {
     pub base_offset: u64,
     pub log_path: PathBuf,
     pub index_path: PathBuf,
-    pub map: Arc<dyn Mapped>,
+    pub map: Mapping,
     /// Open while the segment takes writes or is being sealed.
     pub writer: Option<F>,
     pub index_file: Option<F>,
@@ -84,12 +83,7 @@ pub(crate) struct Segment<F> {
 }
 
 impl<F> Segment<F> {
-    pub(crate) fn new(
-        dir: &Path,
-        base_offset: u64,
-        map: Arc<dyn Mapped>,
-        writer: Option<F>,
-    ) -> Segment<F> {
+    pub(crate) fn new(dir: &Path, base_offset: u64, map: Mapping, writer: Option<F>) -> Segment<F> {
         Segment {
             base_offset,
             log_path: dir.join(log_name(base_offset)),

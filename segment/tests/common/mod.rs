@@ -304,10 +304,7 @@ impl corelog_segment::io::StorageFile for GatedFile {
     async fn truncate(&self, len: u64) -> std::io::Result<()> {
         self.inner.truncate(len).await
     }
-    fn map(
-        &self,
-        capacity: usize,
-    ) -> std::io::Result<std::sync::Arc<dyn corelog_segment::io::Mapped>> {
+    fn map(&self, capacity: usize) -> std::io::Result<corelog_segment::io::Mapping> {
         self.inner.map(capacity)
     }
 }
