@@ -28,7 +28,9 @@
 //! ```
 
 use clap::Parser;
-use corelog::{BatchBuilder, Config, Engine, Error, FsyncPolicy, LogConfig, MessageSpec, PollFrom};
+use corelog::{
+    BatchBuilder, Config, Engine, FsyncPolicy, LogConfig, MessageSpec, PollFrom, RequestError,
+};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitCode, Stdio};
@@ -511,9 +513,9 @@ impl Harness {
             log: LogConfig {
                 fsync: FsyncPolicy::Batch,
                 open_check: if full {
-                    corelog::segment::log::OpenCheck::Full
+                    corelog::testing::segment::log::OpenCheck::Full
                 } else {
-                    corelog::segment::log::OpenCheck::Tail
+                    corelog::testing::segment::log::OpenCheck::Tail
                 },
                 ..LogConfig::default()
             },
@@ -613,7 +615,7 @@ impl Harness {
             let reply =
                 match pollster_block(engine.poll_verified(p, PollFrom::Offset(next), 1 << 20)) {
                     Ok(r) => r,
-                    Err(Error::UnknownPartition { .. }) if next == 0 => break,
+                    Err(RequestError::UnknownPartition { .. }) if next == 0 => break,
                     Err(e) => {
                         return Err(format!("after cycle {cycle}: poll at offset {next}: {e}"))
                     }
@@ -738,7 +740,7 @@ impl Harness {
             .wait()
             .map(|s| s.next_offset)
             .or_else(|e| match e {
-                Error::UnknownPartition { .. } => Ok(0),
+                RequestError::UnknownPartition { .. } => Ok(0),
                 e => Err(e),
             })
             .map_err(|e| format!("after cycle {cycle}: stats: {e}"))?;
