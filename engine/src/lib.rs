@@ -23,7 +23,7 @@
 //! The storage layer's own seams (the io_uring `Ring`, the fault-injecting
 //! `SimStorage`, `PartitionLog`, the layout, the inspector) are not part of
 //! it. Tests, fuzzing and benchmarks reach them through the `testing` cargo
-//! feature, which adds [`testing`]`::segment` (the `corelog-segment` crate).
+//! feature, which adds `corelog::testing::segment` (the `corelog-segment` crate).
 //! This crate's own integration tests turn it on through a dev-dependency
 //! on itself.
 
