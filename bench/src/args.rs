@@ -1,7 +1,8 @@
 //! Command-line flags (exact names: scripts depend on them).
 
 use clap::{Parser, ValueEnum};
-use corelog::{parse_size, FsyncPolicy};
+use corelog::cli::parse_size;
+use corelog::FsyncPolicy;
 use std::path::PathBuf;
 
 /// What stores the data.

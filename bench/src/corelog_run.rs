@@ -60,7 +60,7 @@ pub async fn producer(
         Rc::new(Pacer {
             rate,
             next: Cell::new(ctx.go_at),
-            timer: corelog::segment::io::Ring::new(64).ok(),
+            timer: corelog::testing::segment::io::Ring::new(64).ok(),
         })
     });
     let lanes: Vec<_> = pools
@@ -89,7 +89,7 @@ pub async fn producer(
 pub struct Pacer {
     rate: f64,
     next: Cell<Instant>,
-    timer: Option<corelog::segment::io::Ring>,
+    timer: Option<corelog::testing::segment::io::Ring>,
 }
 
 impl Pacer {
@@ -145,7 +145,7 @@ async fn producer_lane(
             p.wait(len).await;
         }
         if ctx.retime {
-            let _ = corelog::segment::set_origin_timestamp(&mut buf, now_us());
+            let _ = corelog::testing::segment::set_origin_timestamp(&mut buf, now_us());
         }
         let bytes = buf.freeze();
         let keep = bytes.clone();
@@ -219,7 +219,7 @@ pub async fn consumer(
                 .await
             {
                 Ok(r) => r,
-                Err(corelog::Error::UnknownPartition { .. }) if args.tail => continue,
+                Err(corelog::RequestError::UnknownPartition { .. }) if args.tail => continue,
                 Err(e) => {
                     error = Some(format!("poll partition {p}: {e}"));
                     break 'outer;

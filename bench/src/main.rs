@@ -201,7 +201,7 @@ fn run_corelog(args: Args) -> Result<(), String> {
         args.message_size.max,
         args.messages_per_batch,
         args.fsync,
-        corelog::segment::checksum::simd_path(),
+        corelog::testing::segment::checksum::simd_path(),
         dir.display()
     );
 
@@ -398,7 +398,7 @@ fn run_corelog(args: Args) -> Result<(), String> {
             "warmup": args.warmup,
             "verify": !args.no_verify,
             "tail": args.tail,
-            "checksum_simd": corelog::segment::checksum::simd_path(),
+            "checksum_simd": corelog::testing::segment::checksum::simd_path(),
         },
         "append": append.json(),
         "poll": if args.no_poll { serde_json::Value::Null } else { poll.json() },

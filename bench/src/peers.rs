@@ -268,7 +268,7 @@ pub fn run(args: Args) -> Result<(), String> {
                         }
                         let _ = phase.latency.record((t1 - t0).as_nanos() as u64);
                         for e in entries {
-                            let b = corelog::segment::check(&e, limits)
+                            let b = corelog::testing::segment::check(&e, limits)
                                 .map_err(|err| format!("read back a bad batch: {err}"))?;
                             phase.bytes += e.len() as u64;
                             phase.messages += u64::from(b.message_count());

@@ -10,7 +10,7 @@ use corelog::{BatchBuilder, Config, Engine, MessageSpec, PollFrom};
 use std::error::Error;
 
 /// Builds a producer batch of `count` text messages from `producer`.
-fn batch(producer: u64, round: u64, count: u64) -> Result<Vec<u8>, corelog::segment::BuildError> {
+fn batch(producer: u64, round: u64, count: u64) -> Result<Vec<u8>, corelog::BuildError> {
     let texts: Vec<String> = (0..count)
         .map(|i| format!("producer {producer}, round {round}, message {i}"))
         .collect();

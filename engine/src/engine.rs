@@ -1,10 +1,12 @@
 //! The engine (owner of the shards) and its handle (the API).
 
+use crate::config::Config;
+use crate::error::{OpenError, RequestError};
 use crate::lock::DirLock;
 use crate::queue::{Reply, ShardQueue};
 use crate::request::{Request, Respond};
 use crate::shard::{self, placement, PartitionRecovery};
-use crate::{Config, Error};
+use crate::thread;
 use bytes::Bytes;
 use corelog_segment::log::{AppendAck, LogStats, PollFrom, PollReply};
 use corelog_segment::{Batch, Limits};
@@ -25,7 +27,7 @@ static ENGINE_IDS: AtomicU64 = AtomicU64::new(1);
 /// ```
 /// # fn main() -> Result<(), corelog::Error> {
 /// use corelog::{Config, Engine, PollFrom};
-/// use corelog_segment::{BatchBuilder, MessageSpec};
+/// use corelog::{BatchBuilder, MessageSpec};
 ///
 /// let dir = tempfile::tempdir().unwrap();
 /// let engine = Engine::open(Config { shards: Some(1), ..Config::new(dir.path()) })?;
@@ -38,7 +40,7 @@ static ENGINE_IDS: AtomicU64 = AtomicU64::new(1);
 /// let reply = engine.poll(7, PollFrom::Offset(0), 1 << 20).wait()?;
 /// let batch = reply.batches().next().unwrap();
 /// assert_eq!(batch.messages().next().unwrap().payload(), b"hello");
-/// engine.shutdown()
+/// Ok(engine.shutdown()?)
 /// # }
 /// ```
 #[derive(Debug)]
@@ -73,7 +75,7 @@ pub struct Engine {
 /// let reply = engine.poll(0, PollFrom::First, 1 << 20).wait()?;
 /// assert_eq!(reply.batch_count(), 2);
 /// reply.verify(&engine.limits())?;
-/// # engine.shutdown() }
+/// # Ok(engine.shutdown()?) }
 /// ```
 ///
 /// On a shard, where work for its own partitions skips the queue:
@@ -92,7 +94,7 @@ pub struct Engine {
 ///     tx.send(ack.map(|a| a.base_offset)).unwrap();
 /// }).wait()?;
 /// assert_eq!(rx.recv().unwrap()?, 0);
-/// # engine.shutdown() }
+/// # Ok(engine.shutdown()?) }
 /// ```
 #[derive(Debug, Clone)]
 pub struct Handle {
@@ -108,30 +110,22 @@ struct Shared {
     limits: Limits,
 }
 
-impl std::fmt::Debug for ShardQueue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ShardQueue")
-            .field("index", &self.index)
-            .finish()
-    }
-}
-
 impl Engine {
     /// Locks the data directory, starts the shards and recovers every
     /// partition found in it (see [`Engine::recovery`]).
-    pub fn open(config: Config) -> Result<Engine, Error> {
+    pub fn open(config: Config) -> Result<Engine, OpenError> {
         if !corelog_segment::checksum::cpu_supports_build() {
-            return Err(Error::UnsupportedCpu {
+            return Err(OpenError::UnsupportedCpu {
                 path: corelog_segment::checksum::simd_path(),
             });
         }
         config
             .log
             .validate()
-            .map_err(|e| Error::Config(e.to_string()))?;
+            .map_err(|reason| OpenError::InvalidConfig { reason })?;
         let partitions = config.dir.join("partitions");
         std::fs::create_dir_all(&partitions)
-            .map_err(|e| Error::io("create directory", &partitions, e))?;
+            .map_err(|e| OpenError::io("create directory", &partitions, e))?;
         let lock = DirLock::acquire(&config.dir)?;
         let cpus: Vec<usize> = core_affinity::get_core_ids()
             .unwrap_or_default()
@@ -165,7 +159,7 @@ impl Engine {
                 None
             };
             let t = shard::start(i, shards, id, config.clone(), q.clone(), cpu, tx.clone())
-                .map_err(|e| Error::io("start shard thread", &config.dir, e))?;
+                .map_err(|e| OpenError::io("start shard thread", &config.dir, e))?;
             engine.threads.push(t);
         }
         drop(tx);
@@ -174,7 +168,7 @@ impl Engine {
             match rx.recv() {
                 Ok(Ok(started)) => engine.recovery.extend(started.recovery),
                 Ok(Err(e)) => failure = failure.or(Some(e)),
-                Err(_) => failure = failure.or(Some(Error::QueueClosed { shard: 0 })),
+                Err(_) => failure = failure.or(Some(OpenError::ShardStopped)),
             }
         }
         if let Some(e) = failure {
@@ -198,18 +192,19 @@ impl Engine {
     /// Stops taking requests, lets every shard finish the requests it has
     /// taken, flushes and closes every partition, stops the threads and
     /// releases the directory lock. Requests still queued get
-    /// [`Error::ShuttingDown`].
-    pub fn shutdown(mut self) -> Result<(), Error> {
+    /// [`RequestError::ShuttingDown`]. Refuses to run on a shard thread
+    /// ([`RequestError::WouldBlockShard`], its only error).
+    pub fn shutdown(mut self) -> Result<(), RequestError> {
         self.stop()
     }
 
-    fn stop(&mut self) -> Result<(), Error> {
+    fn stop(&mut self) -> Result<(), RequestError> {
         if self.threads.is_empty() {
             self.lock = None;
             return Ok(());
         }
-        if shard::on_shard_thread() {
-            return Err(Error::WouldBlockShard);
+        if thread::on_shard_thread() {
+            return Err(RequestError::WouldBlockShard);
         }
         self.handle.shared.closing.store(true, Ordering::SeqCst);
         for (q, t) in self.handle.shared.queues.iter().zip(&self.threads) {
@@ -275,10 +270,13 @@ impl Handle {
 
     fn send<T>(&self, shard: usize, make: impl FnOnce(Respond<T>) -> Request) -> Reply<T> {
         if self.shared.closing.load(Ordering::SeqCst) {
-            return Reply::failed(Error::ShuttingDown);
+            return Reply::failed(RequestError::ShuttingDown);
         }
         let Some(queue) = self.shared.queues.get(shard) else {
-            return Reply::failed(Error::Config(format!("no shard {shard}")));
+            return Reply::failed(RequestError::NoSuchShard {
+                shard,
+                shards: self.shards(),
+            });
         };
         let (tx, rx) = oneshot::channel();
         let req = make(tx);
@@ -304,7 +302,7 @@ impl Handle {
                 stamped: false,
                 reply,
             }),
-            Err(error) => Reply::failed(Error::Admission { partition, error }),
+            Err(error) => Reply::failed(RequestError::Admission { partition, error }),
         }
     }
 
@@ -314,7 +312,7 @@ impl Handle {
     pub fn append_admitted(&self, partition: u64, batch: Batch) -> Reply<AppendAck> {
         let declared = batch.len() as u64;
         if declared > self.shared.limits.max_batch_bytes {
-            return Reply::failed(Error::Admission {
+            return Reply::failed(RequestError::Admission {
                 partition,
                 error: corelog_segment::BatchError::TooLarge {
                     declared,
@@ -341,7 +339,7 @@ impl Handle {
                 stamped: true,
                 reply,
             }),
-            Err(error) => Reply::failed(Error::Admission { partition, error }),
+            Err(error) => Reply::failed(RequestError::Admission { partition, error }),
         }
     }
 
@@ -364,14 +362,14 @@ impl Handle {
         partition: u64,
         from: PollFrom,
         max_bytes: u64,
-    ) -> impl Future<Output = Result<PollReply, Error>> + Send + 'static {
+    ) -> Reply<PollReply> {
         let reply = self.poll(partition, from, max_bytes);
         let limits = self.shared.limits;
-        async move {
+        Reply::joined(async move {
             let r = reply.await?;
             r.verify(&limits)?;
             Ok(r)
-        }
+        })
     }
 
     /// Polls for `consumer`: after its stored offset, or from the start.
@@ -412,7 +410,7 @@ impl Handle {
     }
 
     /// Makes everything appended to every partition so far durable.
-    pub fn flush_all(&self) -> impl Future<Output = Result<(), Error>> + Send + 'static {
+    pub fn flush_all(&self) -> Reply<()> {
         let replies: Vec<Reply<()>> = (0..self.shards())
             .map(|s| {
                 self.send(s, |reply| Request::Flush {
@@ -421,12 +419,12 @@ impl Handle {
                 })
             })
             .collect();
-        async move {
+        Reply::joined(async move {
             for r in replies {
                 r.await?;
             }
             Ok(())
-        }
+        })
     }
 
     /// Sizes and offsets of `partition`.
@@ -446,34 +444,32 @@ impl Handle {
     }
 
     /// Every open partition, sorted.
-    pub fn partitions(&self) -> impl Future<Output = Result<Vec<u64>, Error>> + Send + 'static {
+    pub fn partitions(&self) -> Reply<Vec<u64>> {
         let replies: Vec<Reply<Vec<u64>>> = (0..self.shards())
             .map(|s| self.send(s, |reply| Request::List { reply }))
             .collect();
-        async move {
+        Reply::joined(async move {
             let mut all = Vec::new();
             for r in replies {
                 all.extend(r.await?);
             }
             all.sort_unstable();
             Ok(all)
-        }
+        })
     }
 
     /// Applies the retention limits now; returns the deleted segment files.
-    pub fn enforce_retention(
-        &self,
-    ) -> impl Future<Output = Result<Vec<PathBuf>, Error>> + Send + 'static {
+    pub fn enforce_retention(&self) -> Reply<Vec<PathBuf>> {
         let replies: Vec<Reply<Vec<PathBuf>>> = (0..self.shards())
             .map(|s| self.send(s, |reply| Request::Retention { reply }))
             .collect();
-        async move {
+        Reply::joined(async move {
             let mut all = Vec::new();
             for r in replies {
                 all.extend(r.await?);
             }
             Ok(all)
-        }
+        })
     }
 
     /// Runs `f()` as a task on `shard`'s runtime (a thread-per-core program

@@ -6,12 +6,26 @@
 //! partitions placed on it ([`Handle::shard_of`]). The [`Handle`] is the API:
 //! `Clone + Send + Sync`, usable from any thread or async runtime; requests
 //! travel to the owning shard through a bounded lock-free queue and come
-//! back through a oneshot channel.
+//! back through a oneshot channel. Every `Handle` request returns a
+//! [`Reply`].
 //!
-//! Batches are stored and served in the one layout of `message-batches.md`
-//! (see [`corelog_segment`]): the bytes a producer sends are the bytes on
-//! disk and the bytes a poll returns, but for the server-stamped header
-//! fields.
+//! Batches are stored and served in the one layout of `message-batches.md`:
+//! the bytes a producer sends are the bytes on disk and the bytes a poll
+//! returns, but for the server-stamped header fields.
+//!
+//! ## What is public
+//!
+//! The items below are the whole embedding API: the engine, its handle and
+//! replies, the configuration, the batch types, and the errors the
+//! signatures use ([`OpenError`] from [`Engine::open`], [`RequestError`]
+//! from every [`Reply`], [`Error`] for either).
+//!
+//! The storage layer's own seams (the io_uring `Ring`, the fault-injecting
+//! `SimStorage`, `PartitionLog`, the layout, the inspector) are not part of
+//! it. Tests, fuzzing and benchmarks reach them through the `testing` cargo
+//! feature, which adds `corelog::testing::segment` (the `corelog-segment` crate).
+//! This crate's own integration tests turn it on through a dev-dependency
+//! on itself.
 
 mod config;
 mod engine;
@@ -21,19 +35,29 @@ mod queue;
 mod request;
 mod shard;
 mod size;
+mod thread;
+
+#[doc(hidden)]
+pub mod cli;
 
 pub use config::Config;
 pub use engine::{Engine, Handle};
-pub use error::Error;
-pub use lock::DirLock;
+pub use error::{Error, OpenError, RequestError};
 pub use queue::Reply;
-pub use shard::{placement, PartitionRecovery};
-pub use size::parse_size;
+pub use shard::PartitionRecovery;
 
-pub use corelog_segment as segment;
 pub use corelog_segment::log::{
-    AppendAck, FsyncPolicy, LogConfig, LogStats, PollFrom, PollReply, RecoveryReport, Retention,
+    AppendAck, Damage, FsyncPolicy, LogConfig, LogError, LogStats, OpenCheck, ParseFsyncError,
+    Poison, PollFrom, PollReply, RecoveryReport, Retention, TailCut,
 };
 pub use corelog_segment::{
-    Batch, BatchBuilder, BatchError, BatchRef, Limits, Message, MessageSpec,
+    Batch, BatchBuilder, BatchError, BatchRef, BuildError, Limits, Message, MessageSpec, Messages,
 };
+
+/// Seams for tests, fuzzing and benchmarks (cargo feature `testing`): the
+/// storage layer beneath the engine, with its simulated disk, its io_uring
+/// ring and its byte layout. Nothing an embedding broker should use.
+#[cfg(feature = "testing")]
+pub mod testing {
+    pub use corelog_segment as segment;
+}

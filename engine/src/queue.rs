@@ -8,8 +8,9 @@
 //! The reply travels back on a oneshot channel, so the futures run on any
 //! executor.
 
+use crate::error::RequestError;
 use crate::request::Request;
-use crate::Error;
+use crate::thread;
 use atomic_waker::AtomicWaker;
 use crossbeam_queue::ArrayQueue;
 use event_listener::{Event, EventListener};
@@ -84,6 +85,14 @@ impl ShardQueue {
     }
 }
 
+impl std::fmt::Debug for ShardQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ShardQueue")
+            .field("index", &self.index)
+            .finish()
+    }
+}
+
 pub(crate) struct QueueReady<'a> {
     q: &'a ShardQueue,
 }
@@ -118,6 +127,7 @@ impl<T> std::fmt::Debug for Reply<T> {
             State::Failed(_) => "failed",
             State::Queued { .. } => "waiting for queue space",
             State::Waiting { .. } => "queued",
+            State::Joined(_) => "combining replies",
             State::Done => "done",
         };
         f.debug_struct("Reply").field("state", &s).finish()
@@ -125,22 +135,25 @@ impl<T> std::fmt::Debug for Reply<T> {
 }
 
 enum State<T> {
-    Failed(Option<Error>),
+    Failed(Option<RequestError>),
     Queued {
         queue: Arc<ShardQueue>,
         req: Option<Request>,
         listener: Option<EventListener>,
-        rx: oneshot::Receiver<Result<T, Error>>,
+        rx: oneshot::Receiver<Result<T, RequestError>>,
     },
     Waiting {
-        rx: oneshot::Receiver<Result<T, Error>>,
+        rx: oneshot::Receiver<Result<T, RequestError>>,
         queue: Arc<ShardQueue>,
     },
+    /// Replies combined (from several shards), or a reply checked further,
+    /// on the caller's side.
+    Joined(Pin<Box<dyn Future<Output = Result<T, RequestError>> + Send>>),
     Done,
 }
 
 impl<T> Reply<T> {
-    pub(crate) fn failed(e: Error) -> Reply<T> {
+    pub(crate) fn failed(e: RequestError) -> Reply<T> {
         Reply {
             state: State::Failed(Some(e)),
         }
@@ -148,7 +161,7 @@ impl<T> Reply<T> {
 
     /// A request already handed to its shard.
     pub(crate) fn waiting(
-        rx: oneshot::Receiver<Result<T, Error>>,
+        rx: oneshot::Receiver<Result<T, RequestError>>,
         queue: Arc<ShardQueue>,
     ) -> Reply<T> {
         Reply {
@@ -156,11 +169,20 @@ impl<T> Reply<T> {
         }
     }
 
+    /// A reply computed from other replies (already sent) by `combine`.
+    pub(crate) fn joined(
+        combine: impl Future<Output = Result<T, RequestError>> + Send + 'static,
+    ) -> Reply<T> {
+        Reply {
+            state: State::Joined(Box::pin(combine)),
+        }
+    }
+
     /// Queues `req` now if there is room, else when polled.
     pub(crate) fn send(
         queue: &Arc<ShardQueue>,
         req: Request,
-        rx: oneshot::Receiver<Result<T, Error>>,
+        rx: oneshot::Receiver<Result<T, RequestError>>,
     ) -> Reply<T> {
         match queue.try_push(req) {
             Ok(()) => Reply::waiting(rx, queue.clone()),
@@ -177,9 +199,9 @@ impl<T> Reply<T> {
 
     /// Blocks the calling thread until the reply arrives. Refuses to run on
     /// a shard thread, where it would stall the shard.
-    pub fn wait(self) -> Result<T, Error> {
-        if crate::shard::on_shard_thread() {
-            return Err(Error::WouldBlockShard);
+    pub fn wait(self) -> Result<T, RequestError> {
+        if thread::on_shard_thread() {
+            return Err(RequestError::WouldBlockShard);
         }
         pollster::block_on(self)
     }
@@ -188,13 +210,13 @@ impl<T> Reply<T> {
 impl<T> Unpin for Reply<T> {}
 
 impl<T> Future for Reply<T> {
-    type Output = Result<T, Error>;
+    type Output = Result<T, RequestError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         loop {
             match &mut self.state {
                 State::Failed(e) => {
-                    let e = e.take().unwrap_or(Error::ShuttingDown);
+                    let e = e.take().unwrap_or(RequestError::ShuttingDown);
                     self.state = State::Done;
                     return Poll::Ready(Err(e));
                 }
@@ -209,7 +231,7 @@ impl<T> Future for Reply<T> {
                         continue;
                     };
                     let Some(r) = req.filter(|_| !queue.is_closed()) else {
-                        return Poll::Ready(Err(Error::ShuttingDown));
+                        return Poll::Ready(Err(RequestError::ShuttingDown));
                     };
                     match queue.try_push(r) {
                         Ok(()) => self.state = State::Waiting { rx, queue },
@@ -243,9 +265,9 @@ impl<T> Future for Reply<T> {
                 }
                 State::Waiting { rx, queue } => {
                     let closed = if queue.is_closed() {
-                        Error::ShuttingDown
+                        RequestError::ShuttingDown
                     } else {
-                        Error::QueueClosed { shard: queue.index }
+                        RequestError::QueueClosed { shard: queue.index }
                     };
                     return match Pin::new(rx).poll(cx) {
                         Poll::Pending => Poll::Pending,
@@ -255,7 +277,14 @@ impl<T> Future for Reply<T> {
                         }
                     };
                 }
-                State::Done => return Poll::Ready(Err(Error::ShuttingDown)),
+                State::Joined(combine) => {
+                    let Poll::Ready(r) = combine.as_mut().poll(cx) else {
+                        return Poll::Pending;
+                    };
+                    self.state = State::Done;
+                    return Poll::Ready(r);
+                }
+                State::Done => return Poll::Ready(Err(RequestError::ShuttingDown)),
             }
         }
     }

@@ -1,13 +1,13 @@
 //! What travels to a shard.
 
-use crate::Error;
+use crate::error::RequestError;
 use corelog_segment::log::{AppendAck, LogStats, PollFrom, PollReply};
 use corelog_segment::Batch;
 use futures_channel::oneshot::Sender;
 use std::future::Future;
 use std::pin::Pin;
 
-pub(crate) type Respond<T> = Sender<Result<T, Error>>;
+pub(crate) type Respond<T> = Sender<Result<T, RequestError>>;
 
 /// A task to start on a shard's runtime.
 pub(crate) type Task = Box<dyn FnOnce() -> Pin<Box<dyn Future<Output = ()>>> + Send>;
@@ -81,7 +81,7 @@ impl Request {
     }
 
     /// Answers the request with an error.
-    pub(crate) fn fail(self, e: Error) {
+    pub(crate) fn fail(self, e: RequestError) {
         match self {
             Request::Append { reply, .. } => drop(reply.send(Err(e))),
             Request::Poll { reply, .. } | Request::PollNext { reply, .. } => {

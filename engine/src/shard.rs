@@ -4,9 +4,11 @@
 //! other shards; work for its partitions arrives through its queue (or
 //! directly, from a task already running on it).
 
+use crate::config::Config;
+use crate::error::{OpenError, RequestError};
 use crate::queue::ShardQueue;
 use crate::request::{Request, Task};
-use crate::{Config, Error};
+use crate::thread;
 use corelog_segment::io::UringStorage;
 use corelog_segment::log::{LogConfig, LogError, PartitionLog, RecoveryReport};
 use std::cell::{Cell, RefCell};
@@ -58,11 +60,6 @@ thread_local! {
     static CURRENT: RefCell<Option<Rc<Shard>>> = const { RefCell::new(None) };
 }
 
-/// Whether the calling thread is a shard.
-pub(crate) fn on_shard_thread() -> bool {
-    CURRENT.with(|c| c.borrow().is_some())
-}
-
 /// The shard running on this thread, if it is shard `index` of `engine`.
 pub(crate) fn local(engine: u64, index: usize) -> Option<Rc<Shard>> {
     CURRENT.with(|c| {
@@ -74,7 +71,7 @@ pub(crate) fn local(engine: u64, index: usize) -> Option<Rc<Shard>> {
 }
 
 /// Which shard owns `partition` among `shards`: `partition % shards`.
-pub fn placement(partition: u64, shards: usize) -> usize {
+pub(crate) fn placement(partition: u64, shards: usize) -> usize {
     (partition % shards.max(1) as u64) as usize
 }
 
@@ -91,7 +88,7 @@ pub(crate) fn start(
     config: Arc<Config>,
     queue: Arc<ShardQueue>,
     cpu: Option<usize>,
-    ready: mpsc::Sender<Result<Started, Error>>,
+    ready: mpsc::Sender<Result<Started, OpenError>>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
         .name(format!("corelog-shard-{index}"))
@@ -108,7 +105,7 @@ pub(crate) fn start(
             let mut runtime = match runtime {
                 Ok(r) => r,
                 Err(e) => {
-                    let _ = ready.send(Err(Error::IoUringUnavailable {
+                    let _ = ready.send(Err(OpenError::IoUringUnavailable {
                         reason: Arc::new(e),
                     }));
                     queue.close();
@@ -119,7 +116,7 @@ pub(crate) fn start(
                 let storage = match UringStorage::new(config.ring_entries) {
                     Ok(s) => s,
                     Err(e) => {
-                        let _ = ready.send(Err(Error::IoUringUnavailable {
+                        let _ = ready.send(Err(OpenError::IoUringUnavailable {
                             reason: Arc::new(e),
                         }));
                         queue.close();
@@ -139,6 +136,7 @@ pub(crate) fn start(
                     idle: RefCell::new(None),
                 });
                 CURRENT.with(|c| *c.borrow_mut() = Some(shard.clone()));
+                thread::set_on_shard_thread(true);
                 let recovery = shard.recover(shards).await;
                 let _ = ready.send(Ok(Started { recovery }));
                 if config.log.retention.max_age.is_some()
@@ -163,6 +161,7 @@ pub(crate) fn start(
                 }
                 shard.run().await;
                 CURRENT.with(|c| *c.borrow_mut() = None);
+                thread::set_on_shard_thread(false);
             });
         })
 }
@@ -256,7 +255,9 @@ impl Shard {
 
     /// Applies the retention limits to every open partition; the first
     /// error stops it (and is returned), deletions so far stand.
-    fn enforce_retention(&self) -> impl Future<Output = Result<Vec<PathBuf>, Error>> + 'static {
+    fn enforce_retention(
+        &self,
+    ) -> impl Future<Output = Result<Vec<PathBuf>, RequestError>> + 'static {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_micros() as u64)
@@ -301,7 +302,7 @@ impl Shard {
     /// thread.
     pub(crate) fn handle(self: &Rc<Self>, req: Request) {
         if self.closing.get() {
-            req.fail(Error::ShuttingDown);
+            req.fail(RequestError::ShuttingDown);
             return;
         }
         match req {
@@ -333,7 +334,7 @@ impl Shard {
                     let mut result = Ok(());
                     for log in logs {
                         if let Err(e) = log.flush().await {
-                            result = Err(Error::from(e));
+                            result = Err(RequestError::from(e));
                         }
                     }
                     let _ = reply.send(result);
@@ -341,8 +342,7 @@ impl Shard {
             }
             req => {
                 let Some(p) = req.partition() else {
-                    req.fail(Error::Config("request without a partition".into()));
-                    return;
+                    unreachable!("every request without a partition is matched above");
                 };
                 let mut parts = self.partitions.borrow_mut();
                 match parts.get_mut(&p) {
@@ -355,19 +355,19 @@ impl Shard {
                     Some(Slot::Failed(e)) => {
                         let e = e.clone();
                         drop(parts);
-                        req.fail(Error::Storage(e));
+                        req.fail(RequestError::Storage(e));
                     }
                     None => {
                         if let Some(e) = refused_by_a_new_partition(&req, p) {
                             drop(parts);
-                            req.fail(Error::Storage(e));
+                            req.fail(RequestError::Storage(e));
                         } else if matches!(req, Request::Append { .. } | Request::Create { .. }) {
                             parts.insert(p, Slot::Opening(vec![req]));
                             drop(parts);
                             self.open_partition(p);
                         } else {
                             drop(parts);
-                            req.fail(Error::UnknownPartition { partition: p });
+                            req.fail(RequestError::UnknownPartition { partition: p });
                         }
                     }
                 }
@@ -424,7 +424,7 @@ impl Shard {
                 }
                 Err(e) => {
                     for req in pending {
-                        req.fail(Error::Storage(e.clone()));
+                        req.fail(RequestError::Storage(e.clone()));
                     }
                 }
             }
@@ -445,7 +445,7 @@ impl Shard {
                     log.append(batch)
                 };
                 self.spawn_tracked(async move {
-                    let _ = reply.send(fut.await.map_err(Error::from));
+                    let _ = reply.send(fut.await.map_err(RequestError::from));
                 });
             }
             Request::Poll {
@@ -454,7 +454,7 @@ impl Shard {
                 reply,
                 ..
             } => {
-                let _ = reply.send(log.poll(from, max_bytes).map_err(Error::from));
+                let _ = reply.send(log.poll(from, max_bytes).map_err(RequestError::from));
             }
             Request::PollNext {
                 consumer,
@@ -467,7 +467,7 @@ impl Shard {
                     let _ = reply.send(
                         log.poll_next(consumer, max_bytes)
                             .await
-                            .map_err(Error::from),
+                            .map_err(RequestError::from),
                     );
                 });
             }
@@ -482,7 +482,7 @@ impl Shard {
                     let _ = reply.send(
                         log.store_offset(consumer, offset)
                             .await
-                            .map_err(Error::from),
+                            .map_err(RequestError::from),
                     );
                 });
             }
@@ -491,13 +491,13 @@ impl Shard {
             } => {
                 let log = log.clone();
                 self.spawn_tracked(async move {
-                    let _ = reply.send(log.load_offset(consumer).await.map_err(Error::from));
+                    let _ = reply.send(log.load_offset(consumer).await.map_err(RequestError::from));
                 });
             }
             Request::Flush { reply, .. } => {
                 let log = log.clone();
                 self.spawn_tracked(async move {
-                    let _ = reply.send(log.flush().await.map_err(Error::from));
+                    let _ = reply.send(log.flush().await.map_err(RequestError::from));
                 });
             }
             Request::Stats { reply, .. } => {
@@ -506,9 +506,12 @@ impl Shard {
             Request::Create { reply, .. } => {
                 let _ = reply.send(Ok(()));
             }
-            other => other.fail(Error::Config(
-                "request cannot be dispatched to a partition".into(),
-            )),
+            Request::Spawn(_)
+            | Request::Shutdown
+            | Request::List { .. }
+            | Request::Retention { .. } => {
+                unreachable!("only requests naming a partition reach a partition log")
+            }
         }
     }
 }

@@ -5,10 +5,10 @@
 /// 1024; `K`, `M`, `G` as the binary units).
 ///
 /// ```
-/// assert_eq!(corelog::parse_size("2GB"), Ok(2_000_000_000));
-/// assert_eq!(corelog::parse_size("512MiB"), Ok(512 << 20));
-/// assert_eq!(corelog::parse_size("4096"), Ok(4096));
-/// assert!(corelog::parse_size("12 parsecs").is_err());
+/// assert_eq!(corelog::cli::parse_size("2GB"), Ok(2_000_000_000));
+/// assert_eq!(corelog::cli::parse_size("512MiB"), Ok(512 << 20));
+/// assert_eq!(corelog::cli::parse_size("4096"), Ok(4096));
+/// assert!(corelog::cli::parse_size("12 parsecs").is_err());
 /// ```
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();

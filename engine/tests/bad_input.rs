@@ -1,5 +1,5 @@
 //! Every way a producer batch can break `message-batches.md`, refused by
-//! the API (`Error::Admission` with the matching `BatchError`) and by the
+//! the API (`RequestError::Admission` with the matching `BatchError`) and by the
 //! CLI (`corelog append` exits 2 and names the batch and what is wrong),
 //! with the log unchanged: stats and polled bytes before and after are
 //! identical, and a new partition is not even created.
@@ -16,12 +16,12 @@
 
 mod common;
 
-use common::{open, serial};
-use corelog::segment::set_origin_timestamp;
-use corelog::{BatchBuilder, BatchError, Engine, Error, Limits, LogConfig, MessageSpec, PollFrom};
-use std::io::Write;
+use common::{corelog, open, serial};
+use corelog::testing::segment::set_origin_timestamp;
+use corelog::{
+    BatchBuilder, BatchError, Engine, Limits, LogConfig, MessageSpec, PollFrom, RequestError,
+};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 
 /// A valid producer batch of three messages (payloads of 100, 60 and 80
 /// bytes), made with `seed` so batches differ.
@@ -344,7 +344,7 @@ fn the_api_refuses_every_broken_batch_with_its_error_and_changes_nothing() {
                 ),
             ] {
                 match result {
-                    Err(Error::Admission {
+                    Err(RequestError::Admission {
                         partition,
                         ref error,
                     }) if partition == p => {
@@ -426,7 +426,7 @@ fn a_batch_over_the_configured_limit_is_refused_on_every_append_path() {
         assert!(
             matches!(
                 result,
-                Err(Error::Admission { partition: 2, error: BatchError::TooLarge { declared: d, max } })
+                Err(RequestError::Admission { partition: 2, error: BatchError::TooLarge { declared: d, max } })
                     if d == declared && max == limit
             ),
             "{how}: {result:?}"
@@ -445,9 +445,9 @@ fn server_fields_a_producer_fills_in_are_overwritten_not_stored() {
     let engine = open(dir.path(), 1, LogConfig::default());
     engine.append(3, good(1)).wait().unwrap();
     let mut odd = good(2);
-    corelog::segment::stamp_in_place(
+    corelog::testing::segment::stamp_in_place(
         &mut odd,
-        corelog::segment::Stamp {
+        corelog::testing::segment::Stamp {
             partition_id: 99,
             base_offset: 12_345,
             base_timestamp: 1,
@@ -464,23 +464,6 @@ fn server_fields_a_producer_fills_in_are_overwritten_not_stored() {
     assert_eq!(b.blob(), &odd[256..]);
     drop(reply);
     engine.shutdown().unwrap();
-}
-
-fn corelog(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_corelog"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let bytes = stdin.to_vec();
-    // The CLI may stop reading at the refused batch: EPIPE is fine.
-    let feeder = std::thread::spawn(move || drop(input.write_all(&bytes)));
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap();
-    out
 }
 
 fn cli_state(dir: &Path, p: u64) -> Vec<u8> {

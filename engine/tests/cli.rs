@@ -8,30 +8,12 @@
 
 mod common;
 
-use common::{batch, messages_in};
-use corelog::segment::check;
+use common::{batch, corelog, messages_in};
+use corelog::testing::segment::check;
 use corelog::Limits;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-
-/// Runs `corelog args`, feeding `stdin` from a thread (it may be large).
-fn corelog(args: &[&str], stdin: &[u8]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_corelog"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut input = child.stdin.take().unwrap();
-    let bytes = stdin.to_vec();
-    // A command that does not read stdin may exit first: EPIPE is fine.
-    let feeder = std::thread::spawn(move || drop(input.write_all(&bytes)));
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap();
-    out
-}
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()

@@ -24,11 +24,10 @@
 mod common;
 
 use common::{batch, open, serial};
-use corelog::segment::log::{LogError, OpenCheck};
-use corelog::{Engine, Error, LogConfig, PollFrom};
+use corelog::testing::segment::log::{LogError, OpenCheck};
+use corelog::{Engine, LogConfig, PollFrom, RequestError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 const P: u64 = 3;
 const BATCHES: u64 = 120;
@@ -132,7 +131,7 @@ impl Pristine {
     /// index has it.
     fn last_indexed(&self, log: &Path) -> u64 {
         let index = &self.files[&log.with_extension("index")];
-        let (entries, seal) = corelog::segment::log::index::decode_file(index);
+        let (entries, seal) = corelog::testing::segment::log::index::decode_file(index);
         assert!(seal.is_some(), "{} is sealed", log.display());
         u64::from(entries.last().unwrap().position)
     }
@@ -221,10 +220,7 @@ fn random_damage(rng: &mut fastrand::Rng, file: &Path, original: &[u8]) -> Damag
 
 /// `corelog verify` on `root`: exit code and output.
 fn verify(root: &Path) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_corelog"))
-        .args(["verify", "--dir", root.to_str().unwrap()])
-        .output()
-        .unwrap();
+    let out = common::corelog(&["verify", "--dir", root.to_str().unwrap()], b"");
     (
         out.status.code(),
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
@@ -278,7 +274,7 @@ fn recovery(engine: &Engine) -> Result<corelog::RecoveryReport, LogError> {
 /// Walks the partition with verified polls from offset 0: every batch it
 /// returns must be the pristine one. Returns the error that stopped it, if
 /// any.
-fn walk_verified(engine: &Engine, pristine: &Pristine, what: &str) -> Option<Error> {
+fn walk_verified(engine: &Engine, pristine: &Pristine, what: &str) -> Option<RequestError> {
     let mut next = 0;
     loop {
         let reply = match futures::executor::block_on(engine.poll_verified(
@@ -360,7 +356,7 @@ fn sealed_segment_damage(check: OpenCheck, salt: u64) {
                 );
                 // The partition answers with the error; nothing was dropped.
                 match engine.poll(P, PollFrom::First, 1 << 20).wait() {
-                    Err(Error::Storage(ref le)) if corrupt_at(le) == Some((path, pos)) => {}
+                    Err(RequestError::Storage(ref le)) if corrupt_at(le) == Some((path, pos)) => {}
                     other => panic!("{what}: a refused partition answers {other:?}"),
                 }
             }
@@ -376,7 +372,7 @@ fn sealed_segment_damage(check: OpenCheck, salt: u64) {
                 let e = walk_verified(&engine, &pristine, &what)
                     .unwrap_or_else(|| panic!("{what}: the damaged batch was served as sound"));
                 poll_errors += 1;
-                let Error::Storage(le) = &e else {
+                let RequestError::Storage(le) = &e else {
                     panic!("{what}: {e}")
                 };
                 let (path, _) = corrupt_at(le).unwrap_or_else(|| panic!("{what}: {e}"));
@@ -462,7 +458,7 @@ fn assert_index_recovered(
                 "{what}"
             );
         }
-        let ts = corelog::segment::check(bytes, &corelog::Limits::default())
+        let ts = corelog::testing::segment::check(bytes, &corelog::Limits::default())
             .unwrap()
             .base_timestamp();
         let reply =
@@ -472,7 +468,7 @@ fn assert_index_recovered(
             .batches
             .iter()
             .find(|(_, b)| {
-                corelog::segment::check(b, &corelog::Limits::default())
+                corelog::testing::segment::check(b, &corelog::Limits::default())
                     .unwrap()
                     .base_timestamp()
                     >= ts
@@ -580,7 +576,7 @@ fn regression_a_tail_open_drops_a_garbled_index_entry_before_the_last() {
         .iter()
         .find_map(|log| {
             let index = &pristine.files[&log.with_extension("index")];
-            let (entries, _) = corelog::segment::log::index::decode_file(index);
+            let (entries, _) = corelog::testing::segment::log::index::decode_file(index);
             (entries.len() >= 3 && entries[1].rel_offset >= entries[0].rel_offset + 2)
                 .then(|| (log.clone(), entries))
         })

@@ -5,13 +5,13 @@
 
 mod common;
 
-use common::{batch, open};
-use corelog::{Config, Engine, Error, LogConfig};
+use common::{batch, corelog, open};
+use corelog::{Config, Engine, LogConfig, OpenError};
 use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 
-fn open_again(dir: &Path) -> Result<Engine, Error> {
+fn open_again(dir: &Path) -> Result<Engine, OpenError> {
     Engine::open(Config {
         shards: Some(1),
         pin_threads: false,
@@ -19,9 +19,9 @@ fn open_again(dir: &Path) -> Result<Engine, Error> {
     })
 }
 
-fn assert_lock_held(result: Result<Engine, Error>, dir: &Path) {
+fn assert_lock_held(result: Result<Engine, OpenError>, dir: &Path) {
     match result {
-        Err(Error::LockHeld { dir: d, holder }) => {
+        Err(OpenError::LockHeld { dir: d, holder }) => {
             assert_eq!(d, dir);
             assert_eq!(
                 holder,
@@ -62,19 +62,6 @@ fn a_second_engine_in_the_same_process_is_refused() {
     open_again(dir.path()).unwrap().shutdown().unwrap();
 }
 
-fn corelog(args: &[&str]) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_corelog"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // A batch on stdin for `append`; the others do not read it.
-    let _ = child.stdin.take().unwrap().write_all(&batch(0, 9));
-    child.wait_with_output().unwrap()
-}
-
 #[test]
 fn another_process_is_refused_naming_the_directory_and_the_holder() {
     let _serial = common::serial();
@@ -89,7 +76,7 @@ fn another_process_is_refused_naming_the_directory_and_the_holder() {
         &["verify", "--dir", d],
         &["dump", "--dir", d],
     ] {
-        let out = corelog(args);
+        let out = corelog(args, &batch(0, 9));
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success(), "{args:?} ran on a held directory");
         assert!(
@@ -113,13 +100,13 @@ fn another_process_is_refused_naming_the_directory_and_the_holder() {
     engine.shutdown().unwrap();
 
     // Released: the same commands now run.
-    let out = corelog(&["verify", "--dir", d]);
+    let out = corelog(&["verify", "--dir", d], &batch(0, 9));
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
-    let out = corelog(&["append", "--dir", d, "--partition", "0"]);
+    let out = corelog(&["append", "--dir", d, "--partition", "0"], &batch(0, 9));
     assert!(
         out.status.success(),
         "{}",
@@ -167,7 +154,7 @@ fn a_cli_run_holds_the_lock_while_it_runs_and_a_killed_one_leaves_it_free() {
         )
     );
     match open_again(dir.path()) {
-        Err(Error::LockHeld { dir: held, holder }) => {
+        Err(OpenError::LockHeld { dir: held, holder }) => {
             assert_eq!(held, dir.path());
             assert_eq!(
                 holder,
@@ -193,7 +180,7 @@ fn a_finished_cli_run_leaves_the_directory_free() {
     let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let out = corelog(&["append", "--dir", d, "--partition", "3"]);
+    let out = corelog(&["append", "--dir", d, "--partition", "3"], &batch(0, 9));
     assert!(
         out.status.success(),
         "{}",

@@ -6,8 +6,8 @@
 mod common;
 
 use common::{base_offset_of, batch, decode_id, messages_in, open, small_segments};
-use corelog::segment::log::LogError;
-use corelog::{Batch, BatchError, Engine, Error, Limits, LogConfig, PollFrom};
+use corelog::testing::segment::log::LogError;
+use corelog::{Batch, BatchError, Engine, Limits, LogConfig, PollFrom, RequestError};
 
 /// Appends batches `from..to` of stream `p` to partition `p`.
 fn append_range(engine: &Engine, p: u64, from: u64, to: u64) {
@@ -229,9 +229,9 @@ fn requests_for_a_missing_partition_are_unknown_and_create_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path(), 2, LogConfig::default());
     append_range(&engine, 1, 0, 1);
-    let unknown = |r: Result<(), Error>, what: &str| {
+    let unknown = |r: Result<(), RequestError>, what: &str| {
         assert!(
-            matches!(r, Err(Error::UnknownPartition { partition: 8 })),
+            matches!(r, Err(RequestError::UnknownPartition { partition: 8 })),
             "{what}: {r:?}"
         )
     };
@@ -321,7 +321,7 @@ fn refused_batches_store_nothing() {
     // Into a new partition: it is not even created.
     for (what, bytes, expected) in broken_batches() {
         match engine.append(5, bytes).wait() {
-            Err(Error::Admission {
+            Err(RequestError::Admission {
                 partition: 5,
                 error,
             }) => assert!(expected(&error), "{what}: {error}"),
@@ -331,7 +331,7 @@ fn refused_batches_store_nothing() {
     assert_eq!(partitions(&engine), Vec::<u64>::new());
     assert!(matches!(
         engine.poll(5, PollFrom::First, 1).wait(),
-        Err(Error::UnknownPartition { partition: 5 })
+        Err(RequestError::UnknownPartition { partition: 5 })
     ));
 
     // Into an existing partition: nothing changes, the next good batch
@@ -340,7 +340,7 @@ fn refused_batches_store_nothing() {
     let before = engine.stats(5).wait().unwrap();
     for (what, bytes, expected) in broken_batches() {
         match engine.append(5, bytes).wait() {
-            Err(Error::Admission {
+            Err(RequestError::Admission {
                 partition: 5,
                 error,
             }) => assert!(expected(&error), "{what}: {error}"),
@@ -380,7 +380,7 @@ fn append_admitted_refuses_a_batch_over_the_engine_limit() {
     // Admitted elsewhere, under the default limit.
     let admitted = Batch::admit(big.clone(), &Limits::default()).unwrap();
     match engine.append_admitted(3, admitted).wait() {
-        Err(Error::Admission {
+        Err(RequestError::Admission {
             partition: 3,
             error:
                 BatchError::TooLarge {
@@ -394,7 +394,7 @@ fn append_admitted_refuses_a_batch_over_the_engine_limit() {
     }
     assert!(matches!(
         engine.append(3, big).wait(),
-        Err(Error::Admission {
+        Err(RequestError::Admission {
             partition: 3,
             error: BatchError::TooLarge { .. }
         })
@@ -431,12 +431,12 @@ fn a_replica_stores_stamped_batches_verbatim_and_refuses_ones_that_do_not_contin
     // A batch already stored does not continue the log.
     assert!(matches!(
         replica.append_stamped(4, stamped[2].clone()).wait(),
-        Err(Error::Storage(LogError::OffsetMismatch { expected, found })) if expected == base_offset_of(6) && found == base_offset_of(2)
+        Err(RequestError::Storage(LogError::OffsetMismatch { expected, found })) if expected == base_offset_of(6) && found == base_offset_of(2)
     ));
     // A producer batch is stamped for partition 0, not 4.
     assert!(matches!(
         replica.append_stamped(4, batch(4, 6)).wait(),
-        Err(Error::Storage(LogError::PartitionMismatch {
+        Err(RequestError::Storage(LogError::PartitionMismatch {
             expected: 4,
             found: 0
         }))
@@ -459,9 +459,9 @@ fn a_refused_replicated_batch_does_not_create_its_partition() {
     let engine = open(dir.path(), 2, LogConfig::default());
     let stamped = |partition_id: u64, base_offset: u64| {
         let mut bytes = batch(9, 0);
-        corelog::segment::stamp_in_place(
+        corelog::testing::segment::stamp_in_place(
             &mut bytes,
-            corelog::segment::Stamp {
+            corelog::testing::segment::Stamp {
                 partition_id,
                 base_offset,
                 base_timestamp: 1,
@@ -475,7 +475,7 @@ fn a_refused_replicated_batch_does_not_create_its_partition() {
     assert!(
         matches!(
             err,
-            Error::Storage(LogError::OffsetMismatch {
+            RequestError::Storage(LogError::OffsetMismatch {
                 expected: 0,
                 found: 5
             })
@@ -486,7 +486,7 @@ fn a_refused_replicated_batch_does_not_create_its_partition() {
     assert!(
         matches!(
             err,
-            Error::Storage(LogError::PartitionMismatch {
+            RequestError::Storage(LogError::PartitionMismatch {
                 expected: 9,
                 found: 8
             })

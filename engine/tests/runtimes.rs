@@ -6,7 +6,7 @@
 mod common;
 
 use common::{base_offset_of, batch, decode_id, open, Watchdog};
-use corelog::{AppendAck, Error, Handle, LogConfig, PollFrom, PollReply, Reply};
+use corelog::{AppendAck, Handle, LogConfig, PollFrom, PollReply, Reply, RequestError};
 use std::time::Duration;
 
 #[test]
@@ -35,7 +35,7 @@ fn the_handle_and_its_futures_cross_threads() {
 
 /// Appends batches `0..n` of stream `p` to partition `p` with `.await`,
 /// one at a time, and reads them back.
-async fn append_and_read(h: Handle, p: u64, n: u64) -> Result<(), Error> {
+async fn append_and_read(h: Handle, p: u64, n: u64) -> Result<(), RequestError> {
     for seq in 0..n {
         let ack = h.append(p, batch(p, seq)).await?;
         assert_eq!(ack.base_offset, base_offset_of(seq), "partition {p}");
@@ -127,7 +127,7 @@ fn tasks_on_the_shards_use_the_same_handle() {
     assert_eq!(results.len(), 2);
     for (shard, blocked, own, other, placed) in results {
         assert!(
-            matches!(blocked, Err(Error::WouldBlockShard)),
+            matches!(blocked, Err(RequestError::WouldBlockShard)),
             "shard {shard}: {blocked:?}"
         );
         own.unwrap();

@@ -8,7 +8,7 @@ mod common;
 
 use common::{batch, decode_id, open, small_segments, Watchdog};
 use corelog::{
-    AppendAck, Batch, Config, Engine, Error, FsyncPolicy, Handle, LogConfig, PollFrom, Reply,
+    AppendAck, Batch, Config, Engine, FsyncPolicy, Handle, LogConfig, PollFrom, Reply, RequestError,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,8 +22,11 @@ const WINDOW: usize = 16;
 /// Where each acknowledged batch went: (partition, base_offset) → (writer, seq).
 type Acked = BTreeMap<(u64, u64), (u64, u64)>;
 
-fn refused_by_shutdown(e: &Error) -> bool {
-    matches!(e, Error::ShuttingDown | Error::QueueClosed { .. })
+fn refused_by_shutdown(e: &RequestError) -> bool {
+    matches!(
+        e,
+        RequestError::ShuttingDown | RequestError::QueueClosed { .. }
+    )
 }
 
 /// Appends until the engine refuses; records what was acknowledged.
@@ -69,7 +72,7 @@ fn poll_until_refused(h: &Handle, stop: &AtomicBool) {
             futures::executor::block_on(h.poll_verified(p, PollFrom::Last, 1 << 20))
         };
         match result {
-            Ok(_) | Err(Error::UnknownPartition { .. }) => {}
+            Ok(_) | Err(RequestError::UnknownPartition { .. }) => {}
             Err(e) if refused_by_shutdown(&e) => return,
             Err(e) => panic!("poll of partition {p} failed: {e}"),
         }
@@ -197,9 +200,9 @@ fn a_handle_outliving_its_engine_refuses_every_request() {
     h.append(1, batch(0, 0)).wait().unwrap();
     engine.shutdown().unwrap();
 
-    let shutting = |r: Result<(), Error>, what: &str| {
+    let shutting = |r: Result<(), RequestError>, what: &str| {
         assert!(
-            matches!(r, Err(Error::ShuttingDown)),
+            matches!(r, Err(RequestError::ShuttingDown)),
             "{what} after shutdown: {r:?}"
         )
     };
@@ -247,13 +250,13 @@ fn shutdown_completes_while_a_task_on_a_shard_keeps_appending() {
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path(), 2, LogConfig::default());
     let acked = std::sync::Arc::new(AtomicU64::new(0));
-    let (tx, rx) = std::sync::mpsc::channel::<Result<u64, Error>>();
+    let (tx, rx) = std::sync::mpsc::channel::<Result<u64, RequestError>>();
     let (h, a) = (engine.handle(), acked.clone());
     // Partition 1 lives on shard 1: the task's appends skip the queue.
     engine
         .spawn_on(1, move || async move {
             let mut seq = 0;
-            let outcome: Result<(), Error> = loop {
+            let outcome: Result<(), RequestError> = loop {
                 match h.append(1, batch(9, seq)).await {
                     Ok(_) => {
                         seq += 1;

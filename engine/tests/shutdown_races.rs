@@ -17,14 +17,17 @@
 mod common;
 
 use common::{batch, decode_id, open, small_segments, Watchdog};
-use corelog::{Config, Engine, Error, FsyncPolicy, Handle, LogConfig, PollFrom};
+use corelog::{Config, Engine, FsyncPolicy, Handle, LogConfig, PollFrom, RequestError};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
-fn refused(e: &Error) -> bool {
-    matches!(e, Error::ShuttingDown | Error::QueueClosed { .. })
+fn refused(e: &RequestError) -> bool {
+    matches!(
+        e,
+        RequestError::ShuttingDown | RequestError::QueueClosed { .. }
+    )
 }
 
 /// Every batch of every partition: partition -> [(base_offset, tag, seq)],
@@ -74,7 +77,7 @@ fn follow(h: &Handle, stop: &AtomicBool, id: u64) {
             match futures::executor::block_on(h.poll_verified(p, PollFrom::Offset(from), 16 << 10))
             {
                 Ok(r) => r,
-                Err(Error::UnknownPartition { .. }) => continue,
+                Err(RequestError::UnknownPartition { .. }) => continue,
                 Err(e) if refused(&e) => return,
                 Err(e) => panic!("reader {id}: poll of partition {p} from {from}: {e}"),
             };
@@ -246,7 +249,7 @@ fn mixed_caller(h: &Handle, t: u64, answered: &AtomicU64) -> Confirmed {
         i += 1;
         let p = (t * 7 + i) % PARTITIONS;
         let consumer = 100 + t;
-        let result: Result<(), Error> = match i % 13 {
+        let result: Result<(), RequestError> = match i % 13 {
             0..=3 => h.append(p, batch(t, seq)).wait().map(|ack| {
                 c.appends.insert((p, ack.base_offset), (t, seq));
                 seq += 1;
@@ -437,7 +440,7 @@ fn async_through_shutdown(after: u64) {
                     }
                     if seq.is_multiple_of(5) {
                         match h.poll_verified(p, PollFrom::Last, 4096).await {
-                            Ok(_) | Err(Error::UnknownPartition { .. }) => {}
+                            Ok(_) | Err(RequestError::UnknownPartition { .. }) => {}
                             Err(e) if refused(&e) => return,
                             Err(e) => panic!("task {t}: poll: {e}"),
                         }

@@ -4,6 +4,7 @@
 use corelog::{BatchBuilder, Config, Engine, LogConfig, MessageSpec};
 use std::io::Write;
 use std::path::Path;
+use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -126,4 +127,23 @@ pub fn serial() -> std::sync::MutexGuard<'static, ()> {
     SERIAL
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Runs the `corelog` binary with `args`, feeding it `stdin` from a thread
+/// (it may be large); a command that does not read stdin may exit first,
+/// so a broken pipe is fine.
+pub fn corelog(args: &[&str], stdin: &[u8]) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_corelog"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut input = child.stdin.take().unwrap();
+    let bytes = stdin.to_vec();
+    let feeder = std::thread::spawn(move || drop(input.write_all(&bytes)));
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap();
+    out
 }

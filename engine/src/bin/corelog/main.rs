@@ -1,10 +1,12 @@
 //! `corelog`: append, poll, verify and dump a corelog data directory.
 
+mod error;
+
 use clap::{Args, Parser, Subcommand};
-use corelog::segment::log::inspect::{inspect_partition, PartitionSummary};
-use corelog::{
-    parse_size, Batch, Config, DirLock, Engine, Error, FsyncPolicy, LogConfig, PollFrom,
-};
+use corelog::cli::{parse_size, DirLock};
+use corelog::{Batch, Config, Engine, FsyncPolicy, LogConfig, PollFrom};
+use corelog_segment::log::inspect::{inspect_partition, PartitionSummary};
+use error::CliError;
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -119,12 +121,12 @@ fn main() -> ExitCode {
     }
 }
 
-fn open_engine(dir: &Path, log: LogConfig) -> Result<Engine, Error> {
-    Engine::open(Config {
+fn open_engine(dir: &Path, log: LogConfig) -> Result<Engine, CliError> {
+    Ok(Engine::open(Config {
         shards: Some(1),
         log,
         ..Config::new(dir)
-    })
+    })?)
 }
 
 /// One batch read from standard input.
@@ -141,7 +143,7 @@ fn read_batch(
     start: u64,
     limits: &corelog::Limits,
 ) -> Result<Option<Incoming>, String> {
-    let mut header = vec![0u8; corelog::segment::layout::BATCH_HEADER_LEN];
+    let mut header = vec![0u8; corelog_segment::layout::BATCH_HEADER_LEN];
     let got = read_full(input, &mut header).map_err(|e| format!("reading standard input: {e}"))?;
     if got == 0 {
         return Ok(None);
@@ -149,7 +151,7 @@ fn read_batch(
     if got < header.len() {
         return Err(format!("batch {index} (stdin byte {start}): the stream ends after {got} of the 256 header bytes"));
     }
-    let declared = corelog::segment::declared_length(&header, limits)
+    let declared = corelog_segment::declared_length(&header, limits)
         .map_err(|e| format!("batch {index} (stdin byte {start}): {e}"))?;
     let mut bytes = header;
     bytes.resize(declared as usize, 0);
@@ -178,7 +180,7 @@ fn read_full(input: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
-fn append(a: AppendArgs) -> Result<ExitCode, Error> {
+fn append(a: AppendArgs) -> Result<ExitCode, CliError> {
     let log = LogConfig {
         segment_bytes: a.segment_bytes,
         fsync: a.fsync,
@@ -227,13 +229,13 @@ fn append(a: AppendArgs) -> Result<ExitCode, Error> {
     const IN_FLIGHT: usize = 32;
     let settle = |pending: &mut VecDeque<(u64, corelog::Reply<corelog::AppendAck>)>,
                   keep: usize|
-     -> Result<Option<String>, Error> {
+     -> Result<Option<String>, CliError> {
         while pending.len() > keep {
             let Some((index, reply)) = pending.pop_front() else {
                 break;
             };
             match reply.wait() {
-                Ok(ack) => print(ack).map_err(|e| Error::io("write", "standard output", e))?,
+                Ok(ack) => print(ack).map_err(|e| CliError::io("write", "standard output", e))?,
                 Err(e) => return Ok(Some(format!("batch {index}: {e}"))),
             }
         }
@@ -282,7 +284,7 @@ fn append(a: AppendArgs) -> Result<ExitCode, Error> {
     for (index, reply) in pending {
         match reply.wait() {
             Ok(ack) if storage_error.is_none() => {
-                print(ack).map_err(|e| Error::io("write", "standard output", e))?
+                print(ack).map_err(|e| CliError::io("write", "standard output", e))?
             }
             Ok(_) => {}
             Err(e) => {
@@ -302,7 +304,7 @@ fn append(a: AppendArgs) -> Result<ExitCode, Error> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn poll(a: PollArgs) -> Result<ExitCode, Error> {
+fn poll(a: PollArgs) -> Result<ExitCode, CliError> {
     let from = match (a.offset, a.timestamp, a.first, a.last) {
         (Some(o), _, _, _) => PollFrom::Offset(o),
         (_, Some(t), _, _) => PollFrom::Timestamp(t),
@@ -327,26 +329,26 @@ fn poll(a: PollArgs) -> Result<ExitCode, Error> {
     let mut out = std::io::stdout().lock();
     reply
         .write_to(&mut out)
-        .map_err(|e| Error::io("write", "standard output", e))?;
+        .map_err(|e| CliError::io("write", "standard output", e))?;
     out.flush()
-        .map_err(|e| Error::io("write", "standard output", e))?;
+        .map_err(|e| CliError::io("write", "standard output", e))?;
     drop(reply);
     engine.shutdown()?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// The partition directories to look at, sorted by id.
-fn partitions(dir: &Path, only: Option<u64>) -> Result<Vec<(u64, PathBuf)>, Error> {
+fn partitions(dir: &Path, only: Option<u64>) -> Result<Vec<(u64, PathBuf)>, CliError> {
     let root = dir.join("partitions");
     if let Some(p) = only {
         let d = root.join(p.to_string());
         if !d.is_dir() {
-            return Err(Error::UnknownPartition { partition: p });
+            return Err(CliError::UnknownPartition { partition: p });
         }
         return Ok(vec![(p, d)]);
     }
     let mut out: Vec<(u64, PathBuf)> = std::fs::read_dir(&root)
-        .map_err(|e| Error::io("list", &root, e))?
+        .map_err(|e| CliError::io("list", &root, e))?
         .filter_map(|e| e.ok())
         .filter_map(|e| {
             e.file_name()
@@ -359,7 +361,7 @@ fn partitions(dir: &Path, only: Option<u64>) -> Result<Vec<(u64, PathBuf)>, Erro
     Ok(out)
 }
 
-fn verify(a: VerifyArgs) -> Result<ExitCode, Error> {
+fn verify(a: VerifyArgs) -> Result<ExitCode, CliError> {
     let _lock = DirLock::acquire(&a.dir)?;
     let limits = LogConfig::default().limits;
     let mut bad = 0usize;
@@ -396,7 +398,7 @@ fn preview(bytes: &[u8]) -> String {
     }
 }
 
-fn dump(a: DumpArgs) -> Result<ExitCode, Error> {
+fn dump(a: DumpArgs) -> Result<ExitCode, CliError> {
     let _lock = DirLock::acquire(&a.dir)?;
     let limits = LogConfig::default().limits;
     let mut out = std::io::stdout().lock();

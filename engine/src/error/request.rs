@@ -1,0 +1,52 @@
+//! What a request to a running engine (every [`Handle`](crate::Handle)
+//! method's [`Reply`](crate::Reply)) can fail with.
+
+use corelog_segment::log::LogError;
+use corelog_segment::BatchError;
+
+/// Why a request failed; each variant is something a caller can match on.
+#[derive(Debug, Clone, thiserror::Error)]
+#[non_exhaustive]
+pub enum RequestError {
+    /// The batch was refused at admission; nothing of it was stored.
+    #[error("partition {partition}: batch refused: {error}")]
+    Admission {
+        /// the target partition
+        partition: u64,
+        /// what is wrong with the batch
+        error: BatchError,
+    },
+    /// The partition log failed (I/O, corruption, poisoning, a replicated
+    /// batch that does not continue the log).
+    #[error(transparent)]
+    Storage(#[from] LogError),
+    /// The partition does not exist (polls and offsets do not create it).
+    #[error("partition {partition} does not exist")]
+    UnknownPartition {
+        /// the partition
+        partition: u64,
+    },
+    /// [`Handle::spawn_on`](crate::Handle::spawn_on) named a shard the
+    /// engine does not have.
+    #[error("no shard {shard}: the engine has {shards} (shards are numbered from 0)")]
+    NoSuchShard {
+        /// the shard asked for
+        shard: usize,
+        /// how many the engine has
+        shards: usize,
+    },
+    /// The engine is shutting down or has shut down.
+    #[error("the engine is shutting down")]
+    ShuttingDown,
+    /// The shard owning the partition stopped without answering.
+    #[error("shard {shard} stopped without answering (its queue is closed)")]
+    QueueClosed {
+        /// the shard
+        shard: usize,
+    },
+    /// A blocking call ([`Reply::wait`](crate::Reply::wait),
+    /// [`Engine::shutdown`](crate::Engine::shutdown)) was made on a shard
+    /// thread, where blocking would stall the shard (and could deadlock it).
+    #[error("blocking wait called on a shard thread; await the future instead")]
+    WouldBlockShard,
+}
