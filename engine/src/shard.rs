@@ -10,7 +10,9 @@ use crate::queue::ShardQueue;
 use crate::request::{Request, Task};
 use crate::thread;
 use corelog_segment::io::UringStorage;
-use corelog_segment::log::{LogConfig, LogError, PartitionLog, RecoveryReport};
+use corelog_segment::log::{
+    AppendError, LogConfig, OpenError as LogOpenError, PartitionLog, RecoveryReport,
+};
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::future::Future;
@@ -31,7 +33,7 @@ pub struct PartitionRecovery {
     pub shard: usize,
     /// What recovery did, or why the partition could not be opened (it then
     /// answers every request with this error).
-    pub result: Result<RecoveryReport, LogError>,
+    pub result: Result<RecoveryReport, LogOpenError>,
 }
 
 type Log = PartitionLog<UringStorage>;
@@ -40,7 +42,7 @@ enum Slot {
     /// Being opened; requests wait here in order.
     Opening(Vec<Request>),
     Open(Log),
-    Failed(LogError),
+    Failed(LogOpenError),
 }
 
 pub(crate) struct Shard {
@@ -355,12 +357,15 @@ impl Shard {
                     Some(Slot::Failed(e)) => {
                         let e = e.clone();
                         drop(parts);
-                        req.fail(RequestError::Storage(e));
+                        req.fail(RequestError::Unopenable {
+                            partition: p,
+                            error: e,
+                        });
                     }
                     None => {
                         if let Some(e) = refused_by_a_new_partition(&req, p) {
                             drop(parts);
-                            req.fail(RequestError::Storage(e));
+                            req.fail(RequestError::Append(e));
                         } else if matches!(req, Request::Append { .. } | Request::Create { .. }) {
                             parts.insert(p, Slot::Opening(vec![req]));
                             drop(parts);
@@ -424,7 +429,10 @@ impl Shard {
                 }
                 Err(e) => {
                     for req in pending {
-                        req.fail(RequestError::Storage(e.clone()));
+                        req.fail(RequestError::Unopenable {
+                            partition: p,
+                            error: e.clone(),
+                        });
                     }
                 }
             }
@@ -550,7 +558,7 @@ impl Future for Contained {
 
 /// A replicated batch that a new (empty) partition would refuse anyway:
 /// refused before the partition is created for it.
-fn refused_by_a_new_partition(req: &Request, partition: u64) -> Option<LogError> {
+fn refused_by_a_new_partition(req: &Request, partition: u64) -> Option<AppendError> {
     let Request::Append {
         batch,
         stamped: true,
@@ -561,12 +569,12 @@ fn refused_by_a_new_partition(req: &Request, partition: u64) -> Option<LogError>
     };
     let b = batch.as_ref();
     if b.partition_id() != partition {
-        return Some(LogError::PartitionMismatch {
+        return Some(AppendError::PartitionMismatch {
             expected: partition,
             found: b.partition_id(),
         });
     }
-    (b.base_offset() != 0).then_some(LogError::OffsetMismatch {
+    (b.base_offset() != 0).then_some(AppendError::OffsetMismatch {
         expected: 0,
         found: b.base_offset(),
     })

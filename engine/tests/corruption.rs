@@ -24,7 +24,7 @@
 mod common;
 
 use common::{batch, open, serial};
-use corelog::testing::segment::log::{LogError, OpenCheck};
+use corelog::testing::segment::log::{LogError, OpenCheck, OpenError as LogOpenError};
 use corelog::{Engine, LogConfig, PollFrom, RequestError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -266,7 +266,7 @@ fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
         .collect()
 }
 
-fn recovery(engine: &Engine) -> Result<corelog::RecoveryReport, LogError> {
+fn recovery(engine: &Engine) -> Result<corelog::RecoveryReport, LogOpenError> {
     let r = engine.recovery().iter().find(|r| r.partition == P).unwrap();
     r.result.clone()
 }
@@ -308,6 +308,13 @@ fn corrupt_at(e: &LogError) -> Option<(&Path, u64)> {
     }
 }
 
+fn open_corrupt_at(e: &LogOpenError) -> Option<(&Path, u64)> {
+    match e {
+        LogOpenError::Corrupt { path, position, .. } => Some((path.as_path(), *position)),
+        _ => None,
+    }
+}
+
 /// Damage in a sealed segment, under one open check.
 fn sealed_segment_damage(check: OpenCheck, salt: u64) {
     let pristine = Pristine::make();
@@ -339,7 +346,7 @@ fn sealed_segment_damage(check: OpenCheck, salt: u64) {
             Err(e) => {
                 refused += 1;
                 let (path, pos) =
-                    corrupt_at(&e).unwrap_or_else(|| panic!("{what}: refused with {e}"));
+                    open_corrupt_at(&e).unwrap_or_else(|| panic!("{what}: refused with {e}"));
                 assert_eq!(
                     path, damaged,
                     "{what}: the error names the damaged file: {e}"
@@ -356,7 +363,8 @@ fn sealed_segment_damage(check: OpenCheck, salt: u64) {
                 );
                 // The partition answers with the error; nothing was dropped.
                 match engine.poll(P, PollFrom::First, 1 << 20).wait() {
-                    Err(RequestError::Storage(ref le)) if corrupt_at(le) == Some((path, pos)) => {}
+                    Err(RequestError::Unopenable { ref error, .. })
+                        if open_corrupt_at(error) == Some((path, pos)) => {}
                     other => panic!("{what}: a refused partition answers {other:?}"),
                 }
             }

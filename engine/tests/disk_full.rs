@@ -174,7 +174,7 @@ fn fill(path: &Path, headroom: u64) {
 
 fn assert_no_space(e: &RequestError, what: &str) {
     match e {
-        RequestError::Storage(le) if le.is_no_space() => {
+        RequestError::Append(_) | RequestError::Storage(_) if e.is_no_space() => {
             let text = e.to_string();
             assert!(
                 text.contains("No space left on device") || text.contains("disk is full"),

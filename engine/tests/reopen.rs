@@ -6,7 +6,7 @@
 mod common;
 
 use common::{base_offset_of, batch, decode_id, messages_in, open, small_segments};
-use corelog::testing::segment::log::LogError;
+use corelog::AppendError;
 use corelog::{Batch, BatchError, Engine, Limits, LogConfig, PollFrom, RequestError};
 
 /// Appends batches `from..to` of stream `p` to partition `p`.
@@ -431,12 +431,12 @@ fn a_replica_stores_stamped_batches_verbatim_and_refuses_ones_that_do_not_contin
     // A batch already stored does not continue the log.
     assert!(matches!(
         replica.append_stamped(4, stamped[2].clone()).wait(),
-        Err(RequestError::Storage(LogError::OffsetMismatch { expected, found })) if expected == base_offset_of(6) && found == base_offset_of(2)
+        Err(RequestError::Append(AppendError::OffsetMismatch { expected, found })) if expected == base_offset_of(6) && found == base_offset_of(2)
     ));
     // A producer batch is stamped for partition 0, not 4.
     assert!(matches!(
         replica.append_stamped(4, batch(4, 6)).wait(),
-        Err(RequestError::Storage(LogError::PartitionMismatch {
+        Err(RequestError::Append(AppendError::PartitionMismatch {
             expected: 4,
             found: 0
         }))
@@ -475,7 +475,7 @@ fn a_refused_replicated_batch_does_not_create_its_partition() {
     assert!(
         matches!(
             err,
-            RequestError::Storage(LogError::OffsetMismatch {
+            RequestError::Append(AppendError::OffsetMismatch {
                 expected: 0,
                 found: 5
             })
@@ -486,7 +486,7 @@ fn a_refused_replicated_batch_does_not_create_its_partition() {
     assert!(
         matches!(
             err,
-            RequestError::Storage(LogError::PartitionMismatch {
+            RequestError::Append(AppendError::PartitionMismatch {
                 expected: 9,
                 found: 8
             })

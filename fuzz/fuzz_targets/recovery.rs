@@ -24,7 +24,7 @@ use corelog_segment::io::{SimStorage, Storage};
 use corelog_segment::log::index::{self, Seal};
 use corelog_segment::log::scan::{scan, scan_with, ScanFrom, Stop};
 use corelog_segment::log::{
-    index_name, log_name, LogConfig, LogError, OpenCheck, PartitionLog, PollFrom,
+    index_name, log_name, LogConfig, LogError, OpenCheck, OpenError, PartitionLog, PollFrom,
 };
 use corelog_segment::{check, stamp_in_place, BatchBuilder, Limits, MessageSpec, Stamp};
 use libfuzzer_sys::fuzz_target;
@@ -337,7 +337,7 @@ async fn open_and_read(case: Case) {
     let opened = PartitionLog::open(disk.clone(), &dir, PARTITION, case.config.clone()).await;
     let (log, report) = match opened {
         Ok(x) => x,
-        Err(LogError::Corrupt { path, .. }) => {
+        Err(OpenError::Corrupt { path, .. }) => {
             assert!(path.starts_with(&dir), "{}", path.display());
             return;
         }

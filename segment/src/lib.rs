@@ -6,8 +6,8 @@
 //!   zero-copy views; their admission, stamping and verification. The
 //!   layout is written once, in [`layout`]. Knows nothing of files.
 //! - [`io`]: the storage seam: a shard's io_uring [`io::Ring`], real files
-//!   and their mappings, and the fault-injecting [`io::SimStorage`]. The
-//!   only place with `unsafe`.
+//!   and their mappings, and (feature `testing`) the fault-injecting
+//!   `io::SimStorage`. The only place with `unsafe`.
 //! - [`log`]: the partition log: segment files, the sparse index, append
 //!   and group commit, polls from the mappings, recovery, retention.
 //!

@@ -26,28 +26,8 @@ fn config() -> LogConfig {
     }
 }
 
-macro_rules! on_both {
-    ($name:ident) => {
-        mod $name {
-            use super::*;
-
-            #[test]
-            fn real_files() {
-                let tmp = tempfile::tempdir().unwrap();
-                let dir = tmp.path().join("p");
-                run(async {
-                    super::$name(|| UringStorage::new(64).unwrap(), &RealDisk, &dir).await
-                });
-            }
-
-            #[test]
-            fn sim() {
-                let sim = SimStorage::new(4, (1 << 20) + (64 << 10));
-                run_sim(async { super::$name(|| sim.clone(), &sim, Path::new("/p")).await });
-            }
-        }
-    };
-}
+/// The seed of this file's simulated disk (see `on_both!`).
+const SIM_SEED: u64 = 4;
 
 fn offset_file(dir: &Path, consumer: u64) -> PathBuf {
     dir.join("consumers").join(format!("{consumer:020}.offset"))

@@ -30,28 +30,8 @@ fn config(retention: Retention) -> LogConfig {
     }
 }
 
-macro_rules! on_both {
-    ($name:ident) => {
-        mod $name {
-            use super::*;
-
-            #[test]
-            fn real_files() {
-                let tmp = tempfile::tempdir().unwrap();
-                let dir = tmp.path().join("p");
-                run(async {
-                    super::$name(|| UringStorage::new(64).unwrap(), &RealDisk, &dir).await
-                });
-            }
-
-            #[test]
-            fn sim() {
-                let sim = SimStorage::new(3, (1 << 20) + (64 << 10));
-                run_sim(async { super::$name(|| sim.clone(), &sim, Path::new("/p")).await });
-            }
-        }
-    };
-}
+/// The seed of this file's simulated disk (see `on_both!`).
+const SIM_SEED: u64 = 3;
 
 /// 23 batches stamped with timestamps 1000 + 10 * i: segments 0, 5, 10,
 /// 15 sealed (4535 bytes each), 20 active (3 batches). Closed and reopened,

@@ -26,30 +26,8 @@ fn config(segment_bytes: u64, index_interval_bytes: u64) -> LogConfig {
     }
 }
 
-/// Runs a scenario `async fn(storage, disk, dir)` on real files and on the
-/// simulated disk, as two tests in a module named after it.
-macro_rules! on_both {
-    ($name:ident) => {
-        mod $name {
-            use super::*;
-
-            #[test]
-            fn real_files() {
-                let tmp = tempfile::tempdir().unwrap();
-                let dir = tmp.path().join("p");
-                run(async {
-                    super::$name(|| UringStorage::new(64).unwrap(), &RealDisk, &dir).await
-                });
-            }
-
-            #[test]
-            fn sim() {
-                let sim = SimStorage::new(1, (1 << 20) + (64 << 10));
-                run_sim(async { super::$name(|| sim.clone(), &sim, Path::new("/p")).await });
-            }
-        }
-    };
-}
+/// The seed of this file's simulated disk (see `on_both!`).
+const SIM_SEED: u64 = 1;
 
 /// 1 message of 600 bytes (plus its 3-byte user headers): 907 bytes.
 const L: u64 = 907;

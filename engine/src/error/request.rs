@@ -1,7 +1,7 @@
 //! What a request to a running engine (every [`Handle`](crate::Handle)
 //! method's [`Reply`](crate::Reply)) can fail with.
 
-use corelog_segment::log::LogError;
+use corelog_segment::log::{AppendError, LogError, OpenError as LogOpenError};
 use corelog_segment::BatchError;
 
 /// Why a request failed; each variant is something a caller can match on.
@@ -16,10 +16,24 @@ pub enum RequestError {
         /// what is wrong with the batch
         error: BatchError,
     },
-    /// The partition log failed (I/O, corruption, poisoning, a replicated
-    /// batch that does not continue the log).
+    /// The partition log refused or failed an append (poisoned, closed, a
+    /// batch too large, a replicated batch that does not continue the
+    /// log); nothing of the batch is acknowledged.
+    #[error(transparent)]
+    Append(#[from] AppendError),
+    /// The partition log failed another request (I/O, damaged bytes,
+    /// poisoning).
     #[error(transparent)]
     Storage(#[from] LogError),
+    /// The partition could not be opened (recovery refused or failed); it
+    /// answers every request with this until the engine is reopened.
+    #[error("partition {partition} cannot be opened: {error}")]
+    Unopenable {
+        /// the partition
+        partition: u64,
+        /// why
+        error: LogOpenError,
+    },
     /// The partition does not exist (polls and offsets do not create it).
     #[error("partition {partition} does not exist")]
     UnknownPartition {
@@ -49,4 +63,17 @@ pub enum RequestError {
     /// thread, where blocking would stall the shard (and could deadlock it).
     #[error("blocking wait called on a shard thread; await the future instead")]
     WouldBlockShard,
+}
+
+impl RequestError {
+    /// Whether the request failed because the disk is full (directly, or
+    /// as the cause that poisoned the partition).
+    pub fn is_no_space(&self) -> bool {
+        match self {
+            RequestError::Append(e) => e.is_no_space(),
+            RequestError::Storage(e) => e.is_no_space(),
+            RequestError::Unopenable { error, .. } => error.is_no_space(),
+            _ => false,
+        }
+    }
 }

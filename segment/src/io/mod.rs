@@ -1,7 +1,7 @@
 //! The storage seam: the few file operations the partition log performs.
 //!
 //! [`UringStorage`] runs them on real files through a shard's io_uring
-//! ([`Ring`]); [`SimStorage`] runs them in memory with a fault model
+//! ([`Ring`]); `SimStorage` (feature `testing`) runs them in memory with a fault model
 //! (power loss tearing unsynced writes, failed fsyncs, ENOSPC, bit flips).
 //! The log is generic over [`Storage`], so one code path is exercised on
 //! both.
@@ -11,11 +11,14 @@
 //! rename, remove) are synchronous system calls.
 
 mod real;
+#[cfg(feature = "testing")]
 pub mod sim;
+#[cfg(feature = "testing")]
 mod sim_mem;
 mod uring;
 
 pub use real::{map_file, UringFile, UringStorage};
+#[cfg(feature = "testing")]
 pub use sim::{SimFaults, SimStorage};
 pub use uring::Ring;
 

@@ -158,7 +158,9 @@ impl Ring {
 
     /// Sleeps for `d` on the kernel's high-resolution timer (monoio's own
     /// timers tick in milliseconds; a load generator pacing sends needs
-    /// microseconds).
+    /// microseconds). A seam for the bench (feature `testing`): the storage
+    /// engine never sleeps on its ring.
+    #[cfg(feature = "testing")]
     pub async fn sleep(&self, d: std::time::Duration) {
         let ts = Box::new(
             types::Timespec::new()

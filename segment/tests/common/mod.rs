@@ -383,3 +383,31 @@ impl Disk for corelog_segment::io::SimStorage {
         corelog_segment::io::Storage::list_dir(self, dir).unwrap()
     }
 }
+
+/// Declares a test module running the scenario function `$name` twice: on
+/// real files through io_uring, and on the simulated disk seeded with the
+/// calling file's `SIM_SEED`. The scenario takes a storage factory, a
+/// [`Disk`] to inspect and damage files with, and the partition directory.
+#[macro_export]
+macro_rules! on_both {
+    ($name:ident) => {
+        mod $name {
+            use super::*;
+
+            #[test]
+            fn real_files() {
+                let tmp = tempfile::tempdir().unwrap();
+                let dir = tmp.path().join("p");
+                run(async {
+                    super::$name(|| UringStorage::new(64).unwrap(), &RealDisk, &dir).await
+                });
+            }
+
+            #[test]
+            fn sim() {
+                let sim = SimStorage::new(SIM_SEED, (1 << 20) + (64 << 10));
+                run_sim(async { super::$name(|| sim.clone(), &sim, Path::new("/p")).await });
+            }
+        }
+    };
+}
