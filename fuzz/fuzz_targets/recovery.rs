@@ -257,6 +257,7 @@ fn start(base: u64, last_timestamp: u64) -> ScanFrom {
         last_timestamp,
         segment_base: base,
         last_indexed: None,
+        partition: None,
     }
 }
 
@@ -308,6 +309,7 @@ fn check_scan(data: &[u8], base: u64, interval: u64) {
             last_timestamp: 0,
             segment_base: base,
             last_indexed: Some(0),
+            partition: None,
         };
         let again = scan(data, from, &LIMITS, interval);
         assert_eq!((again.end, again.next_offset), (s.end, s.next_offset));
@@ -337,7 +339,7 @@ async fn open_and_read(case: Case) {
     let opened = PartitionLog::open(disk.clone(), &dir, PARTITION, case.config.clone()).await;
     let (log, report) = match opened {
         Ok(x) => x,
-        Err(OpenError::Corrupt { path, .. }) => {
+        Err(OpenError::Corrupt { path, .. } | OpenError::DamageBeforeData { path, .. }) => {
             assert!(path.starts_with(&dir), "{}", path.display());
             return;
         }

@@ -9,6 +9,7 @@ mod common;
 use common::*;
 use corelog_segment::io::{SimStorage, Storage, UringStorage};
 use corelog_segment::log::recovery::CutReason;
+use corelog_segment::log::ASIDE_DIR;
 use corelog_segment::log::{
     index, index_name, log_name, Damage, FsyncPolicy, LogConfig, OpenCheck, OpenError,
     PartitionLog, RecoveryReport, TailCut,
@@ -342,8 +343,10 @@ async fn batch_checksum_mismatch_in_the_active_segment<S: Storage, D: Disk>(
 }
 on_both!(batch_checksum_mismatch_in_the_active_segment);
 
-/// Under `OpenCheck::Full` a mismatch anywhere in the active segment cuts
-/// there, dropping every later batch of it.
+/// Under `OpenCheck::Full`, a flipped payload byte in the middle of the
+/// active segment, with whole batches after it, is damage, not a torn
+/// write: the open is refused naming file and byte, and nothing changes.
+/// A repair then cuts there and keeps everything after it in `aside/`.
 async fn checksum_mismatch_mid_segment_with_full_check<S: Storage, D: Disk>(
     storage: impl Fn() -> S,
     disk: &D,
@@ -356,9 +359,36 @@ async fn checksum_mismatch_mid_segment_with_full_check<S: Storage, D: Disk>(
     let stored = build(storage(), dir, &config, 8).await;
     let at = (2 * L + 256 + 48 + 100) as usize;
     disk.overwrite(&seg(dir, 0), at, &[!stored[2].1[at - 2 * L as usize]]);
-    let (log, report) = reopen(storage(), dir, &config).await;
+    let before = snapshot(disk, dir);
+    match PartitionLog::open(storage(), dir, P, config.clone()).await {
+        Err(OpenError::DamageBeforeData {
+            path,
+            position,
+            damage: Damage::Batch(BatchError::FrameChecksum { .. }),
+            whole_batches,
+        }) => assert_eq!((path, position, whole_batches), (seg(dir, 0), 2 * L, 5)),
+        Err(other) => panic!("expected DamageBeforeData at batch 2: {other}"),
+        Ok((_, report)) => panic!("damage before whole batches was recovered: {report}"),
+    }
+    assert_eq!(
+        snapshot(disk, dir),
+        before,
+        "a refused open changes nothing"
+    );
+
+    let damaged_tail = disk.read(&seg(dir, 0)).unwrap()[(2 * L) as usize..].to_vec();
+    let (log, report) = PartitionLog::repair(storage(), dir, P, config.clone())
+        .await
+        .unwrap();
     let cut = report.cut.clone().unwrap();
     assert_eq!((cut.position, cut.dropped), (2 * L, 6 * L), "{report}");
+    assert_eq!(report.set_aside_batches, 5, "{report}");
+    assert_eq!(report.set_aside.len(), 1, "{report}");
+    assert_eq!(
+        disk.read(&report.set_aside[0].to).unwrap(),
+        damaged_tail,
+        "the tail is kept byte for byte"
+    );
     assert_eq!(read_all(&log), stored[..2]);
     appends_continue_at(&log, 2).await;
     // The index holds no entry past the cut: the one at 2L is the new batch.
@@ -440,10 +470,11 @@ on_both!(checksum_mismatch_in_a_confirmed_segment_with_full_check);
 
 // ---- cut in a segment before the last -----------------------------------
 
-/// Segment 0 lost its seal (its sealing never finished) and its last batch
-/// (after its last index entry, so in the part recovery verifies) is
-/// damaged: it is cut there and segments 5 and 10, which follow a hole,
-/// are removed and reported.
+/// Segment 0 lost its seal (its sealing never finished) and a payload
+/// byte of its last batch (after its last index entry, so in the part
+/// recovery verifies) flipped. Segments 5 and 10 hold whole batches after
+/// it: recovery refuses rather than drop them; a repair cuts segment 0 and
+/// moves 5 and 10 aside, whole.
 async fn cut_in_an_unconfirmed_segment_before_the_last<S: Storage, D: Disk>(
     storage: impl Fn() -> S,
     disk: &D,
@@ -455,7 +486,30 @@ async fn cut_in_an_unconfirmed_segment_before_the_last<S: Storage, D: Disk>(
     disk.put(&idx(dir, 0), &index::encode_all(&entries));
     let at = (4 * L + 256 + 48 + 1) as usize;
     disk.overwrite(&seg(dir, 0), at, &[!stored[4].1[at - 4 * L as usize]]);
-    let (log, report) = reopen(storage(), dir, &config()).await;
+    let before = snapshot(disk, dir);
+    match PartitionLog::open(storage(), dir, P, config()).await {
+        Err(OpenError::DamageBeforeData {
+            path,
+            position,
+            whole_batches,
+            ..
+        }) => assert_eq!((path, position, whole_batches), (seg(dir, 0), 4 * L, 7)),
+        Err(other) => panic!("expected DamageBeforeData: {other}"),
+        Ok((_, report)) => panic!("later whole batches were dropped: {report}"),
+    }
+    assert_eq!(
+        snapshot(disk, dir),
+        before,
+        "a refused open changes nothing"
+    );
+
+    let later = [
+        disk.read(&seg(dir, 5)).unwrap(),
+        disk.read(&seg(dir, 10)).unwrap(),
+    ];
+    let (log, report) = PartitionLog::repair(storage(), dir, P, config())
+        .await
+        .unwrap();
     let cut = report.cut.clone().expect("a cut");
     assert_eq!(
         (cut.path, cut.position, cut.dropped),
@@ -463,12 +517,23 @@ async fn cut_in_an_unconfirmed_segment_before_the_last<S: Storage, D: Disk>(
         "{report}"
     );
     assert!(matches!(cut.reason, CutReason::Damaged(Damage::Batch(_))));
-    assert_eq!(report.removed, vec![seg(dir, 5), seg(dir, 10)], "{report}");
+    assert!(report.removed.is_empty(), "{report}");
+    let moved: Vec<_> = report.set_aside.iter().map(|s| s.from.clone()).collect();
+    assert_eq!(moved, vec![seg(dir, 5), seg(dir, 10)], "{report}");
+    for (s, bytes) in report.set_aside.iter().zip(&later) {
+        assert_eq!(
+            &disk.read(&s.to).unwrap(),
+            bytes,
+            "{} kept whole",
+            s.to.display()
+        );
+    }
+    assert_eq!(report.set_aside_batches, 7, "{report}");
     assert_eq!(report.segments, 1);
     assert_eq!(
         disk.names(dir),
-        vec![index_name(0), log_name(0)],
-        "the later segments and their indexes are gone"
+        vec![index_name(0), log_name(0), ASIDE_DIR.to_string()],
+        "the later segments left the log, their indexes are gone"
     );
     assert_eq!(read_all(&log), stored[..4]);
     appends_continue_at(&log, 4).await;
@@ -476,9 +541,42 @@ async fn cut_in_an_unconfirmed_segment_before_the_last<S: Storage, D: Disk>(
 }
 on_both!(cut_in_an_unconfirmed_segment_before_the_last);
 
+/// The power-cut shape of the case above: segment 0's last batch is torn
+/// (its second half never reached the disk and reads as zeros) while
+/// segments 5 and 10 did. Nothing after a torn write was acknowledged, so
+/// recovery opens the log: it cuts segment 0 and moves 5 and 10 aside
+/// itself, deleting nothing, and says so.
+async fn a_torn_tail_before_later_segments_sets_them_aside<S: Storage, D: Disk>(
+    storage: impl Fn() -> S,
+    disk: &D,
+    dir: &Path,
+) {
+    let stored = build(storage(), dir, &config(), 12).await;
+    let (entries, _) = index::decode_file(&disk.read(&idx(dir, 0)).unwrap());
+    disk.put(&idx(dir, 0), &index::encode_all(&entries));
+    let half = (L / 2) as usize;
+    disk.overwrite(
+        &seg(dir, 0),
+        (4 * L) as usize + half,
+        &vec![0u8; L as usize - half],
+    );
+    let (log, report) = reopen(storage(), dir, &config()).await;
+    let cut = report.cut.clone().expect("a cut");
+    assert_eq!((cut.path, cut.position), (seg(dir, 0), 4 * L), "{report}");
+    let moved: Vec<_> = report.set_aside.iter().map(|s| s.from.clone()).collect();
+    assert_eq!(moved, vec![seg(dir, 5), seg(dir, 10)], "{report}");
+    assert_eq!(report.set_aside_batches, 7, "{report}");
+    let shown = report.to_string();
+    assert!(shown.contains("set aside 7 whole batches"), "{shown}");
+    assert_eq!(read_all(&log), stored[..4]);
+    appends_continue_at(&log, 4).await;
+}
+on_both!(a_torn_tail_before_later_segments_sets_them_aside);
+
 /// Segment 0 is unconfirmed and whole but ends early (its last batch never
 /// reached the disk, at a batch boundary): the offsets of segment 5 do not
-/// follow, so it is the end of the log and the later segments go.
+/// follow, so it is the end of the log; the later segments, which hold
+/// whole batches, are set aside.
 async fn an_unconfirmed_segment_that_ends_early_ends_the_log<S: Storage, D: Disk>(
     storage: impl Fn() -> S,
     disk: &D,
@@ -501,7 +599,9 @@ async fn an_unconfirmed_segment_that_ends_early_ends_the_log<S: Storage, D: Disk
         }),
         "{report}"
     );
-    assert_eq!(report.removed, vec![seg(dir, 5), seg(dir, 10)]);
+    assert!(report.removed.is_empty(), "{report}");
+    let moved: Vec<_> = report.set_aside.iter().map(|s| s.from.clone()).collect();
+    assert_eq!(moved, vec![seg(dir, 5), seg(dir, 10)], "{report}");
     assert_eq!(read_all(&log), stored[..4]);
     appends_continue_at(&log, 4).await;
 }

@@ -32,13 +32,20 @@ pub struct MessageSpec<'a> {
 /// assert_eq!(batch.as_ref().message_count(), 2);
 /// assert_eq!(batch.as_ref().origin_timestamp(), 1_000);
 /// ```
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct BatchBuilder {
     buf: Vec<u8>,
     count: usize,
     earliest: u64,
     latest: u64,
     error: Option<BuildError>,
+}
+
+/// The same as [`BatchBuilder::new`]: an empty builder with its header.
+impl Default for BatchBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
 }
 
 impl BatchBuilder {
@@ -226,5 +233,23 @@ mod tests {
         let copy = short.clone();
         assert_eq!(set_origin_timestamp(&mut short, 1), None);
         assert_eq!(short, copy, "malformed bytes are left alone");
+    }
+
+    /// Regression: `BatchBuilder::default()` was derived, so it had no
+    /// header bytes and built batches admission refuses.
+    #[test]
+    fn a_default_builder_builds_what_new_builds() {
+        let build = |mut b: BatchBuilder| {
+            b.push(MessageSpec {
+                id: 7,
+                timestamp: 1_000,
+                payload: b"payload",
+                user_headers: b"",
+            });
+            b.build().expect("valid")
+        };
+        let from_default = build(BatchBuilder::default());
+        check(&from_default, &Limits::default()).expect("admitted");
+        assert_eq!(from_default, build(BatchBuilder::new()));
     }
 }

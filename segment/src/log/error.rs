@@ -19,6 +19,13 @@ pub enum Damage {
         /// the offset found
         found: u64,
     },
+    /// A batch is stamped for another partition.
+    WrongPartition {
+        /// this partition
+        expected: u64,
+        /// the batch's `partition_id`
+        found: u64,
+    },
     /// A batch's `base_timestamp` is older than the previous batch's.
     TimestampBackwards {
         /// the previous `base_timestamp`
@@ -62,6 +69,12 @@ impl fmt::Display for Damage {
                 write!(
                     f,
                     "base_offset is {found} but the previous batch ends at offset {expected}"
+                )
+            }
+            Damage::WrongPartition { expected, found } => {
+                write!(
+                    f,
+                    "batch is stamped for partition {found}, but this is partition {expected}"
                 )
             }
             Damage::TimestampBackwards { previous, found } => {
@@ -141,6 +154,21 @@ pub enum OpenError {
         position: u64,
         /// what is wrong
         damage: Damage,
+    },
+    /// Damaged bytes are followed by whole batches: not what a power cut
+    /// leaves, so recovery drops nothing and refuses to open. A repair
+    /// ([`PartitionLog::repair`](super::PartitionLog::repair), `corelog
+    /// repair`) cuts there and sets everything after aside.
+    #[error("{path} at byte {position}: {damage}; {whole_batches} whole batches follow, so this is damage, not a torn write: nothing was dropped and the partition is not opened (a repair moves the damaged tail aside, deleting nothing)", path = path.display())]
+    DamageBeforeData {
+        /// the file
+        path: PathBuf,
+        /// byte position in it
+        position: u64,
+        /// what is wrong
+        damage: Damage,
+        /// whole batches after the damage (in the file and later ones)
+        whole_batches: u64,
     },
     /// The log configuration cannot work.
     #[error("invalid log configuration: {reason}")]

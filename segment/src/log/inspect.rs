@@ -37,12 +37,13 @@ pub struct SegmentSummary {
 /// What is wrong, and where.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Problem {
-    /// Damaged bytes (in the last segment: a torn tail).
+    /// Damaged bytes. What recovery does about them is the dry run's to
+    /// say (see [`dry_run`](super::recovery::dry_run)): a torn tail it cuts,
+    /// damage before whole batches it refuses, damage before the index
+    /// entry it trusts it does not see.
     Damaged {
         /// what is wrong
         damage: Damage,
-        /// whether this is the last segment (a torn tail recovery would cut)
-        tail: bool,
     },
     /// Non-zero bytes after a run of zeros that ended the batches.
     DataAfterZeros {
@@ -103,8 +104,7 @@ impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} at byte {}: ", self.path.display(), self.position)?;
         match &self.problem {
-            Problem::Damaged { damage, tail: true } => write!(f, "torn tail (recovery would cut here): {damage}"),
-            Problem::Damaged { damage, tail: false } => write!(f, "corrupt: {damage}"),
+            Problem::Damaged { damage } => write!(f, "damaged: {damage}"),
             Problem::DataAfterZeros { at } => write!(f, "batches end in zeros but non-zero bytes follow at byte {at}"),
             Problem::ZerosInSealed => f.write_str("zeros after the last batch of a sealed segment"),
             Problem::IndexEntry { entry, stored } => write!(
@@ -140,6 +140,11 @@ pub fn inspect_partition(
     mut visit: impl FnMut(&Path, u64, BatchRef<'_>),
 ) -> PartitionSummary {
     let mut out = PartitionSummary::default();
+    // Partition directories are named by their id (`partitions/<id>`).
+    let partition = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.parse::<u64>().ok());
     let mut bases: Vec<u64> = match std::fs::read_dir(dir) {
         Ok(rd) => rd
             .filter_map(|e| e.ok())
@@ -189,6 +194,7 @@ pub fn inspect_partition(
                 last_timestamp: last_ts,
                 segment_base: base,
                 last_indexed: None,
+                partition,
             },
             limits,
             u64::MAX,
@@ -214,13 +220,9 @@ pub fn inspect_partition(
                         .push(finding(found.end, Problem::ZerosInSealed));
                 }
             }
-            Stop::Damaged(d) => out.findings.push(finding(
-                found.end,
-                Problem::Damaged {
-                    damage: d.clone(),
-                    tail: is_last,
-                },
-            )),
+            Stop::Damaged(d) => out
+                .findings
+                .push(finding(found.end, Problem::Damaged { damage: d.clone() })),
         }
         let index_path = dir.join(index_name(base));
         let (entries, seal) = match std::fs::read(&index_path) {

@@ -19,6 +19,9 @@ pub struct ScanFrom {
     pub segment_base: u64,
     /// Position of the last index entry before `position`, if any.
     pub last_indexed: Option<u64>,
+    /// The partition every batch must be stamped for (`None`: not known,
+    /// e.g. a directory inspected outside its data directory).
+    pub partition: Option<u64>,
 }
 
 /// Why a scan stopped.
@@ -73,12 +76,12 @@ pub fn scan(data: &[u8], from: ScanFrom, limits: &Limits, index_interval: u64) -
 }
 
 /// [`scan`], calling `visit` with the position and view of every good batch.
-pub fn scan_with(
-    data: &[u8],
+pub fn scan_with<'a>(
+    data: &'a [u8],
     from: ScanFrom,
     limits: &Limits,
     index_interval: u64,
-    mut visit: impl FnMut(u64, crate::format::BatchRef<'_>),
+    mut visit: impl FnMut(u64, crate::format::BatchRef<'a>),
 ) -> Scan {
     let mut s = Scan {
         end: from.position,
@@ -99,7 +102,7 @@ pub fn scan_with(
             s.stop = Stop::End;
             return s;
         }
-        if let Err(stop) = next_batch(rest, &s, limits) {
+        if let Err(stop) = next_batch(rest, &s, from.partition, limits) {
             s.stop = stop;
             return s;
         }
@@ -132,7 +135,7 @@ pub fn scan_with(
 }
 
 /// Checks the batch at the start of `rest`.
-fn next_batch(rest: &[u8], s: &Scan, limits: &Limits) -> Result<(), Stop> {
+fn next_batch(rest: &[u8], s: &Scan, partition: Option<u64>, limits: &Limits) -> Result<(), Stop> {
     if rest.len() < BATCH_HEADER_LEN {
         return Err(if all_zero(rest) {
             Stop::Zeros
@@ -154,6 +157,14 @@ fn next_batch(rest: &[u8], s: &Scan, limits: &Limits) -> Result<(), Stop> {
     }
     let view =
         check(&rest[..declared as usize], limits).map_err(|e| Stop::Damaged(Damage::Batch(e)))?;
+    if let Some(expected) = partition {
+        if view.partition_id() != expected {
+            return Err(Stop::Damaged(Damage::WrongPartition {
+                expected,
+                found: view.partition_id(),
+            }));
+        }
+    }
     if view.base_offset() != s.next_offset {
         return Err(Stop::Damaged(Damage::OffsetGap {
             expected: s.next_offset,

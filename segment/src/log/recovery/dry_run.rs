@@ -1,0 +1,114 @@
+//! What opening a log would do, worked out without doing it: `corelog
+//! verify` prints it, so it says exactly what recovery will do (the same
+//! plan, from the same bytes).
+
+use super::super::config::LogConfig;
+use super::super::error::OpenError;
+use super::super::index;
+use super::super::segment::{index_name, log_name, parse_log_name};
+use super::plan::{self, SegmentFacts, Step};
+use super::report::{RecoveryReport, SetAsideFile, TailCut};
+use super::ASIDE_DIR;
+use crate::io::{map_file, Mapping};
+use std::path::{Path, PathBuf};
+
+/// What opening a partition's log would do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DryRun {
+    /// The report an open would give (set-aside destinations name the
+    /// `aside/` directory only: the files are named when they are moved).
+    pub report: RecoveryReport,
+    /// Where recovery starts verifying each segment it keeps (it trusts
+    /// the bytes before: an index entry that names a valid batch).
+    pub checked_from: Vec<(PathBuf, u64)>,
+}
+
+/// Works out what [`PartitionLog::open`](super::super::PartitionLog::open)
+/// would do to the log of `partition` in `dir`, reading the files and
+/// writing nothing. The error is the one open would return.
+pub fn dry_run(dir: &Path, partition: u64, config: &LogConfig) -> Result<DryRun, OpenError> {
+    let names: Vec<String> = std::fs::read_dir(dir)
+        .map_err(|e| OpenError::io("list", dir, e))?
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str().map(str::to_owned))
+        .collect();
+    let mut bases: Vec<u64> = names.iter().filter_map(|n| parse_log_name(n)).collect();
+    bases.sort_unstable();
+    let mut maps: Vec<(u64, PathBuf, Mapping, Vec<u8>)> = Vec::with_capacity(bases.len());
+    for base in bases {
+        let path = dir.join(log_name(base));
+        let map = map_file(&path).map_err(|e| OpenError::io("map", &path, e))?;
+        let index_path = dir.join(index_name(base));
+        let stored = match std::fs::read(&index_path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(OpenError::io("read", &index_path, e)),
+        };
+        maps.push((base, path, map, stored));
+    }
+    let facts: Vec<SegmentFacts<'_>> = maps
+        .iter()
+        .map(|(base, path, map, stored)| {
+            let (stored_entries, seal) = index::decode_file(stored);
+            SegmentFacts {
+                base: *base,
+                path: path.clone(),
+                data: map.slice(0..map.capacity()).unwrap_or(&[]),
+                stored_entries,
+                seal,
+            }
+        })
+        .collect();
+    let plan = plan::plan(partition, &facts, config, false)?;
+    let mut report = RecoveryReport {
+        segments: plan.segments.len().max(1),
+        ..RecoveryReport::default()
+    };
+    let mut checked_from = Vec::new();
+    for sp in &plan.segments {
+        let f = &facts[sp.segment];
+        report.batches_verified += sp.found.batches;
+        report.next_offset = sp.found.next_offset;
+        checked_from.push((f.path.clone(), sp.from.position));
+        if sp.index_rewritten {
+            report.rebuilt_indexes.push(dir.join(index_name(f.base)));
+        }
+        match &sp.step {
+            Step::Trusted { .. } => {}
+            Step::SealNow => report.sealed.push(f.path.clone()),
+            Step::Last { cut } => {
+                if let Some(c) = cut {
+                    report.cut = Some(TailCut {
+                        path: f.path.clone(),
+                        position: c.position,
+                        dropped: f.data.len() as u64 - c.position,
+                        reason: c.reason.clone(),
+                    });
+                }
+            }
+        }
+    }
+    report.removed = plan.remove.iter().map(|&k| facts[k].path.clone()).collect();
+    if let Some(aside) = &plan.set_aside {
+        let to = dir.join(ASIDE_DIR);
+        if let Some((k, from)) = aside.tail {
+            report.set_aside.push(SetAsideFile {
+                from: facts[k].path.clone(),
+                to: to.clone(),
+                bytes: facts[k].data.len() as u64 - from,
+            });
+        }
+        for &k in &aside.later {
+            report.set_aside.push(SetAsideFile {
+                from: facts[k].path.clone(),
+                to: to.clone(),
+                bytes: facts[k].data.len() as u64,
+            });
+        }
+        report.set_aside_batches = aside.whole_batches;
+    }
+    Ok(DryRun {
+        report,
+        checked_from,
+    })
+}
