@@ -46,7 +46,7 @@ static ENGINE_IDS: AtomicU64 = AtomicU64::new(1);
 #[derive(Debug)]
 pub struct Engine {
     handle: Handle,
-    threads: Vec<JoinHandle<()>>,
+    threads: Vec<JoinHandle<shard::CloseFailures>>,
     lock: Option<DirLock>,
     recovery: Vec<PartitionRecovery>,
 }
@@ -193,7 +193,9 @@ impl Engine {
     /// taken, flushes and closes every partition, stops the threads and
     /// releases the directory lock. Requests still queued get
     /// [`RequestError::ShuttingDown`]. Refuses to run on a shard thread
-    /// ([`RequestError::WouldBlockShard`], its only error).
+    /// ([`RequestError::WouldBlockShard`]). Fails with
+    /// [`RequestError::CloseFailed`] when a partition's final flush or close
+    /// failed (the threads are stopped and the lock released all the same).
     pub fn shutdown(mut self) -> Result<(), RequestError> {
         self.stop()
     }
@@ -220,14 +222,21 @@ impl Engine {
                 }
             }
         }
-        for t in self.threads.drain(..) {
-            let _ = t.join();
+        let mut failures = Vec::new();
+        for (i, t) in self.threads.drain(..).enumerate() {
+            match t.join() {
+                Ok(f) => failures.extend(f),
+                Err(_) => tracing::error!("shard {i} panicked while stopping"),
+            }
         }
         for q in &self.handle.shared.queues {
             q.close();
         }
         self.lock = None;
-        Ok(())
+        match failures.into_iter().next() {
+            None => Ok(()),
+            Some((partition, error)) => Err(RequestError::CloseFailed { partition, error }),
+        }
     }
 }
 

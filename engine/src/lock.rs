@@ -53,4 +53,35 @@ impl DirLock {
         wrote.map_err(|e| OpenError::io("write lock file", &path, e))?;
         Ok(DirLock { _file: file })
     }
+
+    /// Takes the lock shared, for a process that only reads the directory
+    /// (`corelog poll`, `verify`, `dump`): several readers may hold it, no
+    /// engine can start meanwhile, and nothing is written: not the pid, and
+    /// no lock file is created where none exists (no engine ever held the
+    /// directory then; the readers go without).
+    pub fn acquire_shared(dir: &Path) -> Result<Option<DirLock>, OpenError> {
+        let path = dir.join(".lock");
+        let mut file = match OpenOptions::new().read(true).open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                if dir.is_dir() {
+                    return Ok(None);
+                }
+                return Err(OpenError::io("open data directory", dir, e));
+            }
+            Err(e) => return Err(OpenError::io("open lock file", &path, e)),
+        };
+        match file.try_lock_shared() {
+            Ok(()) => Ok(Some(DirLock { _file: file })),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let mut text = String::new();
+                let _ = file.read_to_string(&mut text);
+                Err(OpenError::LockHeld {
+                    dir: dir.to_path_buf(),
+                    holder: text.trim().parse().ok(),
+                })
+            }
+            Err(std::fs::TryLockError::Error(e)) => Err(OpenError::io("lock", &path, e)),
+        }
+    }
 }

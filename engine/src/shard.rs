@@ -11,7 +11,7 @@ use crate::request::{Request, Task};
 use crate::thread;
 use corelog_segment::io::UringStorage;
 use corelog_segment::log::{
-    AppendError, LogConfig, OpenError as LogOpenError, PartitionLog, RecoveryReport,
+    AppendError, LogConfig, LogError, OpenError as LogOpenError, PartitionLog, RecoveryReport,
 };
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -91,7 +91,7 @@ pub(crate) fn start(
     queue: Arc<ShardQueue>,
     cpu: Option<usize>,
     ready: mpsc::Sender<Result<Started, OpenError>>,
-) -> std::io::Result<std::thread::JoinHandle<()>> {
+) -> std::io::Result<std::thread::JoinHandle<CloseFailures>> {
     std::thread::Builder::new()
         .name(format!("corelog-shard-{index}"))
         .spawn(move || {
@@ -111,7 +111,7 @@ pub(crate) fn start(
                         reason: Arc::new(e),
                     }));
                     queue.close();
-                    return;
+                    return Vec::new();
                 }
             };
             runtime.block_on(async move {
@@ -122,7 +122,7 @@ pub(crate) fn start(
                             reason: Arc::new(e),
                         }));
                         queue.close();
-                        return;
+                        return Vec::new();
                     }
                 };
                 let shard = Rc::new(Shard {
@@ -161,12 +161,16 @@ pub(crate) fn start(
                         }
                     });
                 }
-                shard.run().await;
+                let failures = shard.run().await;
                 CURRENT.with(|c| *c.borrow_mut() = None);
                 thread::set_on_shard_thread(false);
-            });
+                failures
+            })
         })
 }
+
+/// The partitions whose final flush or close failed at shutdown, and why.
+pub(crate) type CloseFailures = Vec<(u64, LogError)>;
 
 impl Shard {
     /// Opens every existing partition this shard owns.
@@ -191,7 +195,7 @@ impl Shard {
             .await;
             let (slot, result) = match result {
                 Ok((log, report)) => {
-                    if report.cut.is_some() || !report.removed.is_empty() {
+                    if report.changed_data() {
                         tracing::warn!("partition {id} recovered: {report}");
                     }
                     (Slot::Open(log), Ok(report))
@@ -211,7 +215,7 @@ impl Shard {
         out
     }
 
-    async fn run(self: Rc<Self>) {
+    async fn run(self: Rc<Self>) -> CloseFailures {
         const BURST: usize = 256;
         loop {
             let mut n = 0;
@@ -236,23 +240,27 @@ impl Shard {
             }
             self.queue.ready().await;
         }
-        self.shutdown().await;
+        self.shutdown().await
     }
 
-    async fn shutdown(self: &Rc<Self>) {
+    /// Flushes and closes every partition; returns the ones that failed.
+    async fn shutdown(self: &Rc<Self>) -> CloseFailures {
         self.closing.set(true);
         Idle {
             shard: self.clone(),
         }
         .await;
         let logs = self.open_logs();
+        let mut failures = Vec::new();
         for log in logs {
             if let Err(e) = log.close().await {
                 tracing::error!("closing partition {}: {e}", log.partition());
+                failures.push((log.partition(), e));
             }
         }
         self.partitions.borrow_mut().clear();
         self.queue.close();
+        failures
     }
 
     /// Applies the retention limits to every open partition; the first

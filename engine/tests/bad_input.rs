@@ -489,7 +489,7 @@ fn cli_state(dir: &Path, p: u64) -> Vec<u8> {
 }
 
 #[test]
-fn the_cli_refuses_every_broken_batch_exits_2_and_changes_nothing() {
+fn the_cli_refuses_every_broken_batch_exits_3_and_changes_nothing() {
     let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
@@ -510,8 +510,8 @@ fn the_cli_refuses_every_broken_batch_exits_2_and_changes_nothing() {
             let what = format!("{} ({how})", c.what);
             assert_eq!(
                 out.status.code(),
-                Some(2),
-                "{what}: exit 2; stderr: {stderr}"
+                Some(3),
+                "{what}: exit 3; stderr: {stderr}"
             );
             assert!(
                 stderr.contains("batch 0"),
@@ -537,7 +537,7 @@ fn the_cli_refuses_every_broken_batch_exits_2_and_changes_nothing() {
     // A new partition is not created by a refused first batch.
     for c in cases() {
         let out = corelog(&["append", "--dir", d, "--partition", "8"], &c.bytes);
-        assert_eq!(out.status.code(), Some(2), "{}", c.what);
+        assert_eq!(out.status.code(), Some(3), "{}", c.what);
     }
     assert!(!dir
         .path()

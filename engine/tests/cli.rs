@@ -1,6 +1,6 @@
 //! The `corelog` command-line contract, end to end, on real directories:
 //! `append` from a stream on stdin with one JSON line per stored batch and
-//! exit 2 at the first invalid batch; `poll` byte for byte by offset,
+//! exit 3 at the first invalid batch (2 is a usage error); `poll` byte for byte by offset,
 //! timestamp, first, last and `--max-bytes`; `verify` naming each bad file
 //! and byte position without repairing anything; `dump --messages`; and
 //! `--help` everywhere.
@@ -347,7 +347,7 @@ fn max_bytes_bounds_a_poll_in_whole_batches_but_returns_at_least_one() {
 }
 
 #[test]
-fn an_invalid_batch_mid_stream_exits_2_naming_it_and_keeps_the_ones_before() {
+fn an_invalid_batch_mid_stream_exits_3_naming_it_and_keeps_the_ones_before() {
     let (batches, _) = stream(4, 4);
     let mut bad_frame = batches[2].clone();
     bad_frame[256 + 48] ^= 0xff;
@@ -372,7 +372,7 @@ fn an_invalid_batch_mid_stream_exits_2_naming_it_and_keeps_the_ones_before() {
         let input = [&batches[0][..], &batches[1], &bad, &batches[3]].concat();
         let out = dir.append(6, &[], &input);
         let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
+        assert_eq!(out.status.code(), Some(3), "{what}: {stderr}");
         assert!(
             stderr.contains("batch 2"),
             "{what}: names the batch: {stderr}"
@@ -411,7 +411,7 @@ fn an_invalid_first_batch_stores_nothing() {
     let mut bad = batch(5, 0);
     bad[300] ^= 1;
     let out = dir.append(2, &[], &[bad, batch(5, 1)].concat());
-    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("batch 0"));
     assert!(out.stdout.is_empty());
     let poll = dir.poll(2, &["--first"]);
@@ -425,14 +425,14 @@ fn an_invalid_first_batch_stores_nothing() {
 }
 
 #[test]
-fn a_truncated_stream_exits_2_naming_the_cut_batch() {
+fn a_truncated_stream_exits_3_naming_the_cut_batch() {
     let (batches, _) = stream(6, 3);
     for (what, cut) in [("in the header", 100), ("in the frames", 300)] {
         let dir = Dir::new();
         let input = [&batches[0][..], &batches[1], &batches[2][..cut]].concat();
         let out = dir.append(3, &[], &input);
         let stderr = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{what}: {stderr}");
+        assert_eq!(out.status.code(), Some(3), "{what}: {stderr}");
         assert!(stderr.contains("batch 2"), "{what}: {stderr}");
         let at = (batches[0].len() + batches[1].len()).to_string();
         assert!(
@@ -619,7 +619,12 @@ fn verify_reports_a_torn_tail_without_repairing_it() {
     assert!(code.is_some_and(|c| c != 0), "{out}");
     let finding = format!("{} at byte {at}", last.display());
     assert!(out.contains(&finding), "names {finding}: {out}");
-    assert!(out.contains("torn tail"), "{out}");
+    let cut = format!(
+        "recovery at the next open will: 8 segments, next offset 71, 29 batches verified; cut {} at byte {at} ({} bytes dropped",
+        last.display(),
+        cut - at
+    );
+    assert!(out.contains(&cut), "says what recovery will cut: {out}");
     for (p, b) in snapshot {
         assert_eq!(std::fs::read(&p).unwrap(), b, "{} unchanged", p.display());
     }

@@ -243,7 +243,11 @@ fn assert_verify_names(root: &Path, d: &Damage, first_changed: u64) {
     let before = snapshot(root);
     let (code, out) = verify(root);
     let file = root.join(&d.file);
-    assert_eq!(code, Some(1), "{d:?}: verify must fail:\n{out}");
+    assert_eq!(
+        code,
+        Some(4),
+        "{d:?}: verify must fail (exit 4, damage found):\n{out}"
+    );
     let found = findings_in(&out, &file);
     assert!(
         found.iter().any(|&pos| pos <= first_changed),

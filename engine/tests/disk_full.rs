@@ -282,7 +282,14 @@ fn disk_full(m: &Mounted) {
     assert_no_space(&e, &format!("{kind}: append after the failure"));
     // While full: what was acknowledged is readable.
     assert_acked_present(&stored(&engine), &acked, &format!("{kind}, full"));
-    engine.shutdown().unwrap();
+    // The poisoned partition's final flush fails: shutdown says so.
+    match engine.shutdown() {
+        Err(RequestError::CloseFailed { partition, error }) => {
+            assert_eq!(partition, P, "{kind}");
+            assert!(error.is_no_space(), "{kind}: {error}");
+        }
+        other => panic!("{kind}: shutdown of a poisoned partition: {other:?}"),
+    }
 
     // Reopening while still full: it opens, or says the disk is full.
     match open(&data) {

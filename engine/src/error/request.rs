@@ -49,6 +49,17 @@ pub enum RequestError {
         /// how many the engine has
         shards: usize,
     },
+    /// [`Engine::shutdown`](crate::Engine::shutdown): a partition's final
+    /// flush or close failed (the first such partition; every failure is
+    /// logged). What it had acknowledged under a durable policy is durable;
+    /// what it had not may be lost.
+    #[error("shutdown: closing partition {partition} failed: {error}")]
+    CloseFailed {
+        /// the partition
+        partition: u64,
+        /// why
+        error: LogError,
+    },
     /// The engine is shutting down or has shut down.
     #[error("the engine is shutting down")]
     ShuttingDown,

@@ -85,6 +85,7 @@ struct Harness {
 }
 
 fn main() -> ExitCode {
+    corelog::cli::init_tracing();
     let args = Args::parse();
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()

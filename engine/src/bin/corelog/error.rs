@@ -19,9 +19,44 @@ pub(crate) enum CliError {
     /// The command names a partition the directory does not hold.
     #[error("partition {partition} does not exist")]
     UnknownPartition { partition: u64 },
+    /// The same, naming the data directory.
+    #[error("partition {partition} does not exist in {dir}", dir = dir.display())]
+    NoPartition { partition: u64, dir: PathBuf },
+    /// Reading the files directly failed.
+    #[error(transparent)]
+    Read(corelog_segment::log::read_only::ReadError),
+}
+
+/// How `corelog` exits (see `EXIT_CODES` in main.rs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Exit {
+    /// 0: done.
+    Success,
+    /// 1: I/O, the engine, a lock held by another process.
+    Failure,
+    /// 3: an input batch was refused; nothing of it was stored.
+    Refused,
+    /// 4: damaged bytes were found (verify, poll, repair).
+    Damage,
+}
+
+impl From<Exit> for std::process::ExitCode {
+    fn from(e: Exit) -> Self {
+        std::process::ExitCode::from(match e {
+            Exit::Success => 0,
+            Exit::Failure => 1,
+            Exit::Refused => 3,
+            Exit::Damage => 4,
+        })
+    }
 }
 
 impl CliError {
+    /// The exit code of a command that failed with this error.
+    pub(crate) fn exit(&self) -> Exit {
+        Exit::Failure
+    }
+
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         CliError::Io {
             op,
