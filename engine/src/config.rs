@@ -39,6 +39,21 @@ pub struct Config {
     pub ring_entries: u32,
     /// How often shards apply the retention limits (when any is set).
     pub retention_check: Duration,
+    /// When existing partitions are opened (recovered). Default
+    /// [`OpenPartitions::OnFirstRequest`].
+    pub open_partitions: OpenPartitions,
+}
+
+/// When an engine opens (recovers) the partitions its directory holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpenPartitions {
+    /// Each on its first request: opening the engine costs a directory
+    /// listing, whatever the partition count; what recovery did is logged
+    /// (and `Engine::recovery` lists nothing).
+    OnFirstRequest,
+    /// All of them before `Engine::open` returns, each report in
+    /// `Engine::recovery` (for tools and tests that inspect recovery).
+    AtOpen,
 }
 
 impl Config {
@@ -52,6 +67,7 @@ impl Config {
             queue_depth: 4096,
             ring_entries: 1024,
             retention_check: Duration::from_secs(30),
+            open_partitions: OpenPartitions::OnFirstRequest,
         }
     }
 }

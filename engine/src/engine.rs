@@ -123,6 +123,12 @@ impl Engine {
             .log
             .validate()
             .map_err(|reason| OpenError::InvalidConfig { reason })?;
+        // Each open partition holds a descriptor (its active segment): let
+        // the process use as many as its hard limit allows.
+        match rlimit::increase_nofile_limit(u64::MAX) {
+            Ok(n) => tracing::debug!("file descriptor limit: {n}"),
+            Err(e) => tracing::warn!("cannot raise the file descriptor limit: {e}"),
+        }
         let partitions = config.dir.join("partitions");
         std::fs::create_dir_all(&partitions)
             .map_err(|e| OpenError::io("create directory", &partitions, e))?;

@@ -40,7 +40,7 @@ mod thread;
 #[doc(hidden)]
 pub mod cli;
 
-pub use config::Config;
+pub use config::{Config, OpenPartitions};
 pub use engine::{Engine, Handle};
 pub use error::{Error, OpenError, RequestError};
 pub use queue::Reply;

@@ -4,7 +4,7 @@
 //! other shards; work for its partitions arrives through its queue (or
 //! directly, from a task already running on it).
 
-use crate::config::Config;
+use crate::config::{Config, OpenPartitions};
 use crate::error::{OpenError, RequestError};
 use crate::queue::ShardQueue;
 use crate::request::{Request, Task};
@@ -39,6 +39,8 @@ pub struct PartitionRecovery {
 type Log = PartitionLog<UringStorage>;
 
 enum Slot {
+    /// On disk, not opened yet (opened by its first request).
+    OnDisk,
     /// Being opened; requests wait here in order.
     Opening(Vec<Request>),
     Open(Log),
@@ -139,7 +141,7 @@ pub(crate) fn start(
                 });
                 CURRENT.with(|c| *c.borrow_mut() = Some(shard.clone()));
                 thread::set_on_shard_thread(true);
-                let recovery = shard.recover(shards).await;
+                let recovery = shard.recover(shards, config.open_partitions).await;
                 let _ = ready.send(Ok(Started { recovery }));
                 if config.log.retention.max_age.is_some()
                     || config.log.retention.max_bytes.is_some()
@@ -174,7 +176,11 @@ pub(crate) type CloseFailures = Vec<(u64, LogError)>;
 
 impl Shard {
     /// Opens every existing partition this shard owns.
-    async fn recover(self: &Rc<Self>, shards: usize) -> Vec<PartitionRecovery> {
+    async fn recover(
+        self: &Rc<Self>,
+        shards: usize,
+        when: OpenPartitions,
+    ) -> Vec<PartitionRecovery> {
         let mut ids: Vec<u64> = match std::fs::read_dir(&self.dir) {
             Ok(rd) => rd
                 .filter_map(|e| e.ok())
@@ -185,6 +191,13 @@ impl Shard {
         };
         ids.sort_unstable();
         let mut out = Vec::new();
+        if when == OpenPartitions::OnFirstRequest {
+            let mut parts = self.partitions.borrow_mut();
+            for id in ids {
+                parts.insert(id, Slot::OnDisk);
+            }
+            return out;
+        }
         for id in ids {
             let result = PartitionLog::open(
                 self.storage.clone(),
@@ -323,7 +336,7 @@ impl Shard {
                     .partitions
                     .borrow()
                     .iter()
-                    .filter(|(_, s)| matches!(s, Slot::Open(_)))
+                    .filter(|(_, s)| matches!(s, Slot::Open(_) | Slot::OnDisk))
                     .map(|(id, _)| *id)
                     .collect();
                 ids.sort_unstable();
@@ -362,6 +375,11 @@ impl Shard {
                         self.dispatch(&log, req);
                     }
                     Some(Slot::Opening(pending)) => pending.push(req),
+                    Some(slot @ Slot::OnDisk) => {
+                        *slot = Slot::Opening(vec![req]);
+                        drop(parts);
+                        self.open_partition(p);
+                    }
                     Some(Slot::Failed(e)) => {
                         let e = e.clone();
                         drop(parts);
@@ -416,6 +434,13 @@ impl Shard {
                 shard.config.clone(),
             )
             .await;
+            match &result {
+                Ok((_, report)) if report.changed_data() => {
+                    tracing::warn!("partition {p} recovered: {report}");
+                }
+                Ok(_) => {}
+                Err(e) => tracing::error!("partition {p} cannot be opened: {e}"),
+            }
             let (slot, pending) = {
                 let mut parts = shard.partitions.borrow_mut();
                 let pending = match parts.remove(&p) {

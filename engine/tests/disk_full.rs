@@ -143,6 +143,7 @@ fn config() -> LogConfig {
 
 fn open(dir: &Path) -> Result<Engine, OpenError> {
     Engine::open(Config {
+        open_partitions: corelog::OpenPartitions::AtOpen,
         shards: Some(1),
         pin_threads: false,
         log: config(),

@@ -13,6 +13,7 @@ use std::process::{Command, Stdio};
 
 fn open_again(dir: &Path) -> Result<Engine, OpenError> {
     Engine::open(Config {
+        open_partitions: corelog::OpenPartitions::AtOpen,
         shards: Some(1),
         pin_threads: false,
         ..Config::new(dir)

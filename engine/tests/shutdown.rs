@@ -121,6 +121,7 @@ fn stop_under_load(stop: Stop, fsync: FsyncPolicy) {
         ..small_segments()
     };
     let engine = Engine::open(Config {
+        open_partitions: corelog::OpenPartitions::AtOpen,
         shards: Some(2),
         pin_threads: false,
         queue_depth: 4,

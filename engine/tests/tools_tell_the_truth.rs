@@ -129,6 +129,7 @@ fn flip_in_batch(file: &Path, near: usize) -> usize {
 /// Opens an engine on `dir` and returns what recovery said of `P`.
 fn recovery_of(dir: &Path) -> Result<String, String> {
     let engine = Engine::open(Config {
+        open_partitions: corelog::OpenPartitions::AtOpen,
         shards: Some(1),
         log: LogConfig::default(),
         ..Config::new(dir)
@@ -390,6 +391,7 @@ fn a_batch_of_another_partition_is_damage_not_data() {
         "{said}"
     );
     let engine = Engine::open(Config {
+        open_partitions: corelog::OpenPartitions::AtOpen,
         shards: Some(1),
         ..Config::new(dir)
     })

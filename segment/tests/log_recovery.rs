@@ -247,8 +247,8 @@ async fn zero_filled_tail_after_a_crash<S: Storage, D: Disk>(
         ..one_segment()
     };
     let mut stored = Vec::new();
-    // A new log's first segment is not preallocated; a reopened one's
-    // active segment is.
+    // Appends preallocate a step ahead of themselves; here the first step
+    // (1 MiB) is the whole segment.
     PartitionLog::open(storage(), dir, P, config.clone())
         .await
         .unwrap()
@@ -271,7 +271,7 @@ async fn zero_filled_tail_after_a_crash<S: Storage, D: Disk>(
         }
     }
     let len = disk.read(&seg(dir, 0)).unwrap().len() as u64;
-    assert_eq!(len, config.segment_bytes, "preallocated");
+    assert_eq!(len, config.segment_bytes, "preallocated a step ahead");
     let (log, report) = reopen(storage(), dir, &config).await;
     assert_eq!(
         report.cut,

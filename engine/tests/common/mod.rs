@@ -62,6 +62,7 @@ pub fn base_offset_of(seq: u64) -> u64 {
 /// share two cores with each other).
 pub fn open(dir: &Path, shards: usize, log: LogConfig) -> Engine {
     Engine::open(Config {
+        open_partitions: corelog::OpenPartitions::AtOpen,
         shards: Some(shards),
         pin_threads: false,
         log,

@@ -3,7 +3,6 @@
 //! next segment.
 
 use super::error::AppendError;
-use super::files::preallocate;
 use super::index;
 use super::partition::{AppendAck, Inflight, Mark, PartitionLog, State};
 use super::segment::{log_name, SegState, Segment};
@@ -190,6 +189,12 @@ impl<S: Storage> PartitionLog<S> {
             seg.last_indexed = Some(pos);
         }
         seg.len += len;
+        if let Some(writer) = &seg.writer {
+            let config = &self.inner.config;
+            let steps = config.preallocate.then_some(&config.preallocation);
+            seg.prealloc
+                .reserved(seg.len, config.segment_bytes, steps, writer, &seg.log_path);
+        }
         seg.next_offset = next_offset;
         seg.last_batch = Some(pos);
         seg.last_timestamp = timestamp;
@@ -261,12 +266,9 @@ impl<S: Storage> PartitionLog<S> {
         let map = file
             .map(capacity)
             .map_err(|e| AppendError::io("map segment", &path, e))?;
-        let allocated = inner
-            .config
-            .preallocate
-            .then(|| preallocate(&file, inner.config.segment_bytes, &path));
         if let Some(old) = st.segments.back_mut() {
             old.state = SegState::Sealing;
+            old.prealloc.release();
             if old.pending_writes == 0 {
                 old.drained.set();
             }
@@ -275,7 +277,6 @@ impl<S: Storage> PartitionLog<S> {
             monoio::spawn(async move { log.seal(old_base).await });
         }
         let mut seg = Segment::new(&inner.dir, base, map, Some(file));
-        seg.allocated = allocated;
         seg.visible.last_timestamp = st.last_timestamp;
         seg.last_timestamp = st.last_timestamp;
         st.segments.push_back(seg);

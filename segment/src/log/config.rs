@@ -98,6 +98,30 @@ pub enum OpenCheck {
     Full,
 }
 
+/// How far ahead of the write position segment files are preallocated
+/// (see `log/prealloc.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Preallocation {
+    /// The first step. Default 1 MiB.
+    pub step_min: u64,
+    /// The largest step, reached by partitions that use a step up within a
+    /// second. Default 64 MiB.
+    pub step_max: u64,
+    /// Preallocated but unwritten bytes, over all the partitions of a shard
+    /// (a thread), never more than this. Default 1 GiB.
+    pub budget: u64,
+}
+
+impl Default for Preallocation {
+    fn default() -> Self {
+        Preallocation {
+            step_min: 1 << 20,
+            step_max: 64 << 20,
+            budget: 1 << 30,
+        }
+    }
+}
+
 /// Configuration of one partition log.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LogConfig {
@@ -108,9 +132,12 @@ pub struct LogConfig {
     pub index_interval_bytes: u64,
     /// Durability of acknowledgements.
     pub fsync: FsyncPolicy,
-    /// Preallocate segment files with fallocate (fewer metadata updates
-    /// per write and per sync).
+    /// Preallocate segment files with fallocate ahead of the write
+    /// position (fewer metadata updates per write and per sync), in steps
+    /// sized by `preallocation`.
     pub preallocate: bool,
+    /// The steps of preallocation and the shard's budget for it.
+    pub preallocation: Preallocation,
     /// Batch limits checked at admission.
     pub limits: Limits,
     /// Deletion of old sealed segments.
@@ -126,6 +153,7 @@ impl Default for LogConfig {
             index_interval_bytes: 4096,
             fsync: FsyncPolicy::Never,
             preallocate: true,
+            preallocation: Preallocation::default(),
             limits: Limits::default(),
             retention: Retention::default(),
             open_check: OpenCheck::Tail,

@@ -26,19 +26,19 @@ impl<S: Storage> PartitionLog<S> {
             {
                 return;
             }
-            if seg.index_file.is_none() {
-                match storage.open(&seg.index_path, true) {
-                    Ok(f) => seg.index_file = Some(f),
-                    Err(e) => {
-                        tracing::warn!("opening {}: {e}", seg.index_path.display());
-                        return;
-                    }
+            // Opened for this flush only (every INDEX_FLUSH_ENTRIES entries):
+            // an idle partition holds one descriptor, its segment's.
+            let file = match storage.open(&seg.index_path, true) {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::warn!("opening {}: {e}", seg.index_path.display());
+                    return;
                 }
-            }
+            };
             seg.index_flushing = true;
             let from = seg.index_written;
             let bytes = index::encode_all(&seg.index[from..seg.index_durable]);
-            (seg.index_file.clone(), from, bytes, seg.index_path.clone())
+            (Some(file), from, bytes, seg.index_path.clone())
         };
         let n = bytes.len() / index::ENTRY_LEN;
         let result = match file {
@@ -145,7 +145,6 @@ impl<S: Storage> PartitionLog<S> {
             seg.state = SegState::Sealed;
             seg.index_written = seg.index.len();
             seg.writer = None;
-            seg.index_file = None;
         }
     }
 
@@ -177,10 +176,10 @@ impl<S: Storage> PartitionLog<S> {
         let allocating = self
             .inner
             .st
-            .borrow()
+            .borrow_mut()
             .segments
-            .back()
-            .and_then(|s| s.allocated.clone());
+            .back_mut()
+            .and_then(|s| s.prealloc.release());
         if let Some(done) = allocating {
             done.wait().await;
         }

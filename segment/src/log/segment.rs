@@ -8,6 +8,7 @@
 
 use super::event::Event;
 use super::index::IndexEntry;
+use super::prealloc::Prealloc;
 use crate::io::Mapping;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -54,7 +55,6 @@ pub(crate) struct Segment<F> {
     pub map: Mapping,
     /// Open while the segment takes writes or is being sealed.
     pub writer: Option<F>,
-    pub index_file: Option<F>,
     pub state: SegState,
     /// Bytes reserved (active) or held (sealed).
     pub len: u64,
@@ -77,9 +77,8 @@ pub(crate) struct Segment<F> {
     pub dirty: bool,
     /// Set once no write is pending and no more will be reserved.
     pub drained: Rc<Event>,
-    /// Set once a background preallocation of the file finished (a
-    /// truncation must not race it).
-    pub allocated: Option<Rc<Event>>,
+    /// Preallocation ahead of the write position (active segments).
+    pub prealloc: Prealloc,
 }
 
 impl<F> Segment<F> {
@@ -90,7 +89,6 @@ impl<F> Segment<F> {
             index_path: dir.join(index_name(base_offset)),
             map,
             writer,
-            index_file: None,
             state: SegState::Active,
             len: 0,
             next_offset: base_offset,
@@ -111,7 +109,7 @@ impl<F> Segment<F> {
             pending_writes: 0,
             dirty: false,
             drained: Rc::new(Event::default()),
-            allocated: None,
+            prealloc: Prealloc::default(),
         }
     }
 

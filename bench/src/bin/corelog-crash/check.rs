@@ -23,6 +23,7 @@ impl Harness {
         self.totals.checks += 1;
         let full = self.rng.bool();
         let engine = Engine::open(Config {
+            open_partitions: corelog::OpenPartitions::AtOpen,
             shards: Some(1),
             pin_threads: false,
             log: LogConfig {

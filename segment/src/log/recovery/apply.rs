@@ -1,10 +1,10 @@
 //! Doing what the plan says: cuts, set-asides, removals, index rewrites,
 //! seals; then the segments the log starts with.
 
-use super::super::config::LogConfig;
 use super::super::error::OpenError;
-use super::super::files::{preallocate, write_whole};
+use super::super::files::write_whole;
 use super::super::index::{self, IndexEntry};
+use super::super::prealloc::Prealloc;
 use super::super::scan::Scan;
 use super::super::segment::{SegState, Segment};
 use super::plan::{Plan, SegmentFacts, SegmentPlan, SetAside, Step};
@@ -19,7 +19,6 @@ use std::path::{Path, PathBuf};
 pub(super) struct Context<'a, S> {
     pub storage: &'a S,
     pub dir: &'a Path,
-    pub config: &'a LogConfig,
     pub after_poison: bool,
     pub capacity: usize,
 }
@@ -219,9 +218,8 @@ async fn active_segment<S: Storage>(
     seg.state = SegState::Active;
     seg.index_durable = seg.index.len();
     seg.index_written = seg.index.len();
-    if ctx.config.preallocate && sp.found.end < ctx.config.segment_bytes {
-        seg.allocated = Some(preallocate(&o.file, ctx.config.segment_bytes, &o.path));
-    }
+    // Preallocation resumes with the next append, a step at a time.
+    seg.prealloc = Prealloc::at(sp.found.end);
     Ok(seg)
 }
 

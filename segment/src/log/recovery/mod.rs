@@ -57,7 +57,6 @@ pub use report::{RecoveryReport, SetAsideFile, TailCut};
 
 use super::config::LogConfig;
 use super::error::OpenError;
-use super::files::preallocate;
 use super::index;
 use super::partition::PartitionLog;
 use super::segment::{index_name, log_name, parse_log_name, Segment};
@@ -146,7 +145,6 @@ async fn open<S: Storage>(
     let ctx = apply::Context {
         storage: &storage,
         dir: &dir,
-        config: &config,
         after_poison,
         capacity,
     };
@@ -244,10 +242,7 @@ async fn create_empty<S: Storage>(
         .sync_dir(&dir)
         .await
         .map_err(|e| OpenError::io("directory sync", &dir, e))?;
-    let mut seg = Segment::new(&dir, 0, map, Some(file.clone()));
-    if config.preallocate {
-        seg.allocated = Some(preallocate(&file, config.segment_bytes, &path));
-    }
+    let seg = Segment::new(&dir, 0, map, Some(file));
     let segments = VecDeque::from([seg]);
     let report = RecoveryReport {
         segments: 1,

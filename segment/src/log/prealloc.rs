@@ -1,0 +1,143 @@
+//! Preallocation ahead of the write position, in steps.
+//!
+//! A segment's file is grown with `fallocate` a step ahead of where appends
+//! write, so a busy partition's `fdatasync`s seldom have metadata to update;
+//! but only a step, so thousands of partitions do not reserve a segment's
+//! worth of disk each. The step starts at `step_min`
+//! ([`Preallocation`](super::config::Preallocation)) and doubles
+//! when a step was used up within a second (up to `step_max`); it halves
+//! when a step lasted more than ten. An idle partition holds at most the
+//! unwritten rest of one step; a clean close trims it.
+//!
+//! A shard's partitions share a budget of preallocated, unwritten bytes
+//! (`budget`): a step that would exceed it is not taken (the write then
+//! extends the file itself). The budget is counted per thread, which is per
+//! shard: no lock, no sharing.
+
+use super::config::Preallocation;
+use super::event::Event;
+use crate::io::StorageFile;
+use std::cell::Cell;
+use std::path::Path;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+thread_local! {
+    /// Preallocated bytes not yet written, over this thread's segments.
+    static AHEAD: Cell<u64> = const { Cell::new(0) };
+}
+
+/// The preallocated, unwritten bytes of every segment on this thread (the
+/// shard): what the budget bounds.
+pub fn preallocated_ahead() -> u64 {
+    AHEAD.with(Cell::get)
+}
+
+/// One segment's preallocation state.
+#[derive(Default)]
+pub(crate) struct Prealloc {
+    /// Where the allocated part of the file ends (asked for; the last step
+    /// may still be running).
+    end: u64,
+    /// How far appends have reserved.
+    written: u64,
+    /// The next step's size (0: not started).
+    step: u64,
+    /// When the last step was asked for.
+    last: Option<Instant>,
+    /// Set when the step in flight finished (a truncation must wait).
+    pending: Option<Rc<Event>>,
+}
+
+impl Prealloc {
+    /// The state of a segment whose file holds `len` bytes (all written).
+    pub(crate) fn at(len: u64) -> Prealloc {
+        Prealloc {
+            end: len,
+            written: len,
+            step: 0,
+            last: None,
+            pending: None,
+        }
+    }
+
+    /// Appends reserved up to `written`; when less than half a step is left
+    /// allocated, grows the file to a step past `written` (never past
+    /// `limit`, the segment's size).
+    pub(crate) fn reserved<F: StorageFile>(
+        &mut self,
+        written: u64,
+        limit: u64,
+        config: Option<&Preallocation>,
+        file: &F,
+        path: &Path,
+    ) {
+        let consumed = self
+            .end
+            .min(written)
+            .saturating_sub(self.end.min(self.written));
+        AHEAD.with(|a| a.set(a.get().saturating_sub(consumed)));
+        self.written = written;
+        let Some(config) = config.filter(|_| self.end < limit) else {
+            return;
+        };
+        if self.step == 0 {
+            self.step = config.step_min.max(1);
+        }
+        let left = self.end.saturating_sub(written);
+        if left > self.step / 2 || self.pending.as_ref().is_some_and(|p| !p.is_set()) {
+            return;
+        }
+        let now = Instant::now();
+        match self.last.map(|t| now.duration_since(t)) {
+            Some(d) if d < Duration::from_secs(1) => {
+                self.step = (self.step * 2).min(config.step_max.max(config.step_min));
+            }
+            Some(d) if d > Duration::from_secs(10) => {
+                self.step = (self.step / 2).max(config.step_min);
+            }
+            _ => {}
+        }
+        // Never more than a step ahead of the write position.
+        let from = self.end.max(written);
+        let target = (written + self.step).min(limit);
+        let grow = target.saturating_sub(from);
+        if grow == 0 || preallocated_ahead() + grow > config.budget {
+            return;
+        }
+        AHEAD.with(|a| a.set(a.get() + grow));
+        self.end = target;
+        self.last = Some(now);
+        self.pending = Some(allocate(file, target, path));
+    }
+
+    /// The segment stops growing (sealed, closed, cut): its unwritten
+    /// preallocation leaves the budget. Returns the step in flight, which a
+    /// truncation must wait for.
+    pub(crate) fn release(&mut self) -> Option<Rc<Event>> {
+        let ahead = self.end.saturating_sub(self.written);
+        AHEAD.with(|a| a.set(a.get().saturating_sub(ahead)));
+        self.end = self.written;
+        self.pending.clone()
+    }
+}
+
+impl Drop for Prealloc {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// Grows `file` to `len` bytes with fallocate on the ring; the event is set
+/// when done (a failure only costs the metadata updates it would save).
+fn allocate<F: StorageFile>(file: &F, len: u64, path: &Path) -> Rc<Event> {
+    let done = Rc::new(Event::default());
+    let (f, d, p) = (file.clone(), done.clone(), path.to_path_buf());
+    monoio::spawn(async move {
+        if let Err(e) = f.allocate(len).await {
+            tracing::warn!("preallocating {}: {e}", p.display());
+        }
+        d.set();
+    });
+    done
+}
