@@ -107,8 +107,9 @@ struct CheckArgs {
     #[arg(long)]
     clone_ns: u64,
     /// Under `interval:MS`: acknowledgements older than MS plus this at
-    /// the clone must survive.
-    #[arg(long, default_value_t = 1000)]
+    /// the clone must survive (the policy's bound is MS plus the sync's
+    /// own time, which a stalled filesystem stretches).
+    #[arg(long, default_value_t = 3000)]
     slack_ms: u64,
     /// The image was taken after a clean shutdown: everything acknowledged
     /// must be there whatever the policy.
