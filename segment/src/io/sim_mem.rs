@@ -4,11 +4,18 @@
 use super::Mapped;
 use std::cell::UnsafeCell;
 use std::ops::Range;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A simulated file's bytes: a fixed-capacity buffer that never moves, so
 /// mappings can hand out slices while later bytes are written.
+///
+/// It also holds the file's length: a mapping, like a real one, has no bytes
+/// past the end of the file. A real mapping faults there (`SIGBUS`);
+/// [`Mapped::slice`] answers `None`, so a log that reads past the end
+/// is caught by the tests instead of reading zeros.
 pub(super) struct SimMem {
     cells: Box<[UnsafeCell<u8>]>,
+    len: AtomicUsize,
 }
 
 // SAFETY: access follows the mapping contract (see `Mapping`), the same
@@ -28,11 +35,28 @@ impl SimMem {
         // SAFETY: UnsafeCell<u8> is repr(transparent) over u8, so the
         // allocation has the same layout; ownership moves to the new Box.
         let cells = unsafe { Box::from_raw(raw) };
-        SimMem { cells }
+        SimMem {
+            cells,
+            len: AtomicUsize::new(0),
+        }
     }
 
     pub(super) fn cap(&self) -> usize {
         self.cells.len()
+    }
+
+    /// The file's length.
+    pub(super) fn len(&self) -> usize {
+        self.len.load(Ordering::Acquire)
+    }
+
+    /// Sets the file's length (the bytes are written or zeroed first).
+    pub(super) fn set_len(&self, len: usize) {
+        assert!(
+            len <= self.cap(),
+            "a simulated file's length past its capacity"
+        );
+        self.len.store(len, Ordering::Release);
     }
 
     pub(super) fn write(&self, pos: usize, data: &[u8]) {
@@ -67,17 +91,13 @@ impl SimMem {
         }
     }
 
+    /// The bytes of `range` (the simulator's own reads, up to the length
+    /// it checked).
     pub(super) fn read(&self, range: Range<usize>) -> &[u8] {
-        self.slice(range).unwrap_or(&[])
-    }
-}
-
-impl Mapped for SimMem {
-    fn capacity(&self) -> usize {
-        self.cap()
+        self.bytes(range).unwrap_or(&[])
     }
 
-    fn slice(&self, range: Range<usize>) -> Option<&[u8]> {
+    fn bytes(&self, range: Range<usize>) -> Option<&[u8]> {
         if range.start > range.end || range.end > self.cap() {
             return None;
         }
@@ -89,5 +109,19 @@ impl Mapped for SimMem {
                 range.len(),
             )
         })
+    }
+}
+
+impl Mapped for SimMem {
+    fn capacity(&self) -> usize {
+        self.cap()
+    }
+
+    /// `None` past the end of the file, where a real mapping would fault.
+    fn slice(&self, range: Range<usize>) -> Option<&[u8]> {
+        if range.end > self.len() {
+            return None;
+        }
+        self.bytes(range)
     }
 }

@@ -10,7 +10,8 @@
 //!
 //! A store writes a temporary file, syncs it, renames it over the old one
 //! and syncs the directory: a crash leaves the old or the new offset, and a
-//! torn file fails its checksum.
+//! torn file fails its checksum. The first store of a run also syncs the
+//! partition directory, which holds the `consumers` directory's name.
 
 use super::error::{Damage, LogError};
 use super::partition::PartitionLog;
@@ -53,6 +54,26 @@ impl<S: Storage> PartitionLog<S> {
         self.consumers_dir().join(format!("{consumer:020}.offset"))
     }
 
+    /// Syncs the partition directory once per run, so that the `consumers`
+    /// directory's name is durable before an offset stored in it is
+    /// reported stored: a new directory's name lives in its parent, and
+    /// only the parent's sync makes it durable. (Once per run, not once per
+    /// creation: a crash may have come between an earlier run's creation
+    /// and its sync.)
+    async fn sync_consumers_name(&self) -> Result<(), LogError> {
+        if self.inner.st.borrow().offsets.dir_durable {
+            return Ok(());
+        }
+        let dir = &self.inner.dir;
+        self.inner
+            .storage
+            .sync_dir(dir)
+            .await
+            .map_err(|e| LogError::io("directory sync", dir, e))?;
+        self.inner.st.borrow_mut().offsets.dir_durable = true;
+        Ok(())
+    }
+
     /// Durably stores `offset` for `consumer` (the offset it has processed;
     /// [`PartitionLog::poll_next`] continues after it).
     pub async fn store_offset(&self, consumer: u64, offset: u64) -> Result<(), LogError> {
@@ -66,6 +87,7 @@ impl<S: Storage> PartitionLog<S> {
         storage
             .create_dir_all(&dir)
             .map_err(|e| LogError::io("create directory", &dir, e))?;
+        self.sync_consumers_name().await?;
         let tmp = dir.join(format!("{consumer:020}.offset.{seq}.tmp"));
         let file = storage
             .open(&tmp, true)

@@ -193,6 +193,9 @@ pub(super) struct Offsets {
     pub(super) cache: HashMap<u64, u64>,
     pub(super) next_seq: u64,
     pub(super) committed: HashMap<u64, u64>,
+    /// The `consumers` directory's own name is known durable (its parent
+    /// was synced after it was created, in this run of the log).
+    pub(super) dir_durable: bool,
 }
 
 impl<S: Storage> PartitionLog<S> {
