@@ -132,6 +132,15 @@ impl Engine {
         let partitions = config.dir.join("partitions");
         std::fs::create_dir_all(&partitions)
             .map_err(|e| OpenError::io("create directory", &partitions, e))?;
+        // Make the names of DIR/partitions and of every partition directory
+        // in it durable: a run that crashed after creating one, before
+        // syncing its parent, could otherwise lose a partition at a later
+        // power cut. One fsync each, whatever the partition count.
+        for d in [&partitions, &config.dir] {
+            std::fs::File::open(d)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| OpenError::io("directory sync", d.as_path(), e))?;
+        }
         let lock = DirLock::acquire(&config.dir)?;
         let cpus: Vec<usize> = core_affinity::get_core_ids()
             .unwrap_or_default()

@@ -125,6 +125,8 @@ impl Common {
         Config {
             shards: Some(self.shards),
             pin_threads: false,
+            // The checker reads every partition's recovery report.
+            open_partitions: corelog::OpenPartitions::AtOpen,
             log: LogConfig {
                 segment_bytes: self.segment_bytes,
                 index_interval_bytes: 4 << 10,
