@@ -123,6 +123,11 @@ pub struct Args {
     /// drained and counted by a reader thread.
     #[arg(long, value_enum, default_value = "tcp")]
     pub serve: crate::sink::Serve,
+    /// What the socket's reader thread does with served bytes: count them
+    /// without copying (TCP `MSG_TRUNC`, as the wire carries them off), or
+    /// copy them into a buffer, as a client on this machine would.
+    #[arg(long, value_enum, default_value = "discard")]
+    pub drain: crate::sink::Drain,
     /// Consumers skip checksum verification (they still walk every batch
     /// header, and serve every byte unless --serve none).
     #[arg(long)]

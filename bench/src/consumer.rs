@@ -42,7 +42,7 @@ pub fn run(
         moved: None,
         error: None,
     };
-    let mut sink = match Sink::open(args.serve) {
+    let mut sink = match Sink::open(args.serve, args.drain) {
         Ok(s) => s,
         Err(e) => {
             out.error = Some(format!("open a {} to serve polls: {e}", args.serve));

@@ -119,19 +119,23 @@ pub fn run(args: Args) -> Result<(), String> {
     let handle = engine.handle();
     let prx = start_producers(&args, &shape, &ctx, &handle)?;
     let started = Instant::now();
-    let start_consumers = || -> Vec<JoinHandle<ConsumerResult>> {
+    let start_consumers = || -> Result<Vec<JoinHandle<ConsumerResult>>, String> {
         (0..shape.consumers)
             .map(|c| shape.share(c, shape.consumers))
             .filter(|parts| !parts.is_empty())
-            .map(|parts| {
+            .enumerate()
+            .map(|(c, parts)| {
                 let (h, a, l, t) = (handle.clone(), args.clone(), live.clone(), totals.clone());
-                std::thread::spawn(move || consumer::run(h, parts, a, l, t))
+                std::thread::Builder::new()
+                    .name(format!("consumer-{c}"))
+                    .spawn(move || consumer::run(h, parts, a, l, t))
             })
-            .collect()
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("consumer thread: {e}"))
     };
     let mut consumers = Vec::new();
     if args.tail && !args.no_poll {
-        consumers = start_consumers();
+        consumers = start_consumers()?;
     }
 
     // Sample throughput, drive the progress bar, stop a timed run.
@@ -191,7 +195,7 @@ pub fn run(args: Args) -> Result<(), String> {
         pb.set_message("poll");
         let poll_start = Instant::now();
         if !args.tail {
-            consumers = start_consumers();
+            consumers = start_consumers()?;
         }
         for c in consumers {
             let r = c
@@ -224,7 +228,9 @@ pub fn run(args: Args) -> Result<(), String> {
                 poll.bytes, served
             ));
         }
-        xxh3 = crate::xxh3::rate(verify_cores, 1.0);
+        if !args.no_verify {
+            xxh3 = crate::xxh3::rate(verify_cores, 1.0);
+        }
     }
     sampler_stop.store(true, Ordering::Relaxed);
     let series = sampler.join().unwrap_or_default();

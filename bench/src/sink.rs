@@ -1,8 +1,14 @@
 //! Where served polls go: a socket drained by a reader thread, the way a
 //! server writes a poll reply to a client. The consumer writes the reply's
 //! `IoSlice`s (the mapped segment bytes, no copy in user space) with
-//! vectored writes; the reader thread reads everything into a buffer and
-//! counts it, so a served byte is a byte that left through the socket.
+//! vectored writes; the reader thread drains the other end and counts what
+//! arrived, so a served byte is a byte that left through the socket.
+//!
+//! The reader stands in for the network. By default (`--drain discard`) it
+//! receives TCP with `MSG_TRUNC`, which drains and counts the bytes without
+//! copying them to user space: on a real network the client's copy runs on
+//! the client's machine, not on the server's cores. `--drain copy` reads
+//! them into a buffer instead (a Unix socket always copies).
 
 use clap::ValueEnum;
 use std::io::{IoSlice, Read, Write};
@@ -33,6 +39,16 @@ impl std::fmt::Display for Serve {
     }
 }
 
+/// What the reader thread does with the bytes it drains.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Drain {
+    /// Counts them without copying them out of the kernel (TCP `MSG_TRUNC`).
+    Discard,
+    /// Reads them into a buffer.
+    Copy,
+}
+
 enum Out {
     Tcp(TcpStream),
     Unix(UnixStream),
@@ -61,7 +77,7 @@ pub struct Moved {
 impl Sink {
     /// Opens a socket of `kind` and starts its drain thread (`None` for
     /// `Serve::None`).
-    pub fn open(kind: Serve) -> std::io::Result<Option<Sink>> {
+    pub fn open(kind: Serve, drain: Drain) -> std::io::Result<Option<Sink>> {
         let (out, drain) = match kind {
             Serve::None => return Ok(None),
             Serve::Tcp => {
@@ -69,7 +85,11 @@ impl Sink {
                 let out = TcpStream::connect(listener.local_addr()?)?;
                 let (inp, _) = listener.accept()?;
                 out.set_nodelay(true)?;
-                (Out::Tcp(out), spawn_drain(inp)?)
+                let drain = match drain {
+                    Drain::Copy => spawn_drain(inp)?,
+                    Drain::Discard => spawn_drain(Discard::new(inp))?,
+                };
+                (Out::Tcp(out), drain)
             }
             Serve::Unix => {
                 let (out, inp) = UnixStream::pair()?;
@@ -117,6 +137,24 @@ impl Sink {
     }
 }
 
+/// A TCP socket whose reads drain without copying (`MSG_TRUNC`): `read`
+/// returns how many bytes left the socket and leaves `buf` untouched.
+struct Discard(socket2::Socket, Vec<std::mem::MaybeUninit<u8>>);
+
+impl Discard {
+    fn new(s: TcpStream) -> Discard {
+        // Under MSG_TRUNC the kernel consumes up to the buffer's length but
+        // writes nothing into it.
+        Discard(s.into(), vec![std::mem::MaybeUninit::uninit(); 1 << 20])
+    }
+}
+
+impl Read for Discard {
+    fn read(&mut self, _buf: &mut [u8]) -> std::io::Result<usize> {
+        self.0.recv_with_flags(&mut self.1, libc::MSG_TRUNC)
+    }
+}
+
 /// Reads `inp` to its end, counting the bytes.
 fn spawn_drain(
     mut inp: impl Read + Send + 'static,
@@ -141,8 +179,10 @@ fn spawn_drain(
 mod tests {
     use super::*;
 
-    fn moves_every_byte(kind: Serve) {
-        let mut sink = Sink::open(kind).expect("socket").expect("a socket kind");
+    fn moves_every_byte(kind: Serve, drain: Drain) {
+        let mut sink = Sink::open(kind, drain)
+            .expect("socket")
+            .expect("a socket kind");
         let a = vec![1u8; 3 << 20];
         let b = vec![2u8; 12345];
         for _ in 0..3 {
@@ -162,16 +202,18 @@ mod tests {
 
     #[test]
     fn tcp_sink_moves_every_byte() {
-        moves_every_byte(Serve::Tcp);
+        moves_every_byte(Serve::Tcp, Drain::Discard);
+        moves_every_byte(Serve::Tcp, Drain::Copy);
     }
 
     #[test]
     fn unix_sink_moves_every_byte() {
-        moves_every_byte(Serve::Unix);
+        moves_every_byte(Serve::Unix, Drain::Copy);
     }
 
     #[test]
     fn no_sink_is_no_socket() {
-        assert!(Sink::open(Serve::None).expect("nothing to open").is_none());
+        let none = Sink::open(Serve::None, Drain::Copy).expect("nothing to open");
+        assert!(none.is_none());
     }
 }

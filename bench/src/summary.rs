@@ -43,8 +43,9 @@ impl Summary<'_> {
         let per = self.poll.mb_per_s() / self.poll_workers() as f64;
         match self.served {
             Some(b) => println!(
-                "polls served: {b} bytes through {} ({:.2} GB/s, {:.2} GB/s per consumer)",
+                "polls served: {b} bytes through {} (reader: {:?}) ({:.2} GB/s, {:.2} GB/s per consumer)",
                 args.serve,
+                args.drain,
                 self.poll.mb_per_s() / 1000.0,
                 per / 1000.0
             ),
@@ -105,6 +106,7 @@ impl Summary<'_> {
                 "consumers": shape.consumers,
                 "consumers_on": "threads",
                 "serve": match args.serve { Serve::None => Value::Null, s => json!(s) },
+                "drain": args.drain,
                 "message_size": args.message_size,
                 "messages_per_batch": args.messages_per_batch,
                 "total_bytes": self.total,
@@ -122,7 +124,7 @@ impl Summary<'_> {
             "append": self.append.json(),
             "poll": poll,
             "end_to_end": { "latency_us": latency_json(&self.e2e) },
-            "xxh3_gb_per_s": self.xxh3 / 1e9,
+            "xxh3_gb_per_s": (self.xxh3 > 0.0).then_some(self.xxh3 / 1e9),
             "xxh3_cores": self.verify_cores,
             "errors": self.errors,
         })
