@@ -7,7 +7,7 @@
       median (min-max) of the per-run ratios, and whether the median ratio
       meets OP TARGET (OP is >= or <=).
   bench_rows.py value SCENARIO "c1 c2 .." OP TARGET UNIT
-      a figure against an absolute target.
+      a figure against an absolute target (OP "-": no target, the figure only).
 """
 import statistics
 import sys
@@ -45,6 +45,9 @@ def ratio(scenario, baseline, b, c, op=None, target=None):
 def value(scenario, c, op, target, unit):
     c = nums(c)
     med = statistics.median(c)
+    if op == "-":  # a figure shown beside a target row, held to no target of its own
+        print(f"| {scenario} | – | – | {span(c)} | – | – | |")
+        return
     print(f"| {scenario} | target | {fig(float(target))} | {span(c)} | **{med / float(target):.2f}× of target** | {op} {target} {unit} | {verdict(med, op, float(target))} |")
 
 

@@ -77,10 +77,16 @@ fn open_engine(args: &Args, shape: &Shape, dir: &std::path::Path) -> Result<Engi
     Ok(engine)
 }
 
-pub fn run(args: Args) -> Result<(), String> {
+/// Refuses a poll phase that would read nothing but batch headers.
+fn polls_move_data(args: &Args) -> Result<(), String> {
     if args.no_verify && args.serve == Serve::None && !args.no_poll {
         return Err("--no-verify with --serve none: polls would move no data (serve them through a socket, or verify them)".into());
     }
+    Ok(())
+}
+
+pub fn run(args: Args) -> Result<(), String> {
+    polls_move_data(&args)?;
     let args = Arc::new(args);
     let (dir, _tmp) = data_dir(&args)?;
     let Budget { total, duration } = budget(&args, &dir)?;
@@ -296,4 +302,30 @@ fn start_producers(
         }
     }
     Ok(rx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(flags: &[&str]) -> Args {
+        Args::parse_from(std::iter::once("corelog-bench").chain(flags.iter().copied()))
+    }
+
+    #[test]
+    fn polls_that_move_no_data_are_refused() {
+        assert!(polls_move_data(&args(&["--no-verify", "--serve", "none"])).is_err());
+        assert!(polls_move_data(&args(&["--no-verify"])).is_ok());
+        assert!(polls_move_data(&args(&["--serve", "none"])).is_ok());
+        assert!(polls_move_data(&args(&["--no-verify", "--serve", "none", "--no-poll"])).is_ok());
+    }
+
+    #[test]
+    fn defaults_serve_through_tcp_from_producer_threads() {
+        let a = args(&[]);
+        assert_eq!(a.serve, Serve::Tcp);
+        assert!(!a.on_shard);
+        assert!(!a.no_verify);
+    }
 }
