@@ -1,31 +1,37 @@
 #!/usr/bin/env bash
 # corelog's performance claims, measured in one go on one disk, each against a baseline run in
-# the same session: fio (io_uring; buffered, and write+fsync per write), a plain single-threaded
-# pwrite loop of the same batches, and corelog. Each figure is the median of REPS interleaved
-# runs (the page cache is dropped before every run); ratios are corelog / baseline.
+# the same session: fio (io_uring), a plain single-threaded pwrite loop of the same batches, and
+# corelog. Every figure is the median of REPS interleaved runs with the min–max range; a ratio
+# is taken per run (corelog and its baseline measured moments apart) and the row gives the
+# median and range of those ratios.
 #
-#   scripts/bench.sh                 # all scenarios, 3 repetitions
+#   scripts/bench.sh                 # the default scenarios, 3 repetitions
 #   REPS=5 DATA_DIR=/mnt/fast scripts/bench.sh
-#   scripts/bench.sh pagecache durable   # only some scenarios
+#   scripts/bench.sh polls latency   # only some scenarios (the README is then left alone)
 #
-# Scenarios: pagecache durable single scaling polls latency, and peers (walrus-rust and commitlog,
-# built with --features peers; not run by default). Results: $OUT (default bench-results.md).
+# Scenarios: pagecache durable scaling polls latency (the default set), single, peers
+# (walrus-rust and commitlog, built with --features peers). Results: $OUT (default
+# docs/bench/results.md). After a run of the default set into the default file, the README's
+# block between the "bench.sh results" markers is replaced by that file, as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+DEFAULT_SCENARIOS="pagecache durable scaling polls latency"
 REPS=${REPS:-3}
 DATA_DIR=${DATA_DIR:-/var/tmp/corelog-bench-data}
-OUT=${OUT:-bench-results.md}
-SCENARIOS=${*:-pagecache durable single scaling polls latency}
+OUT=${OUT:-docs/bench/results.md}
+SCENARIOS=${*:-$DEFAULT_SCENARIOS}
+COMMAND="REPS=$REPS scripts/bench.sh${*:+ $*}"
 JSON_DIR=$(mktemp -d)
 trap 'rm -rf "$JSON_DIR" "$DATA_DIR"' EXIT
 
 command -v fio >/dev/null || { apt-get update -qq && apt-get install -y -qq fio >/dev/null; }
 cargo build --release -q -p corelog-bench
-B=target/release/corelog-bench
-mkdir -p "$DATA_DIR"
+B=${CARGO_TARGET_DIR:-target}/release/corelog-bench
+mkdir -p "$DATA_DIR" "$(dirname "$OUT")"
+: >"$JSON_DIR/cold"
 
-fresh() { # empty data dir, dirty pages written, page cache dropped, memory warm
+fresh() { # empty data dir, dirty pages written, page cache dropped (if allowed), memory warm
   rm -rf "${DATA_DIR:?}"/*
   sync
   # On a VM, memory freed by dropping the page cache may go back to the host; the first writer
@@ -33,157 +39,165 @@ fresh() { # empty data dir, dirty pages written, page cache dropped, memory warm
   # Touch it with a throwaway write (deleted before write-back, so the disk is not involved).
   dd if=/dev/zero of="$DATA_DIR/warm" bs=1M count=2500 status=none
   rm -f "$DATA_DIR/warm"
-  echo 3 > /proc/sys/vm/drop_caches 2>/dev/null || true
+  local err
+  if err=$( (echo 3 >/proc/sys/vm/drop_caches) 2>&1); then
+    echo cold >>"$JSON_DIR/cold"
+  else
+    echo "warm: ${err:-drop_caches failed}" >>"$JSON_DIR/cold"
+  fi
 }
 
-ratio() { python3 -c 'import sys; print(f"{float(sys.argv[1])/float(sys.argv[2]):.2f}x")' "$1" "$2"; } # $1 / $2
-median() { python3 -c 'import sys,statistics; v=[float(x) for x in sys.argv[1:]]; print(f"{statistics.median(v):.1f}")' "$@"; }
-jget() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); 
+jget() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1]))
 for k in sys.argv[2].split("."): d=d[k]
 print(d)' "$1" "$2"; }
+median() { python3 -c 'import statistics,sys; print(round(statistics.median(float(x) for x in sys.argv[1:])))' "$@"; }
 
-# fio: sequential 1 MiB writes through io_uring into one file; prints MB/s (10^6).
-fio_mbps() { # $1 = size, $2 = extra flags
+# fio through io_uring; prints MB/s (10^6) over all jobs. $1 = job count, $2 = size per job,
+# rest = flags.
+fio_mbps() {
+  local jobs=$1 size=$2; shift 2
   fresh
-  fio --name=seq --directory="$DATA_DIR" --ioengine=io_uring --rw=write --bs=1M --size="$1" \
-      --iodepth=4 --direct=0 $2 --output-format=json --output="$JSON_DIR/fio.json" >/dev/null
+  fio --name=seq --directory="$DATA_DIR" --ioengine=io_uring --rw=write --bs=1M --size="$size" \
+      --numjobs="$jobs" --group_reporting --direct=0 "$@" \
+      --output-format=json --output="$JSON_DIR/fio.json" >/dev/null
   python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); print(j["jobs"][0]["write"]["bw_bytes"]/1e6)' "$JSON_DIR/fio.json"
 }
 
-# corelog-bench: prints "<phase MB/s>" for $1 (append|poll|...) from a run with flags $2...
-bench() { # $1 = json key, rest = flags
+# corelog-bench: prints JSON key $1 from a run with flags $2...
+bench() {
   local key=$1; shift
   fresh
-  "$B" --quiet --data-dir "$DATA_DIR/c" --json "$JSON_DIR/b.json" "$@" >"$JSON_DIR/b.out" 2>&1 || { cat "$JSON_DIR/b.out"; exit 1; }
+  "$B" --quiet --data-dir "$DATA_DIR/c" --json "$JSON_DIR/b.json" "$@" >"$JSON_DIR/b.out" 2>&1 || { cat "$JSON_DIR/b.out" >&2; exit 1; }
   jget "$JSON_DIR/b.json" "$key"
 }
 
-echo "# corelog benchmark results" >"$OUT"
-{
-  echo
-  echo "$(date -u +%Y-%m-%d), $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -r), disk: $(df -h "$DATA_DIR" | awk 'NR==2{print $1}'), median of $REPS runs"
-  echo
-  echo "| scenario | baseline | baseline figure | corelog | ratio | target |"
-  echo "|---|---|---|---|---|---|"
-} >>"$OUT"
-row() { echo "| $1 | $2 | $3 | $4 | $5 | $6 |" | tee -a "$OUT"; }
+row() { python3 scripts/bench_rows.py "$@" | tee -a "$JSON_DIR/rows"; }
+: >"$JSON_DIR/rows"
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# 1000 messages of 1000 B per batch (1 MiB batches) unless a scenario says otherwise.
+MB1="--message-size 1000 --messages-per-batch 1000 --warmup 0"
 
 for s in $SCENARIOS; do
   case $s in
   pagecache)
-    # 1000-byte messages x 1000 per batch, 2 partitions, 2 GB, fsync never; every checksum
-    # verified at admission. Baselines: fio buffered io_uring 1 MiB writes, pwrite loop.
-    f=(); p=(); c=()
+    # fsync never, 2 partitions, 2 GB; every checksum verified at admission. corelog with
+    # producer threads outside the shards (the default) and on the shards (--on-shard).
+    f=""; p=""; c=""; o=""
     for _ in $(seq "$REPS"); do
-      f+=("$(fio_mbps 2000M "")")
-      p+=("$(bench append.mb_per_s --engine pwrite --fsync never --total-bytes 2GB --message-size 1000 --messages-per-batch 1000 --warmup 0)")
-      c+=("$(bench append.mb_per_s --fsync never --partitions 2 --total-bytes 2GB --message-size 1000 --messages-per-batch 1000 --warmup 0 --no-poll)")
+      f+=" $(fio_mbps 1 2000M --iodepth=4)"
+      p+=" $(bench append.mb_per_s --engine pwrite --fsync never --total-bytes 2GB $MB1)"
+      c+=" $(bench append.mb_per_s --fsync never --partitions 2 --total-bytes 2GB $MB1 --no-poll)"
+      o+=" $(bench append.mb_per_s --fsync never --partitions 2 --total-bytes 2GB $MB1 --no-poll --on-shard)"
     done
-    F=$(median "${f[@]}"); P=$(median "${p[@]}"); C=$(median "${c[@]}")
-    row "page-cache appends, 2 GB (MB/s)" "fio io_uring buffered 1 MiB" "$F" "$C" "$(ratio "$C" "$F")" ">= 1.0x"
-    row "page-cache appends, 2 GB (MB/s)" "pwrite loop, 1 thread" "$P" "$C" "$(ratio "$C" "$P")" "-"
+    row ratio "page-cache appends, 1 MiB batches, 2 partitions, 2 GB, producer threads (MB/s)" "fio io_uring buffered, 1 MiB, 4 in flight" "$f" "$c" ">=" 1.0
+    row ratio "same, producer threads" "corelog, producers on the shards (--on-shard)" "$o" "$c" ">=" 0.9
+    row ratio "same, producer threads" "plain \`pwrite\` loop, 1 thread" "$p" "$c"
     ;;
   durable)
-    # fsync=batch, 8 partitions, ~1 MiB batches; baseline fio write + fsync per 1 MiB write.
-    # The write-back ceiling (fio buffered 2 GB with one fsync at the end) bounds any design
-    # that writes through the page cache.
-    # The device's own ceiling: fio O_DIRECT 1 MiB writes, 16 in flight, no page cache at all.
-    f=(); w=(); d=(); p=(); c=()
+    # fsync=batch, 8 partitions, 2 producers x 16 appends in flight = 32 writes in flight, 2 GB.
+    # Like for like: fio with one job per partition (8 files), 4 writes in flight each (32 in
+    # all), fdatasync after every write, the same 2 GB. The device's ceiling: fio O_DIRECT, 1 MiB
+    # writes, 16 in flight, no page cache.
+    f=""; d=""; c=""; o=""
     for _ in $(seq "$REPS"); do
-      f+=("$(fio_mbps 1000M "--fsync=1")")
-      w+=("$(fio_mbps 2000M "--end_fsync=1")")
-      d+=("$(fio_mbps 2000M "--direct=1 --iodepth=16 --end_fsync=1")")
-      p+=("$(bench append.mb_per_s --engine pwrite --fsync batch --total-bytes 1GB --message-size 1000 --messages-per-batch 1000 --warmup 0)")
-      c+=("$(bench append.mb_per_s --fsync batch --partitions 8 --inflight 16 --total-bytes 2GB --message-size 1000 --messages-per-batch 1000 --warmup 0 --no-poll)")
+      f+=" $(fio_mbps 8 250M --iodepth=4 --fdatasync=1)"
+      d+=" $(fio_mbps 1 2000M --direct=1 --iodepth=16 --end_fsync=1)"
+      c+=" $(bench append.mb_per_s --fsync batch --partitions 8 --inflight 16 --total-bytes 2GB $MB1 --no-poll)"
+      o+=" $(bench append.mb_per_s --fsync batch --partitions 8 --inflight 16 --total-bytes 2GB $MB1 --no-poll --on-shard)"
     done
-    F=$(median "${f[@]}"); W=$(median "${w[@]}"); D=$(median "${d[@]}"); P=$(median "${p[@]}"); C=$(median "${c[@]}")
-    row "durable appends, fsync=batch (MB/s)" "fio 1 MiB write+fsync" "$F" "$C" "$(ratio "$C" "$F")" ">= 3x"
-    row "durable appends, fsync=batch (MB/s)" "fio write-back ceiling (2 GB, one fsync)" "$W" "$C" "$(ratio "$C" "$W")" "-"
-    row "durable appends, fsync=batch (MB/s)" "fio O_DIRECT, 16 in flight (the device's ceiling)" "$D" "$C" "$(ratio "$C" "$D")" "-"
-    row "durable appends, fsync=batch (MB/s)" "pwrite+fdatasync loop" "$P" "$C" "$(ratio "$C" "$P")" "-"
+    row ratio "durable appends, \`fsync=batch\`, 8 partitions, 32 in flight, 2 GB, producer threads (MB/s)" "fio: 8 jobs (one per partition), 4 in flight each, \`--fdatasync=1\`" "$f" "$c" ">=" 3
+    row ratio "same, producer threads" "fio O_DIRECT, 16 in flight: the device's ceiling" "$d" "$c" ">=" 0.9
+    row ratio "same, producers on the shards" "fio: 8 jobs, 4 in flight each, \`--fdatasync=1\`" "$f" "$o"
     ;;
   single)
-    # One partition, one producer (issue 3's figures): fsync never against fio buffered, fsync
-    # batch against fio write + fsync per write; batch with the default 4 appends in flight and
-    # with 16 (each group commit covers at most the appends in flight).
-    f=(); fs=(); n=(); b4=(); b16=()
+    # One partition, one producer: fsync never against fio buffered, fsync batch with 4 and 16
+    # appends in flight against one fio job with as many in flight and fdatasync per write.
+    f=""; n=""; f4=""; b4=""; f16=""; b16=""
     for _ in $(seq "$REPS"); do
-      f+=("$(fio_mbps 2000M "")")
-      n+=("$(bench append.mb_per_s --fsync never --partitions 1 --producers 1 --total-bytes 2GB --message-size 1000 --messages-per-batch 1000 --warmup 0 --no-poll)")
-      fs+=("$(fio_mbps 1000M "--fsync=1")")
-      b4+=("$(bench append.mb_per_s --fsync batch --partitions 1 --producers 1 --total-bytes 1GB --message-size 1000 --messages-per-batch 1000 --warmup 0 --no-poll)")
-      b16+=("$(bench append.mb_per_s --fsync batch --partitions 1 --producers 1 --inflight 16 --total-bytes 1GB --message-size 1000 --messages-per-batch 1000 --warmup 0 --no-poll)")
+      f+=" $(fio_mbps 1 2000M --iodepth=4)"
+      n+=" $(bench append.mb_per_s --fsync never --partitions 1 --producers 1 --total-bytes 2GB $MB1 --no-poll)"
+      f4+=" $(fio_mbps 1 1000M --iodepth=4 --fdatasync=1)"
+      b4+=" $(bench append.mb_per_s --fsync batch --partitions 1 --producers 1 --total-bytes 1GB $MB1 --no-poll)"
+      f16+=" $(fio_mbps 1 1000M --iodepth=16 --fdatasync=1)"
+      b16+=" $(bench append.mb_per_s --fsync batch --partitions 1 --producers 1 --inflight 16 --total-bytes 1GB $MB1 --no-poll)"
     done
-    F=$(median "${f[@]}"); N=$(median "${n[@]}"); FS=$(median "${fs[@]}"); B4=$(median "${b4[@]}"); B16=$(median "${b16[@]}")
-    row "one partition, fsync=never, 2 GB (MB/s)" "fio io_uring buffered 1 MiB" "$F" "$N" "$(ratio "$N" "$F")" "-"
-    row "one partition, fsync=batch, 4 in flight (MB/s)" "fio 1 MiB write+fsync" "$FS" "$B4" "$(ratio "$B4" "$FS")" "-"
-    row "one partition, fsync=batch, 16 in flight (MB/s)" "fio 1 MiB write+fsync" "$FS" "$B16" "$(ratio "$B16" "$FS")" "-"
+    row ratio "one partition, \`fsync=never\`, 2 GB (MB/s)" "fio io_uring buffered 1 MiB" "$f" "$n"
+    row ratio "one partition, \`fsync=batch\`, 4 in flight, 1 GB (MB/s)" "fio 1 job, 4 in flight, \`--fdatasync=1\`" "$f4" "$b4"
+    row ratio "one partition, \`fsync=batch\`, 16 in flight, 1 GB (MB/s)" "fio 1 job, 16 in flight, \`--fdatasync=1\`" "$f16" "$b16"
     ;;
   scaling)
-    # 100-byte messages: two shards against one (each with its own producer), page cache.
-    one=(); two=()
+    # 100-byte messages: two shards against one (each shard with its own producer thread).
+    one=""; two=""
     for _ in $(seq "$REPS"); do
-      one+=("$(bench append.msgs_per_s --shards 1 --producers 1 --partitions 2 --fsync never --total-bytes 1GB --message-size 100 --messages-per-batch 1000 --warmup 0 --no-poll)")
-      two+=("$(bench append.msgs_per_s --shards 2 --producers 2 --partitions 2 --fsync never --total-bytes 1GB --message-size 100 --messages-per-batch 1000 --warmup 0 --no-poll)")
+      one+=" $(bench append.msgs_per_s --shards 1 --producers 1 --partitions 2 --fsync never --total-bytes 1GB --message-size 100 --messages-per-batch 1000 --warmup 0 --no-poll)"
+      two+=" $(bench append.msgs_per_s --shards 2 --producers 2 --partitions 2 --fsync never --total-bytes 1GB --message-size 100 --messages-per-batch 1000 --warmup 0 --no-poll)"
     done
-    O=$(median "${one[@]}"); T=$(median "${two[@]}")
-    row "100-byte messages (msgs/s)" "1 shard" "$O" "$T (2 shards)" "$(ratio "$T" "$O")" ">= 1.8x"
+    row ratio "100-byte messages, 2 shards (msgs/s)" "1 shard" "$one" "$two" ">=" 1.8
     ;;
   polls)
-    # Write 2 GB, then poll it all back from mmap: without verification (served), and verifying
-    # every checksum, against raw XXH3 of the same build on the same cores.
-    # The XXH3 baseline runs in the same process right after the polls, so each run's ratio
-    # pairs two figures taken moments apart; the row's ratio is the median of those ratios
-    # (memory bandwidth on these VMs swings by 1.5x between runs).
-    v=(); n=(); x=(); r=()
+    # Write 4 GB (fsync never, 2 partitions), then poll it all back with consumer threads.
+    # Served: every reply's IoSlices written to loopback TCP, drained and counted by a reader
+    # thread (no verification), per consumer; one consumer alone, then two at once. Verified:
+    # every checksum checked, nothing served, against raw XXH3 of the same build on the same
+    # cores, measured in the same process right after the polls.
+    s1=""; s2=""; v=""; x=""
     for _ in $(seq "$REPS"); do
-      n+=("$(bench poll.mb_per_s --fsync never --partitions 2 --total-bytes 2GB --message-size 1000 --messages-per-batch 1000 --warmup 0 --no-verify)")
-      v+=("$(bench poll.mb_per_s --fsync never --partitions 2 --total-bytes 2GB --message-size 1000 --messages-per-batch 1000 --warmup 0)")
-      x+=("$(python3 -c "import json; print(json.load(open('$JSON_DIR/b.json'))['xxh3_gb_per_s']*1000)")")
-      r+=("$(python3 -c "print(${v[-1]}/${x[-1]})")")
+      s1+=" $(bench poll.mb_per_s_per_consumer --fsync never --partitions 2 --consumers 1 --total-bytes 4GB $MB1 --no-verify --serve tcp)"
+      s2+=" $(bench poll.mb_per_s_per_consumer --fsync never --partitions 2 --consumers 2 --total-bytes 4GB $MB1 --no-verify --serve tcp)"
+      v+=" $(bench poll.mb_per_s --fsync never --partitions 2 --total-bytes 4GB $MB1 --serve none)"
+      x+=" $(python3 -c "import json; print(json.load(open('$JSON_DIR/b.json'))['xxh3_gb_per_s']*1000)")"
     done
-    N=$(median "${n[@]}"); V=$(median "${v[@]}"); X=$(median "${x[@]}")
-    R=$(python3 -c 'import sys,statistics; v=[float(a) for a in sys.argv[1:]]; print("%.2fx (per run: %s)" % (statistics.median(v), ", ".join("%.2f" % a for a in v)))' "${r[@]}")
-    row "polls served from mmap (MB/s)" "8 GB/s target" "8000" "$N" "$(python3 -c "print(f'{$N/8000:.2f}x')")" ">= 1.0x"
-    row "polls with checksum verification (MB/s)" "raw XXH3 over memory, 2 cores at once" "$X" "$V" "$R" ">= 0.8x"
+    row value "polls served through loopback TCP, 1 consumer (MB/s per consumer)" "$s1" ">=" 3000 "MB/s"
+    row value "polls served through loopback TCP, 2 consumers at once (MB/s per consumer)" "$s2" ">=" 3000 "MB/s"
+    row ratio "polls verifying every checksum, 2 consumers (MB/s)" "raw XXH3 over memory, 2 cores at once" "$x" "$v" ">=" 0.8
     ;;
   latency)
-    # Append latency at half of the peak rate (open loop, sends paced evenly), page cache,
-    # 10-message batches of 1000 B. The runs write 1.5 GB, within the page cache's dirty limit:
-    # past it the kernel throttles writers to the disk's write-back rate, and the latency
-    # measured is the disk's.
-    peak=$(bench append.mb_per_s --fsync never --partitions 2 --total-bytes 1500MB --message-size 1000 --messages-per-batch 10 --warmup 0 --no-poll)
-    half=$(python3 -c "print(round($peak/2))")
-    p99=(); p9999=()
-    for _ in $(seq "$REPS"); do
-      bench append.mb_per_s --fsync never --partitions 2 --rate "$half" --total-bytes 1500MB --message-size 1000 --messages-per-batch 10 --warmup 0.5 --no-poll >/dev/null
-      p99+=("$(jget "$JSON_DIR/b.json" append.latency_us.p99)")
-      p9999+=("$(jget "$JSON_DIR/b.json" append.latency_us.p9999)")
+    # Append latency at half of the peak rate, measured from each batch's scheduled send (open
+    # loop, sends spaced evenly), 10-message batches of 1000 B, 2 partitions, producer threads.
+    # The runs write 1.5 GB, within the page cache's dirty limit: past it the kernel throttles
+    # writers to the disk's write-back rate. Under fsync=batch the same, at half of its own peak.
+    L="--partitions 2 --message-size 1000 --messages-per-batch 10 --no-poll"
+    for pol in never batch; do
+      size=1500MB; [ "$pol" = batch ] && size=500MB
+      pk=""
+      for _ in $(seq "$REPS"); do pk+=" $(bench append.mb_per_s --fsync $pol --total-bytes $size $L --warmup 0)"; done
+      peak=$(median $pk); rate=$((peak / 2))
+      p99=""; p9999=""; s99=""
+      for _ in $(seq "$REPS"); do
+        bench append.mb_per_s --fsync $pol --rate "$rate" --total-bytes $size $L --warmup 0.5 >/dev/null
+        p99+=" $(jget "$JSON_DIR/b.json" append.latency_us.p99)"
+        p9999+=" $(jget "$JSON_DIR/b.json" append.latency_us.p9999)"
+        bench append.mb_per_s --fsync $pol --rate "$rate" --total-bytes $size $L --warmup 0.5 --on-shard >/dev/null
+        s99+=" $(jget "$JSON_DIR/b.json" append.latency_us.p99)"
+      done
+      if [ "$pol" = never ]; then
+        row value "append p99 at half of peak, \`fsync=never\` ($rate of $peak MB/s), 10 × 1000 B batches, from schedule, producer threads (µs)" "$p99" "<=" 200 "µs"
+        row value "append p99.99, same (µs)" "$p9999" "<=" 2000 "µs"
+      else
+        row value "append p99 at half of peak, \`fsync=batch\` ($rate of $peak MB/s), same batches, from schedule, producer threads (µs)" "$p99" - - "µs"
+      fi
+      row value "append p99, \`fsync=$pol\`, same rate, producers on the shards (µs)" "$s99" - - "µs"
     done
-    P99=$(median "${p99[@]}"); P9999=$(median "${p9999[@]}")
-    row "append p99 at half of peak ($half of $peak MB/s) (µs)" "target" "200" "$P99" "$(python3 -c "print(f'{$P99/200:.2f}x of target')")" "<= 200 µs"
-    row "append p99.99 at half of peak (µs)" "target" "2000" "$P9999" "$(python3 -c "print(f'{$P9999/2000:.2f}x of target')")" "<= 2 ms"
     ;;
   peers)
-    # Peers a user might pick instead (built with --features peers, so not in the default run):
-    # walrus-rust and the commitlog crate, same batches, 2 partitions, one writer thread each,
-    # then every entry read back and checked as a batch. corelog's read side is its verified poll.
+    # Peers a user might pick instead (built with --features peers): walrus-rust and the
+    # commitlog crate, same batches, 2 partitions, one writer thread each, then every entry read
+    # back and checked as a batch. corelog's read side is its verified poll (not served).
     cargo build --release -q -p corelog-bench --features peers
     for mode in "never 2GB" "batch 1GB"; do
       set -- $mode
       declare -A ap=() rd=()
       for _ in $(seq "$REPS"); do
         for e in corelog walrus commitlog; do
-          bench append.mb_per_s --engine "$e" --fsync "$1" --partitions 2 --total-bytes "$2" --message-size 1000 --messages-per-batch 1000 --warmup 0 >/dev/null
+          bench append.mb_per_s --engine "$e" --fsync "$1" --partitions 2 --total-bytes "$2" $MB1 --serve none >/dev/null
           ap[$e]+=" $(jget "$JSON_DIR/b.json" append.mb_per_s)"
           rd[$e]+=" $(jget "$JSON_DIR/b.json" poll.mb_per_s)"
         done
       done
-      C=$(median ${ap[corelog]}); CR=$(median ${rd[corelog]})
       for e in walrus commitlog; do
-        E=$(median ${ap[$e]}); ER=$(median ${rd[$e]})
-        row "appends vs a peer, fsync=$1, $2 (MB/s)" "$e" "$E" "$C" "$(ratio "$C" "$E")" "-"
-        row "read back and checked vs a peer, fsync=$1 (MB/s)" "$e" "$ER" "$CR" "$(ratio "$CR" "$ER")" "-"
+        row ratio "appends vs a peer, \`fsync=$1\`, $2 (MB/s)" "$e" "${ap[$e]}" "${ap[corelog]}"
+        row ratio "read back and checked vs a peer, \`fsync=$1\` (MB/s)" "$e" "${rd[$e]}" "${rd[corelog]}"
       done
       unset ap rd
     done
@@ -191,5 +205,37 @@ for s in $SCENARIOS; do
   *) echo "unknown scenario $s" >&2; exit 2 ;;
   esac
 done
+
+runs=$(wc -l <"$JSON_DIR/cold"); cold=$(grep -c '^cold$' "$JSON_DIR/cold" || true)
+if [ "$cold" = "$runs" ]; then
+  cache="The page cache was dropped before each of the $runs runs (all started cold)"
+else
+  cache="**The page cache could not be dropped before $((runs - cold)) of the $runs runs; those started warm** ($(grep -v '^cold$' "$JSON_DIR/cold" | sort | uniq -c | head -3 | tr -s ' ' | tr '\n' ';'))"
+fi
+{
+  echo "<!-- generated by scripts/bench.sh; do not edit by hand -->"
+  echo "Generated by \`$COMMAND\` on $(date -u +%Y-%m-%d): $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), $(free -g | awk '/Mem:/{print $2}') GiB, Linux $(uname -r), $(df -T "$DATA_DIR" | awk 'NR==2{print $2" on "$1}'); load average $load_before before the run, $(cut -d' ' -f1-3 /proc/loadavg) after. Each figure: the median of $REPS runs (min–max); each ratio: the median (min–max) of the per-run ratios. $cache."
+  echo
+  echo "| scenario | baseline | baseline figure | corelog | ratio | target | |"
+  echo "|---|---|---|---|---|---|---|"
+  cat "$JSON_DIR/rows"
+} >"$OUT"
 echo
 echo "results written to $OUT"
+
+# The README shows the default set's results as they are, between its markers.
+if [ "$SCENARIOS" = "$DEFAULT_SCENARIOS" ] && [ "$OUT" = docs/bench/results.md ]; then
+  python3 - "$OUT" README.md <<'PY'
+import re, sys
+res, readme = open(sys.argv[1]).read(), open(sys.argv[2]).read()
+begin, end = "<!-- bench.sh results: begin -->", "<!-- bench.sh results: end -->"
+if begin not in readme or end not in readme:
+    sys.exit("README.md has no bench.sh results markers")
+head, rest = readme.split(begin, 1)
+_, tail = rest.split(end, 1)
+open(sys.argv[2], "w").write(head + begin + "\n" + res.rstrip("\n") + "\n" + end + tail)
+print("README.md: results block rewritten")
+PY
+else
+  echo "(not the default scenarios into $OUT: README.md left as it was)"
+fi

@@ -47,9 +47,10 @@ fn parse_range(s: &str) -> Result<SizeRange, String> {
 }
 
 /// corelog's load generator. With no flags it runs a meaningful workload on
-/// a temporary data directory: producers append across all shards with
-/// durable acknowledgements (group commit), then consumers poll everything
-/// back, verifying every checksum.
+/// a temporary data directory: producer threads append across all shards
+/// with durable acknowledgements (group commit), then consumer threads poll
+/// everything back, verifying every checksum and writing every byte to a
+/// loopback TCP socket.
 #[derive(Debug, Clone, Parser, serde::Serialize)]
 #[command(name = "corelog-bench", version)]
 pub struct Args {
@@ -62,14 +63,20 @@ pub struct Args {
     /// Partitions, spread over the shards (default: 2 per shard).
     #[arg(long)]
     pub partitions: Option<u64>,
-    /// Producers (default: one per shard). Each runs on the shard owning
-    /// its partitions.
+    /// Producers (default: one per shard). Each is an OS thread calling
+    /// `Handle::append` through the shards' queues, as an embedder's
+    /// threads do (see --on-shard).
     #[arg(long)]
     pub producers: Option<usize>,
+    /// Run producers as tasks on the shard owning their partitions
+    /// instead (the thread-per-core fast path: no queue, no wake-up).
+    #[arg(long)]
+    pub on_shard: bool,
     /// Appends in flight per producer.
     #[arg(long, default_value_t = 4)]
     pub inflight: usize,
-    /// Consumers (default: one per shard).
+    /// Consumers (default: one per shard): OS threads that poll through
+    /// `Handle` and serve every reply through a socket (see --serve).
     #[arg(long)]
     pub consumers: Option<usize>,
     /// Message payload size in bytes, or a range like 200..2000.
@@ -112,7 +119,17 @@ pub struct Args {
     /// Largest poll reply, bytes.
     #[arg(long, value_parser = parse_size, default_value = "4MiB")]
     pub poll_bytes: u64,
-    /// Consumers skip checksum verification (they still walk every batch).
+    /// The socket consumers write each poll reply to (its `IoSlice`s),
+    /// drained and counted by a reader thread.
+    #[arg(long, value_enum, default_value = "tcp")]
+    pub serve: crate::sink::Serve,
+    /// What the socket's reader thread does with served bytes: count them
+    /// without copying (TCP `MSG_TRUNC`, as the wire carries them off), or
+    /// copy them into a buffer, as a client on this machine would.
+    #[arg(long, value_enum, default_value = "discard")]
+    pub drain: crate::sink::Drain,
+    /// Consumers skip checksum verification (they still walk every batch
+    /// header, and serve every byte unless --serve none).
     #[arg(long)]
     pub no_verify: bool,
     /// Consumers tail the partitions while producers append (end-to-end
