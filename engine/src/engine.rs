@@ -445,6 +445,17 @@ impl Handle {
         })
     }
 
+    /// Deletes `partition`: closes its log (in-flight appends finish or
+    /// fail), removes its directory and syncs the parent directory.
+    /// Polls already holding its segments keep reading them. Deleting a
+    /// partition that does not exist succeeds.
+    pub fn delete_partition(&self, partition: u64) -> Reply<()> {
+        self.send(self.shard_of(partition), |reply| Request::Delete {
+            partition,
+            reply,
+        })
+    }
+
     /// Every open partition, sorted.
     pub fn partitions(&self) -> impl Future<Output = Result<Vec<u64>, Error>> + Send + 'static {
         let replies: Vec<Reply<Vec<u64>>> = (0..self.shards())

@@ -352,10 +352,18 @@ impl Shard {
                         self.dispatch(&log, req);
                     }
                     Some(Slot::Opening(pending)) => pending.push(req),
+                    Some(Slot::Failed(_)) if matches!(req, Request::Delete { .. }) => {
+                        drop(parts);
+                        self.delete_partition(p, None, req);
+                    }
                     Some(Slot::Failed(e)) => {
                         let e = e.clone();
                         drop(parts);
                         req.fail(Error::Storage(e));
+                    }
+                    None if matches!(req, Request::Delete { .. }) => {
+                        drop(parts);
+                        self.delete_partition(p, None, req);
                     }
                     None => {
                         if let Some(e) = refused_by_a_new_partition(&req, p) {
@@ -506,11 +514,50 @@ impl Shard {
             Request::Create { reply, .. } => {
                 let _ = reply.send(Ok(()));
             }
+            req @ Request::Delete { .. } => {
+                let p = log.partition();
+                self.delete_partition(p, Some(log.clone()), req);
+            }
             other => other.fail(Error::Config(
                 "request cannot be dispatched to a partition".into(),
             )),
         }
     }
+}
+
+impl Shard {
+    /// Forgets partition `p` (later requests see no partition), closes its
+    /// log if open, then removes its directory and syncs the parent, so a
+    /// crash leaves the partition either whole or gone.
+    fn delete_partition(self: &Rc<Self>, p: u64, log: Option<Log>, req: Request) {
+        let Request::Delete { reply, .. } = req else {
+            req.fail(Error::Config("not a delete request".into()));
+            return;
+        };
+        self.partitions.borrow_mut().remove(&p);
+        let parent = self.dir.clone();
+        self.spawn_tracked(async move {
+            if let Some(log) = log {
+                if let Err(e) = log.close().await {
+                    tracing::warn!("closing partition {p} before deleting it: {e}");
+                }
+            }
+            let _ = reply.send(remove_partition_dir(&parent, p));
+        });
+    }
+}
+
+/// Removes `parent/<p>` (if present) and syncs `parent`.
+fn remove_partition_dir(parent: &std::path::Path, p: u64) -> Result<(), Error> {
+    let dir = parent.join(p.to_string());
+    match std::fs::remove_dir_all(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(Error::io("remove partition directory", &dir, e)),
+    }
+    std::fs::File::open(parent)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io("sync directory", parent, e))
 }
 
 /// A caller's task whose panics are caught and logged (see
