@@ -19,6 +19,8 @@ pub struct Context {
     pub max_request: u64,
     /// When the server started, µs since the epoch.
     pub started_at: u64,
+    /// The address clients reach it at.
+    pub listen: std::net::SocketAddr,
     /// Set when the server stops taking requests.
     pub closing: AtomicBool,
     /// Requests read and not yet answered.
@@ -34,6 +36,7 @@ impl Context {
         metadata: MetadataStore,
         users: Users,
         max_request: u64,
+        listen: std::net::SocketAddr,
     ) -> Context {
         Context {
             engine,
@@ -41,6 +44,7 @@ impl Context {
             users: Arc::new(users),
             max_request,
             started_at: now_micros(),
+            listen,
             closing: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             sessions: AtomicU64::new(0),

@@ -98,7 +98,6 @@ impl Server {
         let metadata = MetadataStore::open(&config.dir)?;
         delete_orphans(&engine, &metadata)?;
         let max_request = engine.limits().max_batch_bytes + (1 << 20);
-        let ctx = Arc::new(Context::new(engine.handle(), metadata, users, max_request));
         let listener = TcpListener::bind(config.listen).map_err(|source| ServerError::Listen {
             addr: config.listen,
             source,
@@ -109,6 +108,13 @@ impl Server {
                 addr: config.listen,
                 source,
             })?;
+        let ctx = Arc::new(Context::new(
+            engine.handle(),
+            metadata,
+            users,
+            max_request,
+            addr,
+        ));
         let stop = Arc::new(AtomicBool::new(false));
         let acceptor = std::thread::Builder::new()
             .name("corelog-acceptor".into())

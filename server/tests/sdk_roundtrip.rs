@@ -160,6 +160,18 @@ async fn streams_and_topics_by_name_and_number() {
     assert!(c.get_stream(&named("nope")).await.expect("get").is_none());
     assert!(c.create_stream("bench-stream-1").await.is_err());
     assert_eq!(c.get_streams().await.expect("streams").len(), 1);
+    let stats = c.get_stats().await.expect("stats");
+    assert_eq!(
+        (
+            stats.streams_count,
+            stats.topics_count,
+            stats.partitions_count
+        ),
+        (1, 1, 3)
+    );
+    let cluster = c.get_cluster_metadata().await.expect("cluster metadata");
+    assert_eq!(cluster.nodes.len(), 1);
+    assert_eq!(cluster.nodes[0].endpoints.tcp, server.local_addr().port());
 
     // Balanced and keyed sends land in the topic's partitions.
     for i in 0..6u128 {

@@ -73,7 +73,7 @@ pub async fn execute(
         _ if !signed_in => Outcome::Error(IggyError::Unauthenticated),
         Request::Logout => session::logout(session),
         Request::GetStats => system::stats(ctx),
-        Request::GetClusterMetadata => Outcome::Error(IggyError::FeatureUnavailable),
+        Request::GetClusterMetadata => system::cluster_metadata(ctx),
         Request::GetStreams => streams::get_all(ctx).await.into(),
         Request::GetStream(r) => streams::get(ctx, &r.stream_id).await.into(),
         Request::CreateStream(r) => streams::create(ctx, r).await.into(),

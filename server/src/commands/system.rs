@@ -2,7 +2,11 @@
 
 use super::Outcome;
 use crate::context::{now_micros, Context};
+use iggy_binary_protocol::responses::system::get_cluster_metadata::{
+    ClusterMetadataResponse, ClusterNodeResponse,
+};
 use iggy_binary_protocol::responses::system::get_stats::StatsResponse;
+use iggy_common::{ClusterNodeRole, ClusterNodeStatus};
 
 /// What the server can say about itself cheaply: counts from the catalog,
 /// times, and the host.
@@ -51,4 +55,22 @@ pub(super) fn stats(ctx: &Context) -> Outcome {
 
 fn count(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// One healthy leader node, this one: the SDK then stays on this
+/// connection instead of looking for a leader.
+pub(super) fn cluster_metadata(ctx: &Context) -> Outcome {
+    Outcome::encoded(&ClusterMetadataResponse {
+        name: "corelog".into(),
+        nodes: vec![ClusterNodeResponse {
+            name: "corelog-server".into(),
+            ip: ctx.listen.ip().to_string(),
+            tcp_port: ctx.listen.port(),
+            quic_port: 0,
+            http_port: 0,
+            websocket_port: 0,
+            role: ClusterNodeRole::Leader as u8,
+            status: ClusterNodeStatus::Healthy as u8,
+        }],
+    })
 }
