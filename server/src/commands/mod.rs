@@ -113,6 +113,8 @@ fn from_catalog(e: CatalogError, stream: &WireIdentifier) -> IggyError {
         CatalogError::TopicExists { topic, .. } => {
             IggyError::TopicNameAlreadyExists(topic, identifier(stream))
         }
+        CatalogError::IdsExhausted("topic") => IggyError::TooManyTopics,
+        CatalogError::IdsExhausted("partition") => IggyError::PartitionIdSpaceExhausted,
         CatalogError::IdsExhausted(_) => IggyError::TooManyStreams,
     }
 }
@@ -142,7 +144,7 @@ impl UpdateError {
             UpdateError::Catalog(e) => from_catalog(e, stream),
             UpdateError::Metadata(e) => {
                 tracing::error!("metadata: {e}");
-                IggyError::CannotCreateBaseDirectory(e.to_string())
+                IggyError::Error
             }
         }
     }
