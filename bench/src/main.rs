@@ -13,6 +13,7 @@ mod peers;
 mod plot;
 mod pwrite;
 mod report;
+mod tcp;
 mod workload;
 
 use args::{Args, EngineKind};
@@ -62,7 +63,21 @@ pub type Series = Vec<(f64, u64, u64)>;
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    let result = match args.engine {
+    let result = match (args.target.clone(), args.engine) {
+        (Some(target), _) => tcp::run(args, &target),
+        (None, engine) => run_engine(args, engine),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("corelog-bench: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run_engine(args: Args, engine: EngineKind) -> Result<(), String> {
+    match engine {
         EngineKind::Corelog => run_corelog(args),
         EngineKind::Pwrite => pwrite::run(args),
         #[cfg(feature = "peers")]
@@ -72,13 +87,6 @@ fn main() -> ExitCode {
             "peer engines are built with `cargo build --release -p corelog-bench --features peers`"
                 .into(),
         ),
-    };
-    match result {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("corelog-bench: {e}");
-            ExitCode::from(1)
-        }
     }
 }
 
@@ -111,6 +119,15 @@ pub fn budget(args: &Args, dir: &std::path::Path) -> Result<Budget, String> {
             total: Some(free / 4),
             duration: Some(d.unwrap_or(DEFAULT_DURATION)),
         }),
+    }
+}
+
+/// The budget of a run against a remote server, whose disk the bench
+/// cannot see: `--total-bytes`, or `--duration` (default 20 s).
+pub fn budget_for_remote(args: &Args) -> (Option<u64>, Option<f64>) {
+    match args.total_bytes {
+        Some(t) => (Some(t), None),
+        None => (None, Some(args.duration.unwrap_or(DEFAULT_DURATION))),
     }
 }
 
