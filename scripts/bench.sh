@@ -9,7 +9,9 @@
 #   scripts/bench.sh pagecache durable   # only some scenarios
 #
 # Scenarios: pagecache durable single scaling polls latency, and peers (walrus-rust and commitlog,
-# built with --features peers; not run by default). Results: $OUT (default bench-results.md).
+# built with --features peers; not run by default), and wire (corelog-server over Iggy's TCP
+# protocol against embedded corelog, and against a real Iggy server when IGGY_SERVER=host:port is
+# given; not run by default). Results: $OUT (default bench-results.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -186,6 +188,51 @@ for s in $SCENARIOS; do
         row "read back and checked vs a peer, fsync=$1 (MB/s)" "$e" "$ER" "$CR" "$(ratio "$CR" "$ER")" "-"
       done
       unset ap rd
+    done
+    ;;
+  wire)
+    # Iggy's protocol over loopback TCP against the same workload embedded: 1000 B messages x 1000
+    # per batch (Iggy's bench -m 1000 -P 1000), 1 GB, 2 partitions, 2 producers with one request in
+    # flight each (like the SDK), then 2 consumers reading everything back verified. corelog-server
+    # runs with its default shards; IGGY_SERVER=host:port adds a real Iggy server (its data is not
+    # dropped between runs).
+    cargo build --release -q -p corelog-server
+    S=target/release/corelog-server
+    W=(--partitions 2 --producers 2 --inflight 1 --consumers 2 --total-bytes 1GB --message-size 1000 --messages-per-batch 1000 --warmup 0)
+    for fsync in never batch; do
+      declare -A ap=() rd=() p99=() rp99=()
+      for _ in $(seq "$REPS"); do
+        bench append.mb_per_s --fsync "$fsync" "${W[@]}" >/dev/null
+        ap[embedded]+=" $(jget "$JSON_DIR/b.json" append.mb_per_s)"; rd[embedded]+=" $(jget "$JSON_DIR/b.json" poll.mb_per_s)"
+        p99[embedded]+=" $(jget "$JSON_DIR/b.json" append.latency_us.p99)"; rp99[embedded]+=" $(jget "$JSON_DIR/b.json" poll.latency_us.p99)"
+        fresh
+        "$S" --dir "$DATA_DIR/s" --listen 127.0.0.1:0 --fsync "$fsync" 2>"$JSON_DIR/s.log" &
+        spid=$!
+        for _ in $(seq 100); do grep -q "listening on" "$JSON_DIR/s.log" && break; sleep 0.1; done
+        addr=$(sed -n 's/.*listening on \([0-9.:]*\),.*/\1/p' "$JSON_DIR/s.log" | head -1)
+        "$B" --quiet --target "tcp://$addr" --json "$JSON_DIR/b.json" "${W[@]}" >"$JSON_DIR/b.out" 2>&1 || { cat "$JSON_DIR/b.out"; kill -INT "$spid"; exit 1; }
+        kill -INT "$spid"; wait "$spid"
+        ap[server]+=" $(jget "$JSON_DIR/b.json" append.mb_per_s)"; rd[server]+=" $(jget "$JSON_DIR/b.json" poll.mb_per_s)"
+        p99[server]+=" $(jget "$JSON_DIR/b.json" append.latency_us.p99)"; rp99[server]+=" $(jget "$JSON_DIR/b.json" poll.latency_us.p99)"
+        if [[ -n "${IGGY_SERVER:-}" ]]; then
+          "$B" --quiet --target "tcp://$IGGY_SERVER" --json "$JSON_DIR/b.json" "${W[@]}" >"$JSON_DIR/b.out" 2>&1 || { cat "$JSON_DIR/b.out"; exit 1; }
+          ap[iggy]+=" $(jget "$JSON_DIR/b.json" append.mb_per_s)"; rd[iggy]+=" $(jget "$JSON_DIR/b.json" poll.mb_per_s)"
+          p99[iggy]+=" $(jget "$JSON_DIR/b.json" append.latency_us.p99)"; rp99[iggy]+=" $(jget "$JSON_DIR/b.json" poll.latency_us.p99)"
+        fi
+      done
+      E=$(median ${ap[embedded]}); C=$(median ${ap[server]}); ER=$(median ${rd[embedded]}); CR=$(median ${rd[server]})
+      row "sends over TCP, fsync=$fsync, 1 MB batches (MB/s)" "embedded corelog" "$E" "$C" "$(ratio "$C" "$E")" "-"
+      row "send p99 over TCP, fsync=$fsync (µs)" "embedded corelog" "$(median ${p99[embedded]})" "$(median ${p99[server]})" "$(ratio "$(median ${p99[server]})" "$(median ${p99[embedded]})")" "-"
+      row "polls over TCP, verified, fsync=$fsync (MB/s)" "embedded corelog" "$ER" "$CR" "$(ratio "$CR" "$ER")" "-"
+      row "poll p99 over TCP, fsync=$fsync (µs)" "embedded corelog" "$(median ${rp99[embedded]})" "$(median ${rp99[server]})" "$(ratio "$(median ${rp99[server]})" "$(median ${rp99[embedded]})")" "-"
+      if [[ -n "${IGGY_SERVER:-}" ]]; then
+        I=$(median ${ap[iggy]}); IR=$(median ${rd[iggy]})
+        row "sends over TCP, fsync=$fsync (MB/s)" "Iggy server" "$I" "$C" "$(ratio "$C" "$I")" ">= 2x"
+        row "send p99 over TCP, fsync=$fsync (µs)" "Iggy server" "$(median ${p99[iggy]})" "$(median ${p99[server]})" "$(ratio "$(median ${p99[server]})" "$(median ${p99[iggy]})")" "<= 0.5x"
+        row "polls over TCP, verified (MB/s)" "Iggy server" "$IR" "$CR" "$(ratio "$CR" "$IR")" ">= 2x"
+        row "poll p99 over TCP (µs)" "Iggy server" "$(median ${rp99[iggy]})" "$(median ${rp99[server]})" "$(ratio "$(median ${rp99[server]})" "$(median ${rp99[iggy]})")" "<= 0.5x"
+      fi
+      unset ap rd p99 rp99
     done
     ;;
   *) echo "unknown scenario $s" >&2; exit 2 ;;

@@ -34,15 +34,21 @@ pub(super) async fn poll(
     let (index, partition) = resolve(ctx, &r.stream_id, &r.topic_id, r.partition_id)?;
     let consumer = consumer_key(&r.consumer);
     let engine_err = |e: corelog::Error| status::from_engine(&e);
-    let stats = ctx.engine.stats(partition).await.map_err(engine_err)?;
     let value = r.strategy.value;
-    let (from, start) = match r.strategy.kind {
-        OFFSET => (PollFrom::Offset(value), value),
-        TIMESTAMP => (PollFrom::Timestamp(value), 0),
-        FIRST => (PollFrom::First, 0),
+    let max_bytes = u64::from(r.count)
+        .saturating_mul(BYTES_PER_MESSAGE)
+        .clamp(MIN_POLL_BYTES, MAX_POLL_BYTES);
+    // The partition's end (for the reply's current_offset) is asked for
+    // alongside the poll, except where the poll's start depends on it.
+    let stats = ctx.engine.stats(partition);
+    let (from, start, stats) = match r.strategy.kind {
+        OFFSET => (PollFrom::Offset(value), value, stats),
+        TIMESTAMP => (PollFrom::Timestamp(value), 0, stats),
+        FIRST => (PollFrom::First, 0, stats),
         LAST => {
-            let start = stats.next_offset.saturating_sub(u64::from(r.count));
-            (PollFrom::Offset(start), start)
+            let end = stats.await.map_err(engine_err)?;
+            let start = end.next_offset.saturating_sub(u64::from(r.count));
+            (PollFrom::Offset(start), start, ctx.engine.stats(partition))
         }
         NEXT => {
             let stored = ctx
@@ -51,23 +57,20 @@ pub(super) async fn poll(
                 .await
                 .map_err(engine_err)?;
             let start = stored.map_or(0, |o| o.saturating_add(1));
-            (PollFrom::Offset(start), start)
+            (PollFrom::Offset(start), start, stats)
         }
         _ => return Err(IggyError::InvalidCommand),
     };
-    let max_bytes = u64::from(r.count)
-        .saturating_mul(BYTES_PER_MESSAGE)
-        .clamp(MIN_POLL_BYTES, MAX_POLL_BYTES);
-    let reply = ctx
-        .engine
-        .poll(partition, from, max_bytes)
-        .await
-        .map_err(engine_err)?;
+    let reply = ctx.engine.poll(partition, from, max_bytes);
+    let end = stats.await.map_err(engine_err)?;
+    let reply = reply.await.map_err(engine_err)?;
     let window = PollWindow {
         start,
         count: r.count,
     };
-    let current = stats.next_offset.saturating_sub(1);
+    // Appends may land between the two answers; never report an end
+    // before what the poll returned.
+    let current = end.next_offset.max(reply.next_offset()).saturating_sub(1);
     let (wire, summary) = poll_wire(head, reply, window, index, current).map_err(|e| {
         tracing::error!("poll reply: {e}");
         IggyError::CannotReadMessage
