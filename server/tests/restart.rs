@@ -88,3 +88,25 @@ async fn streams_topics_messages_and_offsets_survive_a_restart() {
     assert_eq!(fresh.id, 2);
     server.shutdown().expect("shutdown");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn partitions_no_topic_holds_are_deleted_at_start() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start(dir.path());
+    let c = client(&server).await;
+    stream_and_topic(&c, "s", "t", 2).await;
+    drop(c);
+    server.shutdown().expect("shutdown");
+    // What a crash between creating a topic's partitions and recording the
+    // topic leaves: a partition in the engine that no topic holds.
+    let engine = corelog::Engine::open(corelog::Config::new(dir.path())).expect("engine");
+    engine.create_partition(77).wait().expect("orphan");
+    engine.shutdown().expect("shutdown");
+    assert!(dir.path().join("partitions/77").exists());
+
+    let server = start(dir.path());
+    assert!(!dir.path().join("partitions/77").exists());
+    assert!(dir.path().join("partitions/0").exists());
+    assert!(dir.path().join("partitions/1").exists());
+    server.shutdown().expect("shutdown");
+}
