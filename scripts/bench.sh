@@ -193,12 +193,13 @@ for s in $SCENARIOS; do
   wire)
     # Iggy's protocol over loopback TCP against the same workload embedded: 1000 B messages x 1000
     # per batch (Iggy's bench -m 1000 -P 1000), 1 GB, 2 partitions, 2 producers with one request in
-    # flight each (like the SDK), then 2 consumers reading everything back verified. corelog-server
+    # flight each (like the SDK), then 2 consumers reading everything back verified, 1000 messages
+    # (one batch) per poll like Iggy's bench. corelog-server
     # runs with its default shards; IGGY_SERVER=host:port adds a real Iggy server (its data is not
     # dropped between runs).
     cargo build --release -q -p corelog-server
     S=target/release/corelog-server
-    W=(--partitions 2 --producers 2 --inflight 1 --consumers 2 --total-bytes 1GB --message-size 1000 --messages-per-batch 1000 --warmup 0)
+    W=(--partitions 2 --producers 2 --inflight 1 --consumers 2 --total-bytes 1GB --message-size 1000 --messages-per-batch 1000 --poll-bytes 1MB --warmup 0)
     for fsync in never batch; do
       declare -A ap=() rd=() p99=() rp99=()
       for _ in $(seq "$REPS"); do

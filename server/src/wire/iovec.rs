@@ -31,7 +31,12 @@ pub enum Piece {
 
 /// The write: owns every byte its iovecs point to.
 pub struct WireVec {
+    #[expect(dead_code, reason = "owned, never read: the iovecs point into it")]
     built: Box<[u8]>,
+    #[expect(
+        dead_code,
+        reason = "owned, never read: keeps the mappings the iovecs point into"
+    )]
     reply: PollReply,
     iovecs: Vec<libc::iovec>,
     /// The first iovec not wholly written.
@@ -113,16 +118,6 @@ impl WireVec {
             n -= v.iov_len;
             self.first += 1;
         }
-    }
-
-    /// The built bytes (for tests).
-    pub fn built(&self) -> &[u8] {
-        &self.built
-    }
-
-    /// The poll reply whose mappings the write reads (for tests).
-    pub fn reply(&self) -> &PollReply {
-        &self.reply
     }
 }
 
