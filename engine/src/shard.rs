@@ -527,8 +527,10 @@ impl Shard {
 
 impl Shard {
     /// Forgets partition `p` (later requests see no partition), closes its
-    /// log if open, then removes its directory and syncs the parent, so a
-    /// crash leaves the partition either whole or gone.
+    /// log if open, then removes its directory and syncs the parent. A
+    /// crash during the removal can leave part of the directory, which the
+    /// next open recovers or refuses like any damaged partition; a caller
+    /// that must not see it again deletes it again.
     fn delete_partition(self: &Rc<Self>, p: u64, log: Option<Log>, req: Request) {
         let Request::Delete { reply, .. } = req else {
             req.fail(Error::Config("not a delete request".into()));
