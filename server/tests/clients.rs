@@ -75,3 +75,20 @@ async fn a_bad_password_is_refused() {
     c.get_streams().await.expect("signed in");
     server.shutdown().expect("shutdown");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logout_ends_the_session_and_login_opens_a_new_one() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start(dir.path());
+    let c = client(&server).await;
+    stream_and_topic(&c, "s", "t", 1).await;
+    assert_eq!(c.get_topics(&named("s")).await.expect("topics").len(), 1);
+    c.logout_user().await.expect("logout");
+    assert!(c.get_topics(&named("s")).await.is_err());
+    c.login_user("iggy", "iggy").await.expect("login again");
+    assert_eq!(
+        c.get_topics(&named("s")).await.expect("topics")[0].name,
+        "t"
+    );
+    server.shutdown().expect("shutdown");
+}
