@@ -97,6 +97,10 @@ async fn send_then_poll_with_every_strategy() {
     assert!(end.messages.is_empty());
     assert_eq!(end.count, 0);
 
+    c.flush_unsaved_buffer(&named("s"), &named("t"), 0, true)
+        .await
+        .expect("flush");
+
     // Next with auto_commit walks the partition in steps of `count`.
     check(&poll(&c, PollingStrategy::next(), 5, true).await, 0..5);
     check(&poll(&c, PollingStrategy::next(), 5, true).await, 5..10);

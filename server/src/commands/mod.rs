@@ -84,6 +84,7 @@ pub async fn execute(
         Request::DeleteTopic(r) => topics::delete(ctx, &r.stream_id, &r.topic_id).await.into(),
         Request::SendMessages(r) => send::send(ctx, r, payload).await.into(),
         Request::PollMessages(r) => poll::poll(ctx, head, r).await.into(),
+        Request::Flush(r) => send::flush(ctx, r).await.into(),
         Request::StoreConsumerOffset(r) => offsets::store(ctx, r).await.into(),
         Request::GetConsumerOffset(r) => offsets::get(ctx, r).await.into(),
         Request::Unsupported { code } => {

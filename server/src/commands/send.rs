@@ -8,6 +8,7 @@ use crate::status;
 use crate::wire::request::SendMessages;
 use bytes::Bytes;
 use iggy_binary_protocol::batch::{BATCH_HEADER_SIZE, BATCH_MESSAGE_COUNT_OFFSET};
+use iggy_binary_protocol::requests::messages::FlushUnsavedBufferRequest;
 use iggy_binary_protocol::responses::messages::send_messages::{
     SendMessagesConfirmationResponse, SendMessagesResponse,
 };
@@ -67,6 +68,21 @@ pub(super) async fn send(
             base_offset: ack.base_offset,
         }],
     }))
+}
+
+/// Makes everything stored in the partition durable (with or without
+/// `fsync` asked: corelog has no unsaved buffer, only unsynced pages).
+pub(super) async fn flush(
+    ctx: &Arc<Context>,
+    r: FlushUnsavedBufferRequest,
+) -> Result<Outcome, IggyError> {
+    let (_, partition) =
+        super::offsets::resolve(ctx, &r.stream_id, &r.topic_id, Some(r.partition_id))?;
+    ctx.engine
+        .flush(partition)
+        .await
+        .map_err(|e| status::from_engine(&e))?;
+    Ok(Outcome::empty())
 }
 
 /// `message_count` of a batch header, if the bytes hold one.

@@ -5,14 +5,17 @@
 use iggy_binary_protocol::codec::{read_u32_le, WireDecode};
 use iggy_binary_protocol::codes::{
     CREATE_STREAM_CODE, CREATE_TOPIC_CODE, DELETE_STREAM_CODE, DELETE_TOPIC_CODE,
-    GET_CLUSTER_METADATA_CODE, GET_CONSUMER_OFFSET_CODE, GET_STATS_CODE, GET_STREAMS_CODE,
-    GET_STREAM_CODE, GET_TOPICS_CODE, GET_TOPIC_CODE, LOGIN_REGISTER_CODE, LOGOUT_USER_CODE,
-    PING_CODE, POLL_MESSAGES_CODE, SEND_MESSAGES_CODE, STORE_CONSUMER_OFFSET_CODE,
+    FLUSH_UNSAVED_BUFFER_CODE, GET_CLUSTER_METADATA_CODE, GET_CONSUMER_OFFSET_CODE, GET_STATS_CODE,
+    GET_STREAMS_CODE, GET_STREAM_CODE, GET_TOPICS_CODE, GET_TOPIC_CODE, LOGIN_REGISTER_CODE,
+    LOGOUT_USER_CODE, PING_CODE, POLL_MESSAGES_CODE, SEND_MESSAGES_CODE,
+    STORE_CONSUMER_OFFSET_CODE,
 };
 use iggy_binary_protocol::requests::consumer_offsets::{
     GetConsumerOffsetRequest, StoreConsumerOffsetRequest,
 };
-use iggy_binary_protocol::requests::messages::{PollMessagesRequest, SendMessagesHeader};
+use iggy_binary_protocol::requests::messages::{
+    FlushUnsavedBufferRequest, PollMessagesRequest, SendMessagesHeader,
+};
 use iggy_binary_protocol::requests::streams::{
     CreateStreamRequest, DeleteStreamRequest, GetStreamRequest,
 };
@@ -62,6 +65,8 @@ pub enum Request {
     SendMessages(SendMessages),
     /// POLL_MESSAGES.
     PollMessages(PollMessagesRequest),
+    /// FLUSH_UNSAVED_BUFFER: make a partition durable.
+    Flush(FlushUnsavedBufferRequest),
     /// STORE_CONSUMER_OFFSET.
     StoreConsumerOffset(StoreConsumerOffsetRequest),
     /// GET_CONSUMER_OFFSET.
@@ -144,6 +149,7 @@ pub fn decode_request(code: u32, payload: &[u8]) -> Result<Request, DecodeError>
         CREATE_TOPIC_CODE => Request::CreateTopic(exact(code, payload)?),
         DELETE_TOPIC_CODE => Request::DeleteTopic(exact(code, payload)?),
         POLL_MESSAGES_CODE => Request::PollMessages(exact(code, payload)?),
+        FLUSH_UNSAVED_BUFFER_CODE => Request::Flush(exact(code, payload)?),
         STORE_CONSUMER_OFFSET_CODE => Request::StoreConsumerOffset(exact(code, payload)?),
         GET_CONSUMER_OFFSET_CODE => Request::GetConsumerOffset(exact(code, payload)?),
         SEND_MESSAGES_CODE => Request::SendMessages(send_messages(payload)?),
