@@ -10,9 +10,11 @@
 #   scripts/bench.sh polls latency   # only some scenarios (the README is then left alone)
 #
 # Scenarios: pagecache durable scaling polls latency (the default set), single, peers
-# (walrus-rust and commitlog, built with --features peers). Results: $OUT (default
-# docs/bench/results.md). After a run of the default set into the default file, the README's
-# block between the "bench.sh results" markers is replaced by that file, as it is.
+# (walrus-rust and commitlog, built with --features peers), wire (corelog-server over Iggy's TCP
+# protocol against embedded corelog, and against a real Iggy server when IGGY_SERVER=host:port is
+# given), partitions (4 to 10,000 partitions). Results: $OUT (default docs/bench/results.md).
+# After a run of the default set into the default file, the README's block between the
+# "bench.sh results" markers is replaced by that file, as it is.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -201,6 +203,77 @@ for s in $SCENARIOS; do
       done
       unset ap rd
     done
+    ;;
+  wire)
+    # Iggy's protocol over loopback TCP against the same workload embedded: 1000 B messages x 1000
+    # per batch (Iggy's bench -m 1000 -P 1000), 1 GB, 2 partitions, 2 producers with one request in
+    # flight each (like the SDK), then 2 consumers reading everything back verified, 1000 messages
+    # (one batch) per poll like Iggy's bench. corelog-server
+    # runs with its default shards; IGGY_SERVER=host:port adds a real Iggy server (its data is not
+    # dropped between runs).
+    cargo build --release -q -p corelog-server
+    S=target/release/corelog-server
+    W=(--partitions 2 --producers 2 --inflight 1 --consumers 2 --total-bytes 1GB --message-size 1000 --messages-per-batch 1000 --poll-bytes 1MB --warmup 0)
+    for fsync in never batch; do
+      declare -A ap=() rd=() p99=() rp99=()
+      for _ in $(seq "$REPS"); do
+        bench append.mb_per_s --fsync "$fsync" "${W[@]}" >/dev/null
+        ap[embedded]+=" $(jget "$JSON_DIR/b.json" append.mb_per_s)"; rd[embedded]+=" $(jget "$JSON_DIR/b.json" poll.mb_per_s)"
+        p99[embedded]+=" $(jget "$JSON_DIR/b.json" append.latency_us.p99)"; rp99[embedded]+=" $(jget "$JSON_DIR/b.json" poll.latency_us.p99)"
+        fresh
+        "$S" --dir "$DATA_DIR/s" --listen 127.0.0.1:0 --fsync "$fsync" 2>"$JSON_DIR/s.log" &
+        spid=$!
+        for _ in $(seq 100); do grep -q "listening on" "$JSON_DIR/s.log" && break; sleep 0.1; done
+        addr=$(sed -n 's/.*listening on \([0-9.:]*\),.*/\1/p' "$JSON_DIR/s.log" | head -1)
+        "$B" --quiet --target "tcp://$addr" --json "$JSON_DIR/b.json" "${W[@]}" >"$JSON_DIR/b.out" 2>&1 || { cat "$JSON_DIR/b.out"; kill -INT "$spid"; exit 1; }
+        kill -INT "$spid"; wait "$spid"
+        ap[server]+=" $(jget "$JSON_DIR/b.json" append.mb_per_s)"; rd[server]+=" $(jget "$JSON_DIR/b.json" poll.mb_per_s)"
+        p99[server]+=" $(jget "$JSON_DIR/b.json" append.latency_us.p99)"; rp99[server]+=" $(jget "$JSON_DIR/b.json" poll.latency_us.p99)"
+        if [[ -n "${IGGY_SERVER:-}" ]]; then
+          "$B" --quiet --target "tcp://$IGGY_SERVER" --json "$JSON_DIR/b.json" "${W[@]}" >"$JSON_DIR/b.out" 2>&1 || { cat "$JSON_DIR/b.out"; exit 1; }
+          ap[iggy]+=" $(jget "$JSON_DIR/b.json" append.mb_per_s)"; rd[iggy]+=" $(jget "$JSON_DIR/b.json" poll.mb_per_s)"
+          p99[iggy]+=" $(jget "$JSON_DIR/b.json" append.latency_us.p99)"; rp99[iggy]+=" $(jget "$JSON_DIR/b.json" poll.latency_us.p99)"
+        fi
+      done
+      row ratio "sends over TCP, \`fsync=$fsync\`, 1 MB batches (MB/s)" "embedded corelog" "${ap[embedded]}" "${ap[server]}"
+      row ratio "send p99 over TCP, \`fsync=$fsync\` (µs)" "embedded corelog" "${p99[embedded]}" "${p99[server]}"
+      row ratio "polls over TCP, verified, \`fsync=$fsync\` (MB/s)" "embedded corelog" "${rd[embedded]}" "${rd[server]}"
+      row ratio "poll p99 over TCP, \`fsync=$fsync\` (µs)" "embedded corelog" "${rp99[embedded]}" "${rp99[server]}"
+      if [[ -n "${IGGY_SERVER:-}" ]]; then
+        row ratio "sends over TCP, \`fsync=$fsync\` (MB/s)" "Iggy server" "${ap[iggy]}" "${ap[server]}" ">=" 2
+        row ratio "send p99 over TCP, \`fsync=$fsync\` (µs)" "Iggy server" "${p99[iggy]}" "${p99[server]}" "<=" 0.5
+        row ratio "polls over TCP, verified (MB/s)" "Iggy server" "${rd[iggy]}" "${rd[server]}" ">=" 2
+        row ratio "poll p99 over TCP (µs)" "Iggy server" "${rp99[iggy]}" "${rp99[server]}" "<=" 0.5
+      fi
+      unset ap rd p99 rp99
+    done
+    ;;
+  partitions)
+    # A broker's shape: the same appends spread over 4, 100, 1,000, 2,000 and 10,000 partitions (default
+    # 1 GiB segments), 100-byte messages, 100 per batch, producer threads, fsync never and batch;
+    # msgs/s and MB/s, each count against 4 partitions in the same run. Writes a chart of the cost
+    # curve (docs/bench/partitions.svg) from the medians.
+    P="--message-size 100 --messages-per-batch 100 --warmup 0 --no-poll --segment-bytes 1GiB"
+    for fsync in never batch; do
+      total=1GB; [ "$fsync" = batch ] && total=256MB
+      declare -A m=() mb=()
+      for _ in $(seq "$REPS"); do
+        for n in 4 100 1000 2000 10000; do
+          m[$n]+=" $(bench append.msgs_per_s --partitions $n --fsync $fsync --total-bytes $total $P)"
+          mb[$n]+=" $(jget "$JSON_DIR/b.json" append.mb_per_s)"
+        done
+      done
+      for n in 100 1000 2000 10000; do
+        target=(); [ "$fsync" = never ] && [ "$n" = 2000 ] && target=(">=" 0.5)
+        row ratio "$n partitions, \`fsync=$fsync\`, 100 B messages (msgs/s)" "4 partitions" "${m[4]}" "${m[$n]}" "${target[@]}"
+      done
+      for n in 4 100 1000 2000 10000; do
+        row value "$n partitions, \`fsync=$fsync\` (MB/s)" "${mb[$n]}" - - "MB/s"
+        echo "$fsync $n $(median ${m[$n]})" >>"$JSON_DIR/partitions"
+      done
+      unset m mb
+    done
+    python3 scripts/partitions_chart.py "$JSON_DIR/partitions" docs/bench/partitions.svg
     ;;
   *) echo "unknown scenario $s" >&2; exit 2 ;;
   esac

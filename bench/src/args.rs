@@ -145,6 +145,17 @@ pub struct Args {
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+    /// Drive a server over Iggy's TCP protocol instead of an embedded
+    /// engine: `tcp://HOST:PORT` (corelog-server or an Iggy server).
+    #[arg(long)]
+    pub target: Option<String>,
+    /// User to sign in as with --target.
+    #[arg(long, default_value = "iggy")]
+    pub username: String,
+    /// Its password.
+    #[arg(long, default_value = "iggy")]
+    #[serde(skip_serializing)]
+    pub password: String,
 }
 
 fn display<S: serde::Serializer>(v: &FsyncPolicy, s: S) -> Result<S::Ok, S::Error> {

@@ -23,6 +23,7 @@ mod run;
 mod schedule;
 mod sink;
 mod summary;
+mod tcp;
 mod workload;
 mod xxh3;
 
@@ -69,13 +70,14 @@ pub type Series = Vec<(f64, u64, u64)>;
 fn main() -> ExitCode {
     corelog::cli::init_tracing();
     let args = Args::parse();
-    let result = match args.engine {
-        EngineKind::Corelog => run::run(args),
-        EngineKind::Pwrite => pwrite::run(args),
+    let result = match (args.target.clone(), args.engine) {
+        (Some(target), _) => tcp::run(args, &target),
+        (None, EngineKind::Corelog) => run::run(args),
+        (None, EngineKind::Pwrite) => pwrite::run(args),
         #[cfg(feature = "peers")]
-        EngineKind::Walrus | EngineKind::Commitlog => peers::run(args),
+        (None, EngineKind::Walrus | EngineKind::Commitlog) => peers::run(args),
         #[cfg(not(feature = "peers"))]
-        EngineKind::Walrus | EngineKind::Commitlog => Err(
+        (None, EngineKind::Walrus | EngineKind::Commitlog) => Err(
             "peer engines are built with `cargo build --release -p corelog-bench --features peers`"
                 .into(),
         ),
@@ -118,6 +120,15 @@ pub fn budget(args: &Args, dir: &std::path::Path) -> Result<Budget, String> {
             total: Some(free / 4),
             duration: Some(d.unwrap_or(DEFAULT_DURATION)),
         }),
+    }
+}
+
+/// The budget of a run against a remote server, whose disk the bench
+/// cannot see: `--total-bytes`, or `--duration` (default 20 s).
+pub fn budget_for_remote(args: &Args) -> (Option<u64>, Option<f64>) {
+    match args.total_bytes {
+        Some(t) => (Some(t), None),
+        None => (None, Some(args.duration.unwrap_or(DEFAULT_DURATION))),
     }
 }
 

@@ -68,11 +68,13 @@ fn open_engine(args: &Args, shape: &Shape, dir: &std::path::Path) -> Result<Engi
         ..Config::new(dir)
     })
     .map_err(|e| e.to_string())?;
-    for p in 0..shape.partitions {
-        engine
-            .create_partition(p)
-            .wait()
-            .map_err(|e| e.to_string())?;
+    // All at once: each shard creates its partitions concurrently (a
+    // broker's shape has thousands).
+    let created: Vec<_> = (0..shape.partitions)
+        .map(|p| engine.create_partition(p))
+        .collect();
+    for c in created {
+        c.wait().map_err(|e| e.to_string())?;
     }
     Ok(engine)
 }

@@ -467,6 +467,19 @@ impl Handle {
         })
     }
 
+    /// Deletes `partition`: closes its log (in-flight appends finish or
+    /// fail), removes its directory and syncs the parent directory.
+    /// Polls already holding its segments keep reading them. Deleting a
+    /// partition that does not exist succeeds. Not atomic: after a crash
+    /// during the removal, the remains open (or fail to) as a partition;
+    /// delete it again.
+    pub fn delete_partition(&self, partition: u64) -> Reply<()> {
+        self.send(self.shard_of(partition), |reply| Request::Delete {
+            partition,
+            reply,
+        })
+    }
+
     /// Every open partition, sorted.
     pub fn partitions(&self) -> Reply<Vec<u64>> {
         let replies: Vec<Reply<Vec<u64>>> = (0..self.shards())

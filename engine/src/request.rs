@@ -54,6 +54,10 @@ pub(crate) enum Request {
         partition: u64,
         reply: Respond<()>,
     },
+    Delete {
+        partition: u64,
+        reply: Respond<()>,
+    },
     List {
         reply: Respond<Vec<u64>>,
     },
@@ -74,7 +78,8 @@ impl Request {
             | Request::StoreOffset { partition, .. }
             | Request::LoadOffset { partition, .. }
             | Request::Stats { partition, .. }
-            | Request::Create { partition, .. } => Some(*partition),
+            | Request::Create { partition, .. }
+            | Request::Delete { partition, .. } => Some(*partition),
             Request::Flush { partition, .. } => *partition,
             _ => None,
         }
@@ -89,7 +94,8 @@ impl Request {
             }
             Request::StoreOffset { reply, .. }
             | Request::Flush { reply, .. }
-            | Request::Create { reply, .. } => drop(reply.send(Err(e))),
+            | Request::Create { reply, .. }
+            | Request::Delete { reply, .. } => drop(reply.send(Err(e))),
             Request::LoadOffset { reply, .. } => drop(reply.send(Err(e))),
             Request::Stats { reply, .. } => drop(reply.send(Err(e))),
             Request::List { reply } => drop(reply.send(Err(e))),

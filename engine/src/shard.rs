@@ -375,6 +375,12 @@ impl Shard {
                         self.dispatch(&log, req);
                     }
                     Some(Slot::Opening(pending)) => pending.push(req),
+                    Some(Slot::Failed(_) | Slot::OnDisk)
+                        if matches!(req, Request::Delete { .. }) =>
+                    {
+                        drop(parts);
+                        self.delete_partition(p, None, req);
+                    }
                     Some(slot @ Slot::OnDisk) => {
                         *slot = Slot::Opening(vec![req]);
                         drop(parts);
@@ -387,6 +393,10 @@ impl Shard {
                             partition: p,
                             error: e,
                         });
+                    }
+                    None if matches!(req, Request::Delete { .. }) => {
+                        drop(parts);
+                        self.delete_partition(p, None, req);
                     }
                     None => {
                         if let Some(e) = refused_by_a_new_partition(&req, p) {
@@ -547,6 +557,10 @@ impl Shard {
             Request::Create { reply, .. } => {
                 let _ = reply.send(Ok(()));
             }
+            req @ Request::Delete { .. } => {
+                let p = log.partition();
+                self.delete_partition(p, Some(log.clone()), req);
+            }
             Request::Spawn(_)
             | Request::Shutdown
             | Request::List { .. }
@@ -555,6 +569,42 @@ impl Shard {
             }
         }
     }
+}
+
+impl Shard {
+    /// Forgets partition `p` (later requests see no partition), closes its
+    /// log if open, then removes its directory and syncs the parent. A
+    /// crash during the removal can leave part of the directory, which the
+    /// next open recovers or refuses like any damaged partition; a caller
+    /// that must not see it again deletes it again.
+    fn delete_partition(self: &Rc<Self>, p: u64, log: Option<Log>, req: Request) {
+        let Request::Delete { reply, .. } = req else {
+            unreachable!("delete_partition is called with Delete requests only");
+        };
+        self.partitions.borrow_mut().remove(&p);
+        let parent = self.dir.clone();
+        self.spawn_tracked(async move {
+            if let Some(log) = log {
+                if let Err(e) = log.close().await {
+                    tracing::warn!("closing partition {p} before deleting it: {e}");
+                }
+            }
+            let _ = reply.send(remove_partition_dir(&parent, p));
+        });
+    }
+}
+
+/// Removes `parent/<p>` (if present) and syncs `parent`.
+fn remove_partition_dir(parent: &std::path::Path, p: u64) -> Result<(), RequestError> {
+    let dir = parent.join(p.to_string());
+    match std::fs::remove_dir_all(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(RequestError::io("remove partition directory", &dir, e)),
+    }
+    std::fs::File::open(parent)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| RequestError::io("sync directory", parent, e))
 }
 
 /// A caller's task whose panics are caught and logged (see

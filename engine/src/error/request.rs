@@ -60,6 +60,17 @@ pub enum RequestError {
         /// why
         error: LogError,
     },
+    /// A file operation outside a partition log failed (deleting a
+    /// partition's directory).
+    #[error("{op} {path}: {source}", path = path.display())]
+    Io {
+        /// what was being done
+        op: &'static str,
+        /// the file or directory
+        path: std::path::PathBuf,
+        /// the error
+        source: std::sync::Arc<std::io::Error>,
+    },
     /// The engine is shutting down or has shut down.
     #[error("the engine is shutting down")]
     ShuttingDown,
@@ -77,6 +88,18 @@ pub enum RequestError {
 }
 
 impl RequestError {
+    pub(crate) fn io(
+        op: &'static str,
+        path: impl Into<std::path::PathBuf>,
+        source: std::io::Error,
+    ) -> RequestError {
+        RequestError::Io {
+            op,
+            path: path.into(),
+            source: std::sync::Arc::new(source),
+        }
+    }
+
     /// Whether the request failed because the disk is full (directly, or
     /// as the cause that poisoned the partition).
     pub fn is_no_space(&self) -> bool {

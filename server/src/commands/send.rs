@@ -1,0 +1,95 @@
+//! SEND_MESSAGES: the batch inside the request is admitted (every checksum
+//! verified) and stored verbatim; the reply follows the engine's ack, which
+//! comes at the fsync policy's durable point.
+
+use super::{from_catalog, identifier, Outcome};
+use crate::context::Context;
+use crate::status;
+use crate::wire::request::SendMessages;
+use bytes::Bytes;
+use iggy_binary_protocol::batch::{BATCH_HEADER_SIZE, BATCH_MESSAGE_COUNT_OFFSET};
+use iggy_binary_protocol::requests::messages::FlushUnsavedBufferRequest;
+use iggy_binary_protocol::responses::messages::send_messages::{
+    SendMessagesConfirmationResponse, SendMessagesResponse,
+};
+use iggy_binary_protocol::WirePartitioning;
+use iggy_common::IggyError;
+use std::sync::Arc;
+
+/// Stores the request's batch in the partition its partitioning picks.
+pub(super) async fn send(
+    ctx: &Arc<Context>,
+    r: SendMessages,
+    payload: Bytes,
+) -> Result<Outcome, IggyError> {
+    let catalog = ctx.metadata.snapshot();
+    let (s, t) = catalog
+        .topic(&r.stream_id, &r.topic_id)
+        .map_err(|e| from_catalog(e, &r.stream_id))?;
+    let count = u32::try_from(t.partitions.len()).unwrap_or(u32::MAX);
+    if count == 0 {
+        return Err(IggyError::NoPartitions(
+            identifier(&r.topic_id),
+            identifier(&r.stream_id),
+        ));
+    }
+    let index = match &r.partitioning {
+        WirePartitioning::PartitionId(p) => *p,
+        WirePartitioning::Balanced => ctx.next_balanced(count),
+        WirePartitioning::MessagesKey(key) => iggy_common::calculate_32(key) % count,
+    };
+    let Some(&partition) = t.partitions.get(index as usize) else {
+        return Err(IggyError::PartitionNotFound(
+            index as usize,
+            identifier(&r.topic_id),
+            identifier(&r.stream_id),
+        ));
+    };
+    let batch = payload.slice(r.batch_at.min(payload.len())..);
+    if let Some(declared) = declared_count(&batch) {
+        if declared != r.messages_count {
+            tracing::warn!(
+                "send_messages: messages_count {} but the batch header says {declared}",
+                r.messages_count
+            );
+            return Err(IggyError::InvalidMessagesCount);
+        }
+    }
+    let ack = ctx
+        .engine
+        .append(partition, batch)
+        .await
+        .map_err(|e| status::from_engine(&e))?;
+    Ok(Outcome::encoded(&SendMessagesResponse {
+        confirmations: vec![SendMessagesConfirmationResponse {
+            stream_id: s.id,
+            topic_id: t.id,
+            partition_id: index,
+            base_offset: ack.base_offset,
+        }],
+    }))
+}
+
+/// Makes everything stored in the partition durable (with or without
+/// `fsync` asked: corelog has no unsaved buffer, only unsynced pages).
+pub(super) async fn flush(
+    ctx: &Arc<Context>,
+    r: FlushUnsavedBufferRequest,
+) -> Result<Outcome, IggyError> {
+    let (_, partition) =
+        super::offsets::resolve(ctx, &r.stream_id, &r.topic_id, Some(r.partition_id))?;
+    ctx.engine
+        .flush(partition)
+        .await
+        .map_err(|e| status::from_engine(&e))?;
+    Ok(Outcome::empty())
+}
+
+/// `message_count` of a batch header, if the bytes hold one.
+fn declared_count(batch: &[u8]) -> Option<u32> {
+    if batch.len() < BATCH_HEADER_SIZE {
+        return None;
+    }
+    let b = batch.get(BATCH_MESSAGE_COUNT_OFFSET..BATCH_MESSAGE_COUNT_OFFSET + 4)?;
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}

@@ -1,0 +1,76 @@
+//! GET_STATS: the SDK and Iggy's bench need a well-formed answer.
+
+use super::Outcome;
+use crate::context::{now_micros, Context};
+use iggy_binary_protocol::responses::system::get_cluster_metadata::{
+    ClusterMetadataResponse, ClusterNodeResponse,
+};
+use iggy_binary_protocol::responses::system::get_stats::StatsResponse;
+use iggy_common::{ClusterNodeRole, ClusterNodeStatus};
+
+/// What the server can say about itself cheaply: counts from the catalog,
+/// times, and the host.
+pub(super) fn stats(ctx: &Context) -> Outcome {
+    let catalog = ctx.metadata.snapshot();
+    let topics: usize = catalog.streams.iter().map(|s| s.topics.len()).sum();
+    let partitions = catalog.all_partitions().count();
+    let read = |p: &str| {
+        std::fs::read_to_string(p)
+            .map(|s| s.trim().to_owned())
+            .unwrap_or_default()
+    };
+    let kernel = read("/proc/sys/kernel/osrelease");
+    let now = now_micros();
+    Outcome::encoded(&StatsResponse {
+        process_id: std::process::id(),
+        cpu_usage: 0.0,
+        total_cpu_usage: 0.0,
+        memory_usage: 0,
+        total_memory: 0,
+        available_memory: 0,
+        run_time: now.saturating_sub(ctx.started_at),
+        start_time: ctx.started_at,
+        read_bytes: 0,
+        written_bytes: 0,
+        messages_size_bytes: 0,
+        streams_count: count(catalog.streams.len()),
+        topics_count: count(topics),
+        partitions_count: count(partitions),
+        segments_count: 0,
+        messages_count: 0,
+        clients_count: 0,
+        consumer_groups_count: 0,
+        hostname: read("/proc/sys/kernel/hostname"),
+        os_name: "Linux".into(),
+        os_version: kernel.clone(),
+        kernel_version: kernel,
+        iggy_server_version: concat!("corelog-server ", env!("CARGO_PKG_VERSION")).into(),
+        iggy_server_semver: None,
+        cache_metrics: Vec::new(),
+        threads_count: count(ctx.engine.shards()),
+        free_disk_space: 0,
+        total_disk_space: 0,
+    })
+}
+
+fn count(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// One healthy leader node, this one: the SDK then stays on this
+/// connection instead of looking for a leader.
+pub(super) fn cluster_metadata(ctx: &Context) -> Outcome {
+    Outcome::encoded(&ClusterMetadataResponse {
+        name: "corelog".into(),
+        nodes: vec![ClusterNodeResponse {
+            name: "corelog-server".into(),
+            ip: ctx.listen.ip().to_string(),
+            tcp_port: ctx.listen.port(),
+            quic_port: 0,
+            http_port: 0,
+            websocket_port: 0,
+            role: ClusterNodeRole::Leader as u8,
+            status: ClusterNodeStatus::Healthy as u8,
+        }],
+    })
+}

@@ -1,0 +1,198 @@
+//! GET_TOPIC, GET_TOPICS, CREATE_TOPIC, DELETE_TOPIC.
+
+use super::{from_catalog, identifier, Outcome, UpdateError};
+use crate::catalog::TopicMeta;
+use crate::context::{now_micros, Context};
+use crate::status;
+use corelog::LogStats;
+use iggy_binary_protocol::requests::topics::CreateTopicRequest;
+use iggy_binary_protocol::responses::streams::get_stream::TopicHeader;
+use iggy_binary_protocol::responses::topics::get_topic::{GetTopicResponse, PartitionResponse};
+use iggy_binary_protocol::responses::topics::get_topics::GetTopicsResponse;
+use iggy_binary_protocol::{WireIdentifier, WireName, WireOptions, MAX_PARTITIONS_PER_REQUEST};
+use iggy_common::IggyError;
+use std::sync::Arc;
+
+/// Iggy's code for "no compression".
+const COMPRESSION_NONE: u8 = 1;
+
+/// The engine's stats of each partition (`None` where it has none).
+pub(super) async fn partition_stats(ctx: &Context, partitions: &[u64]) -> Vec<Option<LogStats>> {
+    let replies: Vec<_> = partitions.iter().map(|p| ctx.engine.stats(*p)).collect();
+    let mut out = Vec::with_capacity(replies.len());
+    for r in replies {
+        out.push(r.await.ok());
+    }
+    out
+}
+
+/// Bytes and messages over `stats`.
+pub(super) fn totals(stats: &[Option<LogStats>]) -> (u64, u64) {
+    stats.iter().flatten().fold((0, 0), |(b, m), s| {
+        (
+            b + s.bytes,
+            m + s.next_offset.saturating_sub(s.first_offset),
+        )
+    })
+}
+
+/// The wire header of `topic`, with its totals.
+pub(super) fn header(
+    topic: &TopicMeta,
+    stats: &[Option<LogStats>],
+) -> Result<TopicHeader, IggyError> {
+    let (size_bytes, messages_count) = totals(stats);
+    Ok(TopicHeader {
+        id: topic.id,
+        created_at: topic.created_at,
+        partitions_count: u32::try_from(topic.partitions.len()).unwrap_or(u32::MAX),
+        message_expiry: 0,
+        compression_algorithm: COMPRESSION_NONE,
+        max_topic_size: 0,
+        size_bytes,
+        messages_count,
+        name: WireName::new(topic.name.as_str()).map_err(|_| IggyError::InvalidTopicName)?,
+        options: WireOptions::from_validated(topic.options.clone().into()),
+        derived_options: WireOptions::empty(),
+    })
+}
+
+async fn details(ctx: &Context, topic: &TopicMeta) -> Result<GetTopicResponse, IggyError> {
+    let stats = partition_stats(ctx, &topic.partitions).await;
+    let partitions = stats
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let s = s.unwrap_or(LogStats {
+                partition: 0,
+                first_offset: 0,
+                next_offset: 0,
+                segments: 0,
+                bytes: 0,
+                appends: 0,
+                syncs: 0,
+                poisoned: false,
+            });
+            PartitionResponse {
+                id: i as u32,
+                created_at: topic.created_at,
+                segments_count: u32::try_from(s.segments).unwrap_or(u32::MAX),
+                current_offset: s.next_offset.saturating_sub(1),
+                size_bytes: s.bytes,
+                messages_count: s.next_offset.saturating_sub(s.first_offset),
+            }
+        })
+        .collect();
+    Ok(GetTopicResponse {
+        topic: header(topic, &stats)?,
+        partitions,
+    })
+}
+
+/// The topic with its partitions; an empty body when there is none.
+pub(super) async fn get(
+    ctx: &Arc<Context>,
+    stream: &WireIdentifier,
+    topic: &WireIdentifier,
+) -> Result<Outcome, IggyError> {
+    let catalog = ctx.metadata.snapshot();
+    let Ok((_, t)) = catalog.topic(stream, topic) else {
+        return Ok(Outcome::empty());
+    };
+    Ok(Outcome::encoded(&details(ctx, t).await?))
+}
+
+/// Every topic of the stream.
+pub(super) async fn get_all(
+    ctx: &Arc<Context>,
+    stream: &WireIdentifier,
+) -> Result<Outcome, IggyError> {
+    let catalog = ctx.metadata.snapshot();
+    let s = catalog
+        .stream(stream)
+        .map_err(|e| from_catalog(e, stream))?;
+    let mut topics = Vec::with_capacity(s.topics.len());
+    for t in &s.topics {
+        let stats = partition_stats(ctx, &t.partitions).await;
+        topics.push(header(t, &stats)?);
+    }
+    Ok(Outcome::encoded(&GetTopicsResponse { topics }))
+}
+
+/// Reserves engine partition ids (durably), creates the partitions, then
+/// records the topic. A crash in between leaves unreferenced partitions,
+/// which the next start deletes.
+pub(super) async fn create(
+    ctx: &Arc<Context>,
+    r: CreateTopicRequest,
+) -> Result<Outcome, IggyError> {
+    let stream = &r.stream_id;
+    if r.partitions_count > MAX_PARTITIONS_PER_REQUEST {
+        return Err(IggyError::TooManyPartitions);
+    }
+    let name = r.name.as_str();
+    let reserved = ctx
+        .metadata
+        .update(|c| -> Result<Vec<u64>, UpdateError> {
+            let s = c.stream(stream)?;
+            if s.topics.iter().any(|t| t.name == name) {
+                return Err(crate::catalog::CatalogError::TopicExists {
+                    stream: s.name.clone(),
+                    topic: name.to_owned(),
+                }
+                .into());
+            }
+            Ok(c.reserve_partitions(r.partitions_count)?)
+        })
+        .map_err(|e| e.status(stream))?;
+    let creates: Vec<_> = reserved
+        .iter()
+        .map(|p| ctx.engine.create_partition(*p))
+        .collect();
+    for c in creates {
+        c.await.map_err(|e| status::from_engine(&e))?;
+    }
+    let options = r.options.as_bytes().to_vec();
+    ctx.metadata
+        .update(|c| -> Result<_, UpdateError> {
+            Ok(c.add_topic(stream, name, reserved.clone(), options, now_micros())?)
+        })
+        .map_err(|e| e.status(stream))?;
+    let catalog = ctx.metadata.snapshot();
+    let topic = WireIdentifier::String(r.name.clone());
+    let (_, t) = catalog
+        .topic(stream, &topic)
+        .map_err(|e| from_catalog(e, stream))?;
+    Ok(Outcome::encoded(&details(ctx, t).await?))
+}
+
+/// Forgets the topic (durably), then deletes its partitions' data.
+pub(super) async fn delete(
+    ctx: &Arc<Context>,
+    stream: &WireIdentifier,
+    topic: &WireIdentifier,
+) -> Result<Outcome, IggyError> {
+    let partitions = ctx
+        .metadata
+        .update(|c| -> Result<_, UpdateError> { Ok(c.remove_topic(stream, topic)?) })
+        .map_err(|e| match e {
+            UpdateError::Catalog(crate::catalog::CatalogError::NoTopic { .. }) => {
+                IggyError::TopicIdNotFound(identifier(topic), identifier(stream))
+            }
+            e => e.status(stream),
+        })?;
+    delete_partitions(ctx, &partitions).await?;
+    Ok(Outcome::empty())
+}
+
+/// Deletes the engine partitions' data.
+pub(super) async fn delete_partitions(ctx: &Context, partitions: &[u64]) -> Result<(), IggyError> {
+    let deletes: Vec<_> = partitions
+        .iter()
+        .map(|p| ctx.engine.delete_partition(*p))
+        .collect();
+    for d in deletes {
+        d.await.map_err(|e| status::from_engine(&e))?;
+    }
+    Ok(())
+}

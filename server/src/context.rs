@@ -1,0 +1,72 @@
+//! What every connection, on every shard, shares.
+
+use crate::metadata::MetadataStore;
+use crate::users::Users;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// The server's shared state. Reads of the catalog take a snapshot;
+/// everything else is atomics or immutable.
+#[derive(Debug)]
+pub struct Context {
+    /// The engine.
+    pub engine: corelog::Handle,
+    /// Streams, topics and their partitions.
+    pub metadata: MetadataStore,
+    /// Who may sign in.
+    pub users: Arc<Users>,
+    /// Largest request accepted (header included).
+    pub max_request: u64,
+    /// When the server started, µs since the epoch.
+    pub started_at: u64,
+    /// The address clients reach it at.
+    pub listen: std::net::SocketAddr,
+    /// Set when the server stops taking requests.
+    pub closing: AtomicBool,
+    /// Requests read and not yet answered.
+    pub in_flight: AtomicUsize,
+    sessions: AtomicU64,
+    balanced: AtomicU64,
+}
+
+impl Context {
+    /// A context over a running engine.
+    pub fn new(
+        engine: corelog::Handle,
+        metadata: MetadataStore,
+        users: Users,
+        max_request: u64,
+        listen: std::net::SocketAddr,
+    ) -> Context {
+        Context {
+            engine,
+            metadata,
+            users: Arc::new(users),
+            max_request,
+            started_at: now_micros(),
+            listen,
+            closing: AtomicBool::new(false),
+            in_flight: AtomicUsize::new(0),
+            sessions: AtomicU64::new(0),
+            balanced: AtomicU64::new(0),
+        }
+    }
+
+    /// A new, non-zero session number.
+    pub fn next_session(&self) -> u64 {
+        self.sessions.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// The next partition index for balanced sends over `count` partitions.
+    pub fn next_balanced(&self, count: u32) -> u32 {
+        (self.balanced.fetch_add(1, Ordering::Relaxed) % u64::from(count.max(1))) as u32
+    }
+}
+
+/// Microseconds since the Unix epoch.
+pub fn now_micros() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}

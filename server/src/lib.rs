@@ -1,0 +1,20 @@
+//! # corelog-server
+//!
+//! Apache Iggy's TCP binary protocol (0.11.0-edge.4) over corelog, so that
+//! Iggy's own SDK, CLI and benchmark produce to and consume from corelog.
+//! Connections are served on the engine's shards (thread-per-core on the
+//! wire too); a poll reply leaves from the mapped segments in one vectored
+//! write. See the README for how to run it and point Iggy's tools at it.
+
+pub mod catalog;
+pub mod commands;
+pub mod connection;
+pub mod context;
+pub mod metadata;
+pub mod poll_reply;
+pub mod server;
+pub mod status;
+pub mod users;
+pub mod wire;
+
+pub use server::{Server, ServerConfig, ServerError};

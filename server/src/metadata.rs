@@ -1,0 +1,193 @@
+//! The durable home of the [`Catalog`]: `DIR/iggy-metadata`.
+//!
+//! ```text
+//! 0   magic      8 B  "CLSRVMD1"
+//! 8   body_len   u64  little-endian
+//! 16  checksum   u64  XXH3-64 of the body
+//! 24  body       JSON of the catalog
+//! ```
+//!
+//! Written whole to `iggy-metadata.tmp`, fsynced, renamed over the old
+//! file, then the directory is fsynced: a crash leaves the old or the new
+//! catalog, never a mix. Readers take a snapshot (`Arc`) and never wait for
+//! a writer's I/O; writers are serialised by a mutex. The writes are small
+//! and rare (stream and topic changes) and run on the calling thread.
+
+use crate::catalog::Catalog;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, RwLock};
+
+const MAGIC: &[u8; 8] = b"CLSRVMD1";
+const PREFIX_LEN: usize = 24;
+const FILE_NAME: &str = "iggy-metadata";
+
+/// Why the catalog cannot be read or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MetadataError {
+    /// An I/O call failed.
+    #[error("{op} {path}: {source}", path = path.display())]
+    Io {
+        /// what was being done
+        op: &'static str,
+        /// the file
+        path: PathBuf,
+        /// the error
+        source: std::io::Error,
+    },
+    /// The file is not a whole, intact catalog.
+    #[error("{path} is damaged: {why}; restore it or move it away to start empty", path = path.display())]
+    Damaged {
+        /// the file
+        path: PathBuf,
+        /// what is wrong
+        why: String,
+    },
+}
+
+/// The catalog, its file, and the writer lock.
+#[derive(Debug)]
+pub struct MetadataStore {
+    dir: PathBuf,
+    current: RwLock<Arc<Catalog>>,
+    writer: Mutex<()>,
+}
+
+impl MetadataStore {
+    /// Reads `dir/iggy-metadata`, or starts empty when there is none.
+    pub fn open(dir: &Path) -> Result<MetadataStore, MetadataError> {
+        let path = dir.join(FILE_NAME);
+        let catalog = match std::fs::read(&path) {
+            Ok(bytes) => decode(&bytes).map_err(|why| MetadataError::Damaged {
+                path: path.clone(),
+                why,
+            })?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Catalog::default(),
+            Err(source) => {
+                return Err(MetadataError::Io {
+                    op: "read",
+                    path,
+                    source,
+                })
+            }
+        };
+        Ok(MetadataStore {
+            dir: dir.to_owned(),
+            current: RwLock::new(Arc::new(catalog)),
+            writer: Mutex::new(()),
+        })
+    }
+
+    /// The catalog as of now.
+    pub fn snapshot(&self) -> Arc<Catalog> {
+        match self.current.read() {
+            Ok(c) => c.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+
+    /// Applies `change` to a copy of the catalog, persists the copy, then
+    /// publishes it. Nothing is published when `change` or the write fails.
+    pub fn update<T, E: From<MetadataError>>(
+        &self,
+        change: impl FnOnce(&mut Catalog) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let mut next = (*self.snapshot()).clone();
+        let out = change(&mut next)?;
+        self.persist(&next)?;
+        match self.current.write() {
+            Ok(mut c) => *c = Arc::new(next),
+            Err(poisoned) => *poisoned.into_inner() = Arc::new(next),
+        }
+        Ok(out)
+    }
+
+    fn persist(&self, catalog: &Catalog) -> Result<(), MetadataError> {
+        let path = self.dir.join(FILE_NAME);
+        let tmp = self.dir.join(format!("{FILE_NAME}.tmp"));
+        let io = |op, path: &Path| {
+            let path = path.to_owned();
+            move |source| MetadataError::Io { op, path, source }
+        };
+        let bytes = encode(catalog);
+        let mut f = std::fs::File::create(&tmp).map_err(io("create", &tmp))?;
+        f.write_all(&bytes).map_err(io("write", &tmp))?;
+        f.sync_all().map_err(io("fsync", &tmp))?;
+        drop(f);
+        std::fs::rename(&tmp, &path).map_err(io("rename", &path))?;
+        std::fs::File::open(&self.dir)
+            .and_then(|d| d.sync_all())
+            .map_err(io("fsync directory", &self.dir))
+    }
+}
+
+fn encode(catalog: &Catalog) -> Vec<u8> {
+    // A catalog of plain integers, strings and byte vectors always serialises.
+    let body = serde_json::to_vec(catalog).unwrap_or_default();
+    let mut out = Vec::with_capacity(PREFIX_LEN + body.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    out.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(&body).to_le_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+fn decode(bytes: &[u8]) -> Result<Catalog, String> {
+    let prefix = bytes
+        .get(..PREFIX_LEN)
+        .ok_or_else(|| format!("{} bytes, shorter than its 24-byte prefix", bytes.len()))?;
+    if &prefix[..8] != MAGIC {
+        return Err("wrong magic".into());
+    }
+    let u64_at = |at: usize| {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(&prefix[at..at + 8]);
+        u64::from_le_bytes(b)
+    };
+    let (len, stored) = (u64_at(8), u64_at(16));
+    let body = &bytes[PREFIX_LEN..];
+    if body.len() as u64 != len {
+        return Err(format!("body is {} bytes, prefix says {len}", body.len()));
+    }
+    let computed = xxhash_rust::xxh3::xxh3_64(body);
+    if computed != stored {
+        return Err(format!(
+            "checksum {stored:#018x} but the body hashes to {computed:#018x}"
+        ));
+    }
+    serde_json::from_slice(body).map_err(|e| format!("body: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn survives_reopen_and_refuses_damage() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = MetadataStore::open(dir.path()).expect("open");
+        store
+            .update(|c| {
+                c.add_stream("s", vec![1, 2], 5)
+                    .map_err(|_| MetadataError::Damaged {
+                        path: PathBuf::new(),
+                        why: String::new(),
+                    })
+            })
+            .expect("update");
+        let again = MetadataStore::open(dir.path()).expect("reopen");
+        assert_eq!(again.snapshot().streams[0].name, "s");
+
+        let path = dir.path().join(FILE_NAME);
+        let mut bytes = std::fs::read(&path).expect("read");
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&path, &bytes).expect("write");
+        assert!(matches!(
+            MetadataStore::open(dir.path()),
+            Err(MetadataError::Damaged { .. })
+        ));
+    }
+}

@@ -1,0 +1,235 @@
+//! Starting and stopping the server: the engine, the catalog, the user,
+//! and one acceptor thread that hands each connection to a shard, round
+//! robin, to be served on that shard's monoio runtime.
+
+use crate::connection;
+use crate::context::Context;
+use crate::metadata::{MetadataError, MetadataStore};
+use crate::users::{Users, UsersError};
+use corelog::{Config, Engine, FsyncPolicy, LogConfig};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// How to run a server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// The data directory (the engine's, plus `iggy-metadata`).
+    pub dir: PathBuf,
+    /// Where to listen.
+    pub listen: SocketAddr,
+    /// Shards; default one per CPU.
+    pub shards: Option<usize>,
+    /// Pin each shard to a CPU.
+    pub pin_threads: bool,
+    /// When an append is acknowledged.
+    pub fsync: FsyncPolicy,
+    /// The user's name.
+    pub username: String,
+    /// The user's password (hashed at start, then dropped).
+    pub password: String,
+}
+
+impl ServerConfig {
+    /// Defaults: Iggy's default user, `fsync=never`, one shard per CPU.
+    pub fn new(dir: impl Into<PathBuf>, listen: SocketAddr) -> ServerConfig {
+        ServerConfig {
+            dir: dir.into(),
+            listen,
+            shards: None,
+            pin_threads: true,
+            fsync: FsyncPolicy::Never,
+            username: crate::users::DEFAULT_USERNAME.into(),
+            password: crate::users::DEFAULT_PASSWORD.into(),
+        }
+    }
+}
+
+/// Why the server cannot start or stop cleanly.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ServerError {
+    /// The engine could not be opened.
+    #[error("engine: {0}")]
+    Open(#[from] corelog::OpenError),
+    /// A request to the engine (the final flush, the shutdown) failed.
+    #[error("engine: {0}")]
+    Engine(#[from] corelog::RequestError),
+    /// The catalog cannot be read.
+    #[error(transparent)]
+    Metadata(#[from] MetadataError),
+    /// The user cannot be set up.
+    #[error(transparent)]
+    Users(#[from] UsersError),
+    /// The listener cannot be set up.
+    #[error("listen on {addr}: {source}")]
+    Listen {
+        /// the address
+        addr: SocketAddr,
+        /// the error
+        source: std::io::Error,
+    },
+}
+
+/// A running server.
+#[derive(Debug)]
+pub struct Server {
+    ctx: Arc<Context>,
+    engine: Option<Engine>,
+    acceptor: Option<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+    addr: SocketAddr,
+}
+
+impl Server {
+    /// Opens the engine and the catalog, deletes partitions no topic
+    /// holds (left by a crash mid-change), and starts accepting.
+    pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
+        let users = Users::new(&config.username, &config.password)?;
+        let engine = Engine::open(Config {
+            shards: config.shards,
+            pin_threads: config.pin_threads,
+            log: LogConfig {
+                fsync: config.fsync,
+                ..LogConfig::default()
+            },
+            ..Config::new(&config.dir)
+        })?;
+        let metadata = MetadataStore::open(&config.dir)?;
+        delete_orphans(&engine, &metadata)?;
+        let max_request = engine.limits().max_batch_bytes + (1 << 20);
+        let listener = TcpListener::bind(config.listen).map_err(|source| ServerError::Listen {
+            addr: config.listen,
+            source,
+        })?;
+        let addr = listener
+            .local_addr()
+            .map_err(|source| ServerError::Listen {
+                addr: config.listen,
+                source,
+            })?;
+        let ctx = Arc::new(Context::new(
+            engine.handle(),
+            metadata,
+            users,
+            max_request,
+            addr,
+        ));
+        let stop = Arc::new(AtomicBool::new(false));
+        let acceptor = std::thread::Builder::new()
+            .name("corelog-acceptor".into())
+            .spawn({
+                let (ctx, stop) = (ctx.clone(), stop.clone());
+                move || accept(listener, ctx, stop)
+            })
+            .map_err(|source| ServerError::Listen { addr, source })?;
+        tracing::info!(
+            "corelog-server listening on {addr}, data in {}, {} shards, fsync={}",
+            config.dir.display(),
+            engine.shards(),
+            config.fsync
+        );
+        Ok(Server {
+            ctx,
+            engine: Some(engine),
+            acceptor: Some(acceptor),
+            stop,
+            addr,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting, lets requests being served finish (up to 10 s),
+    /// makes everything durable, stops the engine and releases the data
+    /// directory. Connections are closed.
+    pub fn shutdown(mut self) -> Result<(), ServerError> {
+        self.stop_accepting();
+        self.ctx.closing.store(true, Ordering::SeqCst);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while self.ctx.in_flight.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let Some(engine) = self.engine.take() else {
+            return Ok(());
+        };
+        let flushed = futures_block_on(engine.flush_all());
+        let stopped = engine.shutdown();
+        flushed?;
+        stopped?;
+        tracing::info!("corelog-server stopped");
+        Ok(())
+    }
+
+    fn stop_accepting(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let mut wake = self.addr;
+        if wake.ip().is_unspecified() {
+            wake.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        }
+        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
+        if let Some(t) = self.acceptor.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.acceptor.is_some() {
+            self.stop_accepting();
+        }
+    }
+}
+
+/// Accepts until `stop`, handing connections to shards round robin.
+fn accept(listener: TcpListener, ctx: Arc<Context>, stop: Arc<AtomicBool>) {
+    let shards = ctx.engine.shards().max(1);
+    let mut next = 0usize;
+    for conn in listener.incoming() {
+        if stop.load(Ordering::SeqCst) {
+            break;
+        }
+        let stream = match conn {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("accept: {e}");
+                std::thread::sleep(Duration::from_millis(10));
+                continue;
+            }
+        };
+        let shard = next % shards;
+        next = next.wrapping_add(1);
+        let c = ctx.clone();
+        let spawned = ctx
+            .engine
+            .spawn_on(shard, move || connection::serve(c, stream))
+            .wait();
+        if let Err(e) = spawned {
+            tracing::warn!("cannot hand a connection to shard {shard}: {e}");
+        }
+    }
+}
+
+/// Deletes engine partitions that no topic holds.
+fn delete_orphans(engine: &Engine, metadata: &MetadataStore) -> Result<(), corelog::RequestError> {
+    let catalog = metadata.snapshot();
+    let held: std::collections::HashSet<u64> = catalog.all_partitions().collect();
+    for p in engine.partitions().wait()? {
+        if !held.contains(&p) {
+            tracing::warn!("deleting partition {p}: no topic holds it");
+            engine.delete_partition(p).wait()?;
+        }
+    }
+    Ok(())
+}
+
+fn futures_block_on<T>(f: impl std::future::Future<Output = T>) -> T {
+    pollster::block_on(f)
+}

@@ -1,0 +1,94 @@
+//! The one place engine and codec errors become Iggy error statuses.
+//!
+//! A reply's `status` is an `IggyError` code (`iggy_common`), which the SDK
+//! turns back into the typed error. The code cannot carry text, so the
+//! server logs the full error where it maps it. Keep every mapping from
+//! `corelog` errors here: the engine's error types change under us.
+
+use crate::wire::request::DecodeError;
+use corelog::{AppendError, BatchError, RequestError};
+use iggy_common::IggyError;
+
+/// The status for a failed engine request, logging the error in full.
+pub fn from_engine(e: &RequestError) -> IggyError {
+    match e {
+        RequestError::Admission { error, .. } => {
+            tracing::warn!("batch refused: {e}");
+            from_batch(error)
+        }
+        RequestError::Append(AppendError::TooLarge(error)) => {
+            tracing::warn!("batch refused: {e}");
+            from_batch(error)
+        }
+        RequestError::UnknownPartition { partition } => {
+            tracing::warn!("{e}");
+            IggyError::PartitionNotFound(
+                usize::try_from(*partition).unwrap_or(usize::MAX),
+                Default::default(),
+                Default::default(),
+            )
+        }
+        RequestError::ShuttingDown | RequestError::QueueClosed { .. } => {
+            tracing::info!("request during shutdown: {e}");
+            IggyError::Disconnected
+        }
+        other => {
+            tracing::error!("storage: {other}");
+            IggyError::CannotAppendMessage
+        }
+    }
+}
+
+/// The status naming what is wrong with a refused batch.
+pub fn from_batch(e: &BatchError) -> IggyError {
+    match e {
+        BatchError::FrameChecksum {
+            stored, computed, ..
+        } => IggyError::InvalidMessageChecksum(*stored, *computed, 0),
+        BatchError::BatchChecksum {
+            stored, computed, ..
+        } => IggyError::InvalidBatchChecksum(*stored, *computed, 0),
+        BatchError::ReservedHeaderByte { value, .. } => {
+            IggyError::InvalidReservedField(u64::from(*value))
+        }
+        BatchError::FrameReserved { value, .. } => IggyError::InvalidReservedField(*value),
+        BatchError::Empty | BatchError::CountTooLarge { .. } | BatchError::MissingFrames { .. } => {
+            IggyError::InvalidMessagesCount
+        }
+        BatchError::TooLarge { .. } => IggyError::TooBigMessagePayload,
+        BatchError::OffsetDelta { stored, index, .. } => {
+            IggyError::NonZeroOffset(u64::from(*stored), *index)
+        }
+        BatchError::TimestampOverflow { .. } => IggyError::InvalidMessageTimestampDelta(0),
+        _ => IggyError::InvalidMessagePayloadLength,
+    }
+}
+
+/// The status for a payload that is not its command's layout.
+pub fn from_decode(e: &DecodeError) -> IggyError {
+    tracing::warn!("bad request: {e}");
+    match e {
+        DecodeError::Wire {
+            source: iggy_binary_protocol::WireError::UnknownDiscriminant { .. },
+            ..
+        } => IggyError::InvalidIdentifier,
+        _ => IggyError::InvalidFormat,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refused_batches_name_their_problem() {
+        let checksum = from_batch(&BatchError::FrameChecksum {
+            index: 0,
+            position: 256,
+            stored: 1,
+            computed: 2,
+        });
+        assert_eq!(checksum.as_code(), 4027);
+        assert_eq!(from_batch(&BatchError::Empty).as_code(), 4009);
+    }
+}

@@ -1,0 +1,147 @@
+//! An owned vectored write for monoio: the bytes the server built (reply
+//! header, prefix, rewritten batch headers) and ranges of the engine's
+//! mapped segments, kept mapped by the [`PollReply`] that owns them.
+//!
+//! monoio's `writev` takes its buffer by value and hands it back when the
+//! kernel is done (the operation owns it even if the future is dropped), so
+//! the buffer type must promise stable iovecs: that is the one `unsafe impl`
+//! here, the only `unsafe` in the server.
+#![allow(unsafe_code)]
+
+use corelog::PollReply;
+use monoio::buf::IoVecBuf;
+use std::ops::Range;
+
+/// Most iovecs one `writev` takes (Linux `IOV_MAX`); longer writes loop.
+const IOV_MAX: usize = 1024;
+
+/// A piece of the write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// Bytes of the built buffer.
+    Built(Range<usize>),
+    /// Bytes of the reply's `chunk`-th slice (see [`PollReply::slices`]).
+    Stored {
+        /// which slice
+        chunk: usize,
+        /// which bytes of it
+        range: Range<usize>,
+    },
+}
+
+/// The write: owns every byte its iovecs point to.
+pub struct WireVec {
+    #[expect(dead_code, reason = "owned, never read: the iovecs point into it")]
+    built: Box<[u8]>,
+    #[expect(
+        dead_code,
+        reason = "owned, never read: keeps the mappings the iovecs point into"
+    )]
+    reply: PollReply,
+    iovecs: Vec<libc::iovec>,
+    /// The first iovec not wholly written.
+    first: usize,
+    remaining: usize,
+}
+
+impl std::fmt::Debug for WireVec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WireVec")
+            .field("iovecs", &self.iovecs.len())
+            .field("remaining", &self.remaining)
+            .finish()
+    }
+}
+
+/// A piece that does not lie inside what it names.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("write piece {0:?} lies outside its buffer")]
+pub struct OutOfBounds(pub Piece);
+
+impl WireVec {
+    /// The write of `pieces`, in order. Every piece is bounds-checked
+    /// against `built` or the reply's slices here, so the iovecs only ever
+    /// cover bytes this value owns.
+    pub fn new(
+        built: Box<[u8]>,
+        reply: PollReply,
+        pieces: Vec<Piece>,
+    ) -> Result<WireVec, OutOfBounds> {
+        let slices: Vec<&[u8]> = reply.slices().collect();
+        let mut iovecs = Vec::with_capacity(pieces.len());
+        let mut remaining = 0;
+        for piece in pieces {
+            let bytes: &[u8] = match &piece {
+                Piece::Built(r) => built.get(r.clone()),
+                Piece::Stored { chunk, range } => {
+                    slices.get(*chunk).and_then(|s| s.get(range.clone()))
+                }
+            }
+            .ok_or_else(|| OutOfBounds(piece.clone()))?;
+            if bytes.is_empty() {
+                continue;
+            }
+            remaining += bytes.len();
+            iovecs.push(libc::iovec {
+                iov_base: bytes.as_ptr().cast_mut().cast(),
+                iov_len: bytes.len(),
+            });
+        }
+        drop(slices);
+        Ok(WireVec {
+            built,
+            reply,
+            iovecs,
+            first: 0,
+            remaining,
+        })
+    }
+
+    /// Bytes not yet written.
+    pub fn remaining(&self) -> usize {
+        self.remaining
+    }
+
+    /// Records that the kernel wrote the next `n` bytes.
+    pub fn advance(&mut self, mut n: usize) {
+        n = n.min(self.remaining);
+        self.remaining -= n;
+        while n > 0 {
+            let Some(v) = self.iovecs.get_mut(self.first) else {
+                return;
+            };
+            if n < v.iov_len {
+                v.iov_base = v.iov_base.cast::<u8>().wrapping_add(n).cast();
+                v.iov_len -= n;
+                return;
+            }
+            n -= v.iov_len;
+            self.first += 1;
+        }
+    }
+}
+
+// SAFETY: monoio requires that, while the runtime owns the value, the
+// pointer returned by `read_iovec_ptr` and the `read_iovec_len` iovecs
+// behind it stay valid and unchanged. They do:
+// - the iovec array is the heap buffer of `self.iovecs`, which is neither
+//   grown nor shrunk after `new` (only `advance`, which needs `&mut self`
+//   and so cannot run while the runtime owns the value, edits entries in
+//   place), so moving `WireVec` does not move it;
+// - every iovec covers bytes that `new` bounds-checked against `built` (a
+//   boxed slice never reallocated) or against a slice of `reply`, whose
+//   segment mappings are `Arc`s kept alive by `reply` and never remapped
+//   or shrunk while mapped (the engine's invariant, ARCHITECTURE.md);
+//   `advance` only moves an iovec's start forward within its own bytes;
+// - `first + read_iovec_len() <= iovecs.len()`.
+// The kernel only reads these bytes (a write), so nothing is mutated
+// through the `*mut` iov_base.
+unsafe impl IoVecBuf for WireVec {
+    fn read_iovec_ptr(&self) -> *const libc::iovec {
+        self.iovecs[self.first.min(self.iovecs.len())..].as_ptr()
+    }
+
+    fn read_iovec_len(&self) -> usize {
+        (self.iovecs.len() - self.first.min(self.iovecs.len())).min(IOV_MAX)
+    }
+}

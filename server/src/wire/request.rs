@@ -1,0 +1,273 @@
+//! Request payloads: command code and bytes in, a typed [`Request`] or a
+//! [`DecodeError`] out, with the protocol crate's codecs. A pure function
+//! (no I/O, no state), so the fuzz target drives it directly.
+
+use iggy_binary_protocol::codec::{read_u32_le, WireDecode};
+use iggy_binary_protocol::codes::{
+    CREATE_STREAM_CODE, CREATE_TOPIC_CODE, DELETE_STREAM_CODE, DELETE_TOPIC_CODE,
+    FLUSH_UNSAVED_BUFFER_CODE, GET_CLUSTER_METADATA_CODE, GET_CONSUMER_OFFSET_CODE, GET_STATS_CODE,
+    GET_STREAMS_CODE, GET_STREAM_CODE, GET_TOPICS_CODE, GET_TOPIC_CODE, LOGIN_REGISTER_CODE,
+    LOGOUT_USER_CODE, PING_CODE, POLL_MESSAGES_CODE, SEND_MESSAGES_CODE,
+    STORE_CONSUMER_OFFSET_CODE,
+};
+use iggy_binary_protocol::requests::consumer_offsets::{
+    GetConsumerOffsetRequest, StoreConsumerOffsetRequest,
+};
+use iggy_binary_protocol::requests::messages::{
+    FlushUnsavedBufferRequest, PollMessagesRequest, SendMessagesHeader,
+};
+use iggy_binary_protocol::requests::streams::{
+    CreateStreamRequest, DeleteStreamRequest, GetStreamRequest,
+};
+use iggy_binary_protocol::requests::topics::{
+    CreateTopicRequest, DeleteTopicRequest, GetTopicRequest, GetTopicsRequest,
+};
+use iggy_binary_protocol::requests::users::LoginRegisterRequest;
+use iggy_binary_protocol::{WireError, WireIdentifier, WirePartitioning};
+use secrecy::ExposeSecret;
+
+/// A decoded request.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Request {
+    /// PING.
+    Ping,
+    /// GET_STATS.
+    GetStats,
+    /// GET_CLUSTER_METADATA.
+    GetClusterMetadata,
+    /// LOGIN_REGISTER: sign in and open a session.
+    Login {
+        /// the user
+        username: String,
+        /// the password, as sent
+        password: String,
+    },
+    /// LOGOUT_USER.
+    Logout,
+    /// GET_STREAMS.
+    GetStreams,
+    /// GET_STREAM.
+    GetStream(GetStreamRequest),
+    /// CREATE_STREAM.
+    CreateStream(CreateStreamRequest),
+    /// DELETE_STREAM.
+    DeleteStream(DeleteStreamRequest),
+    /// GET_TOPIC.
+    GetTopic(GetTopicRequest),
+    /// GET_TOPICS.
+    GetTopics(GetTopicsRequest),
+    /// CREATE_TOPIC.
+    CreateTopic(CreateTopicRequest),
+    /// DELETE_TOPIC.
+    DeleteTopic(DeleteTopicRequest),
+    /// SEND_MESSAGES: where to, and where the batch starts in the payload.
+    SendMessages(SendMessages),
+    /// POLL_MESSAGES.
+    PollMessages(PollMessagesRequest),
+    /// FLUSH_UNSAVED_BUFFER: make a partition durable.
+    Flush(FlushUnsavedBufferRequest),
+    /// STORE_CONSUMER_OFFSET.
+    StoreConsumerOffset(StoreConsumerOffsetRequest),
+    /// GET_CONSUMER_OFFSET.
+    GetConsumerOffset(GetConsumerOffsetRequest),
+    /// A command this server does not implement.
+    Unsupported {
+        /// its code
+        code: u32,
+    },
+}
+
+/// The routing part of a SEND_MESSAGES payload; the batch is the rest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SendMessages {
+    /// the stream
+    pub stream_id: WireIdentifier,
+    /// the topic
+    pub topic_id: WireIdentifier,
+    /// how to pick the partition
+    pub partitioning: WirePartitioning,
+    /// messages the producer says the batch holds
+    pub messages_count: u32,
+    /// offset of the batch (256-byte header, then frames) in the payload
+    pub batch_at: usize,
+}
+
+/// A payload that is not the command's layout.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DecodeError {
+    /// The protocol codec refused it.
+    #[error("command {code}: {source}")]
+    Wire {
+        /// the command
+        code: u32,
+        /// the codec's error
+        source: WireError,
+    },
+    /// Bytes follow the command's fields.
+    #[error("command {code}: {extra} bytes follow the request")]
+    Trailing {
+        /// the command
+        code: u32,
+        /// how many
+        extra: usize,
+    },
+    /// SEND_MESSAGES: the metadata length prefix disagrees with its fields.
+    #[error("send_messages: metadata_length is {declared} but its fields take {decoded} bytes of {available}")]
+    MetadataLength {
+        /// the prefix
+        declared: u32,
+        /// what the fields took
+        decoded: usize,
+        /// bytes after the prefix
+        available: usize,
+    },
+}
+
+/// Decodes the payload of command `code`.
+pub fn decode_request(code: u32, payload: &[u8]) -> Result<Request, DecodeError> {
+    let wire = |source| DecodeError::Wire { code, source };
+    Ok(match code {
+        PING_CODE => Request::Ping,
+        GET_STATS_CODE => Request::GetStats,
+        GET_CLUSTER_METADATA_CODE => Request::GetClusterMetadata,
+        LOGOUT_USER_CODE => Request::Logout,
+        GET_STREAMS_CODE => Request::GetStreams,
+        LOGIN_REGISTER_CODE => {
+            let (login, _) = LoginRegisterRequest::decode(payload).map_err(wire)?;
+            Request::Login {
+                username: login.username.as_str().to_owned(),
+                password: login.password.expose_secret().to_owned(),
+            }
+        }
+        GET_STREAM_CODE => Request::GetStream(exact(code, payload)?),
+        CREATE_STREAM_CODE => Request::CreateStream(exact(code, payload)?),
+        DELETE_STREAM_CODE => Request::DeleteStream(exact(code, payload)?),
+        GET_TOPIC_CODE => Request::GetTopic(exact(code, payload)?),
+        GET_TOPICS_CODE => Request::GetTopics(exact(code, payload)?),
+        CREATE_TOPIC_CODE => Request::CreateTopic(exact(code, payload)?),
+        DELETE_TOPIC_CODE => Request::DeleteTopic(exact(code, payload)?),
+        POLL_MESSAGES_CODE => Request::PollMessages(exact(code, payload)?),
+        FLUSH_UNSAVED_BUFFER_CODE => Request::Flush(exact(code, payload)?),
+        STORE_CONSUMER_OFFSET_CODE => Request::StoreConsumerOffset(exact(code, payload)?),
+        GET_CONSUMER_OFFSET_CODE => Request::GetConsumerOffset(exact(code, payload)?),
+        SEND_MESSAGES_CODE => Request::SendMessages(send_messages(payload)?),
+        code => Request::Unsupported { code },
+    })
+}
+
+/// Decodes `T` from the whole payload.
+fn exact<T: WireDecode>(code: u32, payload: &[u8]) -> Result<T, DecodeError> {
+    let (value, used) = T::decode(payload).map_err(|source| DecodeError::Wire { code, source })?;
+    if used != payload.len() {
+        return Err(DecodeError::Trailing {
+            code,
+            extra: payload.len().saturating_sub(used),
+        });
+    }
+    Ok(value)
+}
+
+/// `[metadata_length u32][stream][topic][partitioning][messages_count u32][batch]`.
+fn send_messages(payload: &[u8]) -> Result<SendMessages, DecodeError> {
+    let wire = |source| DecodeError::Wire {
+        code: SEND_MESSAGES_CODE,
+        source,
+    };
+    let declared = read_u32_le(payload, 0).map_err(wire)?;
+    let rest = payload.get(4..).unwrap_or(&[]);
+    let metadata = rest
+        .get(..declared as usize)
+        .ok_or(DecodeError::MetadataLength {
+            declared,
+            decoded: 0,
+            available: rest.len(),
+        })?;
+    let (header, used) = SendMessagesHeader::decode(metadata).map_err(wire)?;
+    if used != metadata.len() {
+        return Err(DecodeError::MetadataLength {
+            declared,
+            decoded: used,
+            available: rest.len(),
+        });
+    }
+    Ok(SendMessages {
+        stream_id: header.stream_id,
+        topic_id: header.topic_id,
+        partitioning: header.partitioning,
+        messages_count: header.messages_count,
+        batch_at: 4 + used,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iggy_binary_protocol::codec::WireEncode;
+    use iggy_binary_protocol::requests::messages::{RawMessage, SendMessagesEncoder};
+    use iggy_binary_protocol::WireName;
+
+    #[test]
+    fn send_messages_splits_metadata_and_batch() {
+        let stream = WireIdentifier::named("s").expect("name");
+        let topic = WireIdentifier::numeric(3);
+        let partitioning = WirePartitioning::PartitionId(1);
+        let msgs = [RawMessage {
+            id: 5,
+            origin_timestamp: 10,
+            headers: None,
+            payload: b"hello",
+        }];
+        let mut buf = bytes::BytesMut::new();
+        SendMessagesEncoder::encode(&mut buf, &stream, &topic, &partitioning, &msgs)
+            .expect("encode");
+        let Request::SendMessages(send) = decode_request(SEND_MESSAGES_CODE, &buf).expect("decode")
+        else {
+            panic!("not a send");
+        };
+        assert_eq!(send.stream_id, stream);
+        assert_eq!(send.topic_id, topic);
+        assert_eq!(send.partitioning, partitioning);
+        assert_eq!(send.messages_count, 1);
+        assert_eq!(buf.len() - send.batch_at, 256 + 48 + 5);
+    }
+
+    #[test]
+    fn trailing_bytes_and_truncation_are_refused() {
+        let mut get = GetStreamRequest {
+            stream_id: WireIdentifier::numeric(1),
+        }
+        .to_bytes()
+        .to_vec();
+        assert!(decode_request(GET_STREAM_CODE, &get).is_ok());
+        get.push(0);
+        assert!(matches!(
+            decode_request(GET_STREAM_CODE, &get),
+            Err(DecodeError::Trailing { extra: 1, .. })
+        ));
+        let create = CreateStreamRequest {
+            name: WireName::new("abc").expect("name"),
+            options: iggy_binary_protocol::WireOptions::empty(),
+        }
+        .to_bytes();
+        for cut in 0..create.len() {
+            assert!(decode_request(CREATE_STREAM_CODE, &create[..cut]).is_err());
+        }
+    }
+
+    #[test]
+    fn bad_identifier_is_refused() {
+        // kind 1 (numeric) must carry 4 bytes.
+        assert!(decode_request(GET_STREAM_CODE, &[1, 2, 0, 0]).is_err());
+        assert!(decode_request(GET_STREAM_CODE, &[9, 4, 0, 0, 0, 0]).is_err());
+    }
+
+    #[test]
+    fn unknown_codes_are_unsupported() {
+        assert!(matches!(
+            decode_request(60_000, b"anything"),
+            Ok(Request::Unsupported { code: 60_000 })
+        ));
+    }
+}
