@@ -111,6 +111,18 @@ fn verify(dir: &Path) -> (Option<i32>, String) {
     (code, said)
 }
 
+/// Fills a directory (see [`filled`]) and tears its last batch: only its
+/// first 100 bytes remain. Returns the segment, its bytes before, and
+/// where the torn batch starts.
+fn torn_tail(dir: &Path) -> (PathBuf, Vec<u8>, usize) {
+    let segs = filled(dir, 40);
+    let last = segs.last().unwrap().clone();
+    let bytes = std::fs::read(&last).unwrap();
+    let tail = *positions(&bytes).last().unwrap();
+    std::fs::write(&last, &bytes[..tail + 100]).unwrap();
+    (last, bytes, tail)
+}
+
 /// Flips a payload byte of the batch holding byte `near` of `file` (past
 /// its headers); returns that batch's start.
 fn flip_in_batch(file: &Path, near: usize) -> usize {
@@ -159,11 +171,7 @@ fn verify_outlook(said: &str) -> String {
 fn poll_leaves_the_directory_byte_identical_even_with_a_torn_tail() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let segs = filled(dir, 40);
-    let last = segs.last().unwrap();
-    let bytes = std::fs::read(last).unwrap();
-    let tail = *positions(&bytes).last().unwrap();
-    std::fs::write(last, &bytes[..tail + 100]).unwrap();
+    let (_, bytes, tail) = torn_tail(dir);
     let before = snapshot(dir);
     for args in [
         &["--first"][..],
@@ -237,11 +245,8 @@ fn poll_verifies_what_it_prints_and_names_damage() {
 fn verify_says_exactly_what_recovery_does() {
     // A torn tail: recovery cuts it.
     let tmp = tempfile::tempdir().unwrap();
-    let segs = filled(tmp.path(), 40);
-    let last = segs.last().unwrap();
-    let bytes = std::fs::read(last).unwrap();
-    let tail = *positions(&bytes).last().unwrap();
-    std::fs::write(last, &bytes[..tail + 100]).unwrap();
+    let (last, _, tail) = torn_tail(tmp.path());
+    let last = &last;
     let (code, said) = verify(tmp.path());
     assert_eq!(code, Some(4), "{said}");
     let outlook = verify_outlook(&said);
@@ -286,11 +291,8 @@ fn verify_says_exactly_what_recovery_does() {
 fn recovery_prints_what_it_cut() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
-    let segs = filled(dir, 40);
-    let last = segs.last().unwrap();
-    let bytes = std::fs::read(last).unwrap();
-    let tail = *positions(&bytes).last().unwrap();
-    std::fs::write(last, &bytes[..tail + 100]).unwrap();
+    let (last, _, tail) = torn_tail(dir);
+    let last = &last;
     let p = P.to_string();
     let out = corelog(
         &["append", "--dir", dir.to_str().unwrap(), "--partition", &p],
