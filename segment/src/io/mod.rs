@@ -15,6 +15,8 @@ mod real;
 pub mod sim;
 #[cfg(feature = "testing")]
 mod sim_mem;
+#[cfg(feature = "testing")]
+mod sim_state;
 mod uring;
 
 pub use real::{map_file, UringFile, UringStorage};

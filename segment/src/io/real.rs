@@ -124,12 +124,13 @@ impl StorageFile for UringFile {
         if capacity == 0 {
             return Ok(Mapping::new(Arc::new(EmptyMap)));
         }
-        // SAFETY: memmap2 asks that the file not be modified behind the
-        // mapping's back in ways that break its readers. Within this
-        // process, the mapping contract (see `Mapping`) keeps every write
-        // and truncation away from the ranges readers are given, and only
-        // this crate can read a mapping. Other processes do not write the
-        // file: that is `UringStorage`'s precondition.
+        // memmap2 asks that the file not be modified behind the mapping's
+        // back in ways that break its readers. Within this process, the
+        // mapping contract (see `Mapping`) keeps every write and truncation
+        // away from the ranges readers are given, and only this crate can
+        // read a mapping.
+        // SAFETY: as argued above; other processes do not write the file:
+        // that is `UringStorage`'s precondition.
         let map = unsafe { memmap2::MmapOptions::new().len(capacity).map(&*self.file)? };
         Ok(Mapping::new(Arc::new(FileMap { map })))
     }
