@@ -42,6 +42,11 @@ pub struct Config {
     /// When existing partitions are opened (recovered). Default
     /// [`OpenPartitions::OnFirstRequest`].
     pub open_partitions: OpenPartitions,
+    /// Partitions open at once, over all shards (each shard takes its
+    /// share): past it, the least recently used idle partitions are closed,
+    /// giving back their descriptor and mappings, and reopened by their
+    /// next request. Default 16,384.
+    pub max_open_partitions: usize,
 }
 
 /// When an engine opens (recovers) the partitions its directory holds.
@@ -68,6 +73,7 @@ impl Config {
             ring_entries: 1024,
             retention_check: Duration::from_secs(30),
             open_partitions: OpenPartitions::OnFirstRequest,
+            max_open_partitions: 16_384,
         }
     }
 }

@@ -31,10 +31,12 @@ mod config;
 mod engine;
 mod error;
 mod lock;
+mod partitions;
 mod queue;
 mod request;
 mod shard;
 mod size;
+mod task;
 mod thread;
 
 #[doc(hidden)]

@@ -6,12 +6,14 @@
 
 use crate::config::{Config, OpenPartitions};
 use crate::error::{OpenError, RequestError};
+use crate::partitions::{refused_by_a_new_partition, remove_partition_dir, Log, Lru, Slot};
 use crate::queue::ShardQueue;
 use crate::request::{Request, Task};
+use crate::task::{Contained, YieldNow};
 use crate::thread;
 use corelog_segment::io::UringStorage;
 use corelog_segment::log::{
-    AppendError, LogConfig, LogError, OpenError as LogOpenError, PartitionLog, RecoveryReport,
+    LogConfig, LogError, OpenError as LogOpenError, PartitionLog, RecoveryReport,
 };
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -36,17 +38,6 @@ pub struct PartitionRecovery {
     pub result: Result<RecoveryReport, LogOpenError>,
 }
 
-type Log = PartitionLog<UringStorage>;
-
-enum Slot {
-    /// On disk, not opened yet (opened by its first request).
-    OnDisk,
-    /// Being opened; requests wait here in order.
-    Opening(Vec<Request>),
-    Open(Log),
-    Failed(LogOpenError),
-}
-
 pub(crate) struct Shard {
     index: usize,
     engine: u64,
@@ -55,6 +46,9 @@ pub(crate) struct Shard {
     storage: UringStorage,
     queue: Arc<ShardQueue>,
     partitions: RefCell<HashMap<u64, Slot>>,
+    /// Open partitions by last use, and how many may be open at once.
+    lru: RefCell<Lru>,
+    open_cap: usize,
     closing: Cell<bool>,
     tasks: Cell<usize>,
     idle: RefCell<Option<Waker>>,
@@ -135,6 +129,8 @@ pub(crate) fn start(
                     storage,
                     queue,
                     partitions: RefCell::new(HashMap::new()),
+                    lru: RefCell::new(Lru::default()),
+                    open_cap: (config.max_open_partitions / shards).max(1),
                     closing: Cell::new(false),
                     tasks: Cell::new(0),
                     idle: RefCell::new(None),
@@ -211,6 +207,7 @@ impl Shard {
                     if report.changed_data() {
                         tracing::warn!("partition {id} recovered: {report}");
                     }
+                    self.lru.borrow_mut().touch(id);
                     (Slot::Open(log), Ok(report))
                 }
                 Err(e) => {
@@ -224,6 +221,7 @@ impl Shard {
                 shard: self.index,
                 result,
             });
+            self.close_over_cap(id);
         }
         out
     }
@@ -336,7 +334,7 @@ impl Shard {
                     .partitions
                     .borrow()
                     .iter()
-                    .filter(|(_, s)| matches!(s, Slot::Open(_) | Slot::OnDisk))
+                    .filter(|(_, s)| matches!(s, Slot::Open(_) | Slot::OnDisk | Slot::Closing(_)))
                     .map(|(id, _)| *id)
                     .collect();
                 ids.sort_unstable();
@@ -372,9 +370,10 @@ impl Shard {
                     Some(Slot::Open(log)) => {
                         let log = log.clone();
                         drop(parts);
+                        self.lru.borrow_mut().touch(p);
                         self.dispatch(&log, req);
                     }
-                    Some(Slot::Opening(pending)) => pending.push(req),
+                    Some(Slot::Opening(pending) | Slot::Closing(pending)) => pending.push(req),
                     Some(Slot::Failed(_) | Slot::OnDisk)
                         if matches!(req, Request::Delete { .. }) =>
                     {
@@ -466,9 +465,11 @@ impl Shard {
             };
             match slot {
                 Ok((log, _)) => {
+                    shard.lru.borrow_mut().touch(p);
                     for req in pending {
                         shard.dispatch(&log, req);
                     }
+                    shard.close_over_cap(p);
                 }
                 Err(e) => {
                     for req in pending {
@@ -480,6 +481,51 @@ impl Shard {
                 }
             }
         });
+    }
+
+    /// Closes the least recently used idle partitions while more than
+    /// the cap are open (never `keep`, just opened). A closed partition
+    /// gives back its descriptor and mappings (poll replies keep theirs) and
+    /// is reopened by its next request; one with work in flight is skipped.
+    fn close_over_cap(self: &Rc<Self>, keep: u64) {
+        while self.lru.borrow().len() > self.open_cap {
+            let victim = {
+                let parts = self.partitions.borrow();
+                let lru = self.lru.borrow();
+                let found = lru.oldest().find_map(|q| match parts.get(&q) {
+                    Some(Slot::Open(log)) if q != keep && log.is_idle() => Some((q, log.clone())),
+                    _ => None,
+                });
+                found
+            };
+            let Some((q, log)) = victim else {
+                return;
+            };
+            self.partitions
+                .borrow_mut()
+                .insert(q, Slot::Closing(Vec::new()));
+            self.lru.borrow_mut().forget(q);
+            let shard = self.clone();
+            self.spawn_tracked(async move {
+                if let Err(e) = log.close().await {
+                    tracing::warn!("closing idle partition {q}: {e}");
+                }
+                drop(log);
+                let pending = match shard.partitions.borrow_mut().remove(&q) {
+                    Some(Slot::Closing(v)) => v,
+                    _ => Vec::new(),
+                };
+                if pending.is_empty() {
+                    shard.partitions.borrow_mut().insert(q, Slot::OnDisk);
+                } else {
+                    shard
+                        .partitions
+                        .borrow_mut()
+                        .insert(q, Slot::Opening(pending));
+                    shard.open_partition(q);
+                }
+            });
+        }
     }
 
     fn dispatch(self: &Rc<Self>, log: &Log, req: Request) {
@@ -582,6 +628,7 @@ impl Shard {
             unreachable!("delete_partition is called with Delete requests only");
         };
         self.partitions.borrow_mut().remove(&p);
+        self.lru.borrow_mut().forget(p);
         let parent = self.dir.clone();
         self.spawn_tracked(async move {
             if let Some(log) = log {
@@ -592,75 +639,6 @@ impl Shard {
             let _ = reply.send(remove_partition_dir(&parent, p));
         });
     }
-}
-
-/// Removes `parent/<p>` (if present) and syncs `parent`.
-fn remove_partition_dir(parent: &std::path::Path, p: u64) -> Result<(), RequestError> {
-    let dir = parent.join(p.to_string());
-    match std::fs::remove_dir_all(&dir) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(RequestError::io("remove partition directory", &dir, e)),
-    }
-    std::fs::File::open(parent)
-        .and_then(|d| d.sync_all())
-        .map_err(|e| RequestError::io("sync directory", parent, e))
-}
-
-/// A caller's task whose panics are caught and logged (see
-/// [`Shard::spawn_task`]).
-struct Contained {
-    fut: Option<Pin<Box<dyn Future<Output = ()>>>>,
-    shard: usize,
-}
-
-impl Future for Contained {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let Some(fut) = self.fut.as_mut() else {
-            return Poll::Ready(());
-        };
-        let done = match std::panic::catch_unwind(AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
-            Ok(Poll::Pending) => return Poll::Pending,
-            Ok(Poll::Ready(())) => Ok(()),
-            Err(_) => Err(()),
-        };
-        // Drop the task here, where a panic in its destructor is caught too.
-        let fut = self.fut.take();
-        let dropped = std::panic::catch_unwind(AssertUnwindSafe(move || drop(fut)));
-        if done.is_err() || dropped.is_err() {
-            tracing::error!(
-                "shard {}: a task spawned on it panicked; it was dropped",
-                self.shard
-            );
-        }
-        Poll::Ready(())
-    }
-}
-
-/// A replicated batch that a new (empty) partition would refuse anyway:
-/// refused before the partition is created for it.
-fn refused_by_a_new_partition(req: &Request, partition: u64) -> Option<AppendError> {
-    let Request::Append {
-        batch,
-        stamped: true,
-        ..
-    } = req
-    else {
-        return None;
-    };
-    let b = batch.as_ref();
-    if b.partition_id() != partition {
-        return Some(AppendError::PartitionMismatch {
-            expected: partition,
-            found: b.partition_id(),
-        });
-    }
-    (b.base_offset() != 0).then_some(AppendError::OffsetMismatch {
-        expected: 0,
-        found: b.base_offset(),
-    })
 }
 
 /// Resolves once no request task is running on the shard.
@@ -676,22 +654,6 @@ impl Future for Idle {
             return Poll::Ready(());
         }
         *self.shard.idle.borrow_mut() = Some(cx.waker().clone());
-        Poll::Pending
-    }
-}
-
-/// Yields once to the runtime's other tasks.
-struct YieldNow(bool);
-
-impl Future for YieldNow {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if self.0 {
-            return Poll::Ready(());
-        }
-        self.0 = true;
-        cx.waker().wake_by_ref();
         Poll::Pending
     }
 }

@@ -243,6 +243,22 @@ impl<S: Storage> PartitionLog<S> {
         self.inner.st.borrow().next_offset
     }
 
+    /// Whether nothing is in flight: no write, acknowledgement, flush or
+    /// sync round waiting, and no segment being sealed. An idle log can be
+    /// closed without failing anyone's request.
+    pub fn is_idle(&self) -> bool {
+        let st = self.inner.st.borrow();
+        st.inflight.is_empty()
+            && st.acks.is_empty()
+            && st.flushes.is_empty()
+            && !st.syncing
+            && !st.round_running
+            && st
+                .segments
+                .iter()
+                .all(|s| s.state != super::segment::SegState::Sealing)
+    }
+
     /// Whether a failed write or sync poisoned the log.
     pub fn is_poisoned(&self) -> bool {
         self.inner.st.borrow().poison.is_some()

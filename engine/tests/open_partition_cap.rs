@@ -1,0 +1,93 @@
+//! The cap of open partitions: past it, idle partitions are closed and give
+//! back their descriptor and mappings; a poll reply taken before stays
+//! valid; the next request reopens the partition with everything in it.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use corelog::{Config, Engine, LogConfig, PollFrom};
+
+const CAP: usize = 4;
+const PARTITIONS: u64 = 40;
+
+/// Mappings of segment files under `dir` in this process.
+fn mapped_segments(dir: &std::path::Path) -> usize {
+    let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+    let needle = dir.to_str().unwrap();
+    maps.lines()
+        .filter(|l| l.contains(needle) && l.ends_with(".log"))
+        .count()
+}
+
+fn descriptors_under(dir: &std::path::Path) -> usize {
+    std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|e| std::fs::read_link(e.unwrap().path()).ok())
+        .filter(|target| target.starts_with(dir))
+        .count()
+}
+
+#[test]
+fn idle_partitions_give_back_descriptors_and_mappings_and_reopen_whole() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let engine = Engine::open(Config {
+        shards: Some(1),
+        max_open_partitions: CAP,
+        log: LogConfig::default(),
+        ..Config::new(&dir)
+    })
+    .unwrap();
+    let sent: Vec<Vec<u8>> = (0..PARTITIONS).map(|p| batch(p, p % 5)).collect();
+    engine.append(0, sent[0].clone()).wait().unwrap();
+    // A reply held while its partition is closed under it.
+    let held = engine
+        .poll_verified(0, PollFrom::First, 1 << 20)
+        .wait()
+        .unwrap();
+    for p in 1..PARTITIONS {
+        engine.append(p, sent[p as usize].clone()).wait().unwrap();
+        // Let the closes of idle partitions run.
+        futures::executor::block_on(engine.flush_all()).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let fds = descriptors_under(&dir);
+    let maps = mapped_segments(&dir);
+    assert!(
+        fds <= CAP + 2,
+        "{fds} descriptors under the data directory with a cap of {CAP} open partitions"
+    );
+    assert!(
+        maps <= CAP + 1,
+        "{maps} segment mappings with a cap of {CAP} (+1 held by the reply)"
+    );
+    // The held reply's bytes are intact although its partition was closed.
+    let b: Vec<_> = held.batches().collect();
+    assert_eq!(b.len(), 1);
+    assert_eq!(&b[0].as_bytes()[256..], &sent[0][256..]);
+    held.verify(&corelog::Limits::default()).unwrap();
+    drop(held);
+    // Every partition reopens on its next request, whole.
+    for (p, produced) in sent.iter().enumerate() {
+        let reply = engine
+            .poll_verified(p as u64, PollFrom::First, 1 << 20)
+            .wait()
+            .unwrap();
+        let batches: Vec<_> = reply.batches().collect();
+        assert_eq!(batches.len(), 1, "partition {p}");
+        assert_eq!(
+            &batches[0].as_bytes()[256..],
+            &produced[256..],
+            "partition {p}"
+        );
+    }
+    let ack = engine.append(0, batch(0, 9)).wait().unwrap();
+    assert_eq!(
+        ack.base_offset,
+        messages_in(0),
+        "offsets continue after a reopen"
+    );
+    engine.shutdown().unwrap();
+}
