@@ -11,7 +11,7 @@ rows = [l.split() for l in open(sys.argv[1]) if l.strip()]
 series = {}
 for policy, count, rate in rows:
     series.setdefault(policy, []).append((int(count), float(rate)))
-W, H, L, R, T, B = 640, 360, 70, 20, 30, 50
+W, H, L, R, T, B = 640, 360, 70, 40, 30, 50
 xs = sorted({c for s in series.values() for c, _ in s})
 ymax = max(r for s in series.values() for _, r in s) * 1.1 or 1
 x = lambda c: L + (math.log10(c) - math.log10(xs[0])) / max(1e-9, math.log10(xs[-1]) - math.log10(xs[0])) * (W - L - R)
