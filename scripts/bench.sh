@@ -12,7 +12,8 @@
 # Scenarios: pagecache durable scaling polls latency (the default set), single, peers
 # (walrus-rust and commitlog, built with --features peers), wire (corelog-server over Iggy's TCP
 # protocol against embedded corelog, and against a real Iggy server when IGGY_SERVER=host:port is
-# given), partitions (4 to 10,000 partitions). Results: $OUT (default docs/bench/results.md).
+# given), partitions (4 to 10,000 partitions), admission (criterion: admission against XXH3).
+# Results: $OUT (default docs/bench/results.md).
 # After a run of the default set into the default file, the README's block between the
 # "bench.sh results" markers is replaced by that file, as it is.
 set -euo pipefail
@@ -275,12 +276,52 @@ for s in $SCENARIOS; do
     done
     python3 scripts/partitions_chart.py "$JSON_DIR/partitions" docs/bench/partitions.svg
     ;;
+  admission)
+    # Admission against hashing, in memory: criterion's admission bench (`Batch::admit`, one XXH3
+    # call over the whole batch, one per frame), ~1 MiB batches at several message sizes; each
+    # run's mean of each case, in GiB/s (2^30 bytes of batch per second).
+    for _ in $(seq "$REPS"); do
+      rm -rf "${CARGO_TARGET_DIR:-target}/criterion"
+      cargo bench -q -p corelog-segment --bench admission -- --warm-up-time 1 --measurement-time 2 --noplot >"$JSON_DIR/crit.out" 2>&1 || { cat "$JSON_DIR/crit.out" >&2; exit 1; }
+      python3 - "${CARGO_TARGET_DIR:-target}/criterion" >>"$JSON_DIR/crit" <<'PY'
+import json, os, sys
+root = sys.argv[1]
+for group in ("admit", "xxh3_whole", "xxh3_per_frame"):
+    g = os.path.join(root, group)
+    for dirpath, _, files in os.walk(g):
+        if os.path.basename(dirpath) == "new" and "estimates.json" in files:
+            case = os.path.relpath(os.path.dirname(dirpath), g)
+            bench = json.load(open(os.path.join(dirpath, "benchmark.json")))
+            ns = json.load(open(os.path.join(dirpath, "estimates.json")))["mean"]["point_estimate"]
+            gib = bench["throughput"]["Bytes"] / ns * 1e9 / 2**30
+            print(group, case, gib)
+PY
+    done
+    python3 - "$JSON_DIR/crit" >"$JSON_DIR/crit.rows" <<'PY'
+import collections, sys
+runs = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    group, case, v = line.split()
+    runs[(group, case)].append(v)
+import re
+cases = sorted({c for _, c in runs}, key=lambda c: -int(re.findall(r"(\d+)msgs", c)[-1]))
+for c in cases:
+    print(c, " ".join(runs[("xxh3_whole", c)]), "|", " ".join(runs[("xxh3_per_frame", c)]), "|", " ".join(runs[("admit", c)]))
+PY
+    while IFS='|' read -r head perframe admit; do
+      set -- $head; c=$1; shift; whole="$*"
+      row ratio "admission \`Batch::admit\`, $c, in memory (GiB/s)" "one XXH3 call over the whole batch" "$whole" "$admit"
+      row ratio "admission \`Batch::admit\`, $c, in memory (GiB/s)" "one XXH3 call per frame (the format's limit)" "$perframe" "$admit"
+    done <"$JSON_DIR/crit.rows"
+    ;;
   *) echo "unknown scenario $s" >&2; exit 2 ;;
   esac
 done
 
 runs=$(wc -l <"$JSON_DIR/cold"); cold=$(grep -c '^cold$' "$JSON_DIR/cold" || true)
-if [ "$cold" = "$runs" ]; then
+if [ "$runs" = 0 ]; then
+  cache="No run touched the disk (in memory), so the page cache played no part"
+elif [ "$cold" = "$runs" ]; then
   cache="The page cache was dropped before each of the $runs runs (all started cold)"
 else
   cache="**The page cache could not be dropped before $((runs - cold)) of the $runs runs; those started warm** ($(grep -v '^cold$' "$JSON_DIR/cold" | sort | uniq -c | head -3 | tr -s ' ' | tr '\n' ';'))"
