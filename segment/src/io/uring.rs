@@ -273,24 +273,43 @@ impl Inner {
     fn reap(&self) {
         let mut uring = self.uring.borrow_mut();
         let mut ops = self.ops.borrow_mut();
-        for cqe in uring.completion() {
-            let key = cqe.user_data() as usize;
-            let Some(slot) = ops.get_mut(key) else {
-                continue;
-            };
-            match slot {
-                Slot::Waiting(waker) => {
-                    let waker = waker.take();
-                    *slot = Slot::Done(cqe.result());
-                    if let Some(w) = waker {
-                        w.wake();
-                    }
-                }
-                Slot::Orphaned(_) => {
-                    ops.remove(key);
-                }
-                Slot::Done(_) => {}
+        loop {
+            for cqe in uring.completion() {
+                Self::complete(&mut ops, cqe);
             }
+            // Completions the CQ had no room for wait in the kernel's
+            // overflow list, and nothing signals the eventfd for them
+            // again: an io_uring_enter with GETEVENTS (which `submit` adds
+            // while the overflow flag is up) moves them into the CQ. Without
+            // it, more operations in flight than the CQ holds (10,000
+            // partitions opening at once) could wait forever.
+            if !uring.submission().cq_overflow() {
+                return;
+            }
+            if let Err(e) = submit_retrying(&uring) {
+                tracing::error!("storage ring: flushing overflowed completions: {e}");
+                return;
+            }
+        }
+    }
+
+    fn complete(ops: &mut Slab<Slot>, cqe: io_uring::cqueue::Entry) {
+        let key = cqe.user_data() as usize;
+        let Some(slot) = ops.get_mut(key) else {
+            return;
+        };
+        match slot {
+            Slot::Waiting(waker) => {
+                let waker = waker.take();
+                *slot = Slot::Done(cqe.result());
+                if let Some(w) = waker {
+                    w.wake();
+                }
+            }
+            Slot::Orphaned(_) => {
+                ops.remove(key);
+            }
+            Slot::Done(_) => {}
         }
     }
 }
@@ -402,5 +421,53 @@ impl<T: 'static> Drop for Op<T> {
             }
             _ => {}
         }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    /// More operations in flight than the completion queue holds (a ring of
+    /// 2 entries has a CQ of 4), all submitted before the reaper runs: the
+    /// kernel parks the completions it has no room for in its overflow
+    /// list, and every operation must still complete.
+    #[test]
+    fn more_operations_in_flight_than_the_completion_queue_holds() {
+        let tmp = tempfile::NamedTempFile::new().unwrap();
+        let fd = tmp.as_file().as_raw_fd();
+        monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+            .enable_timer()
+            .build()
+            .unwrap()
+            .block_on(async move {
+                let ring = Ring::new(2).unwrap();
+                // `submit` pushes at once (the async wrappers only when
+                // polled).
+                let ops: Vec<_> = (0..64)
+                    .map(|_| {
+                        ring.submit(Box::new(()), |_| {
+                            opcode::Fsync::new(types::Fd(fd))
+                                .flags(types::FsyncFlags::DATASYNC)
+                                .build()
+                        })
+                    })
+                    .collect();
+                // Let every fdatasync complete while nothing reaps.
+                std::thread::sleep(std::time::Duration::from_millis(200));
+                let all = async {
+                    for op in ops {
+                        check(op.await.0).unwrap();
+                    }
+                };
+                monoio::select! {
+                    _ = all => {},
+                    _ = monoio::time::sleep(std::time::Duration::from_secs(10)) => {
+                        panic!("operations whose completions overflowed the CQ never completed");
+                    }
+                }
+            });
     }
 }
