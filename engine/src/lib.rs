@@ -49,9 +49,9 @@ pub use queue::Reply;
 pub use shard::PartitionRecovery;
 
 pub use corelog_segment::log::{
-    AppendAck, AppendError, Damage, FsyncPolicy, LogConfig, LogError, LogStats, OpenCheck,
-    OpenError as LogOpenError, ParseFsyncError, Poison, PollFrom, PollReply, RecoveryReport,
-    Retention, TailCut,
+    AppendAck, AppendError, CleanClose, Damage, FsyncPolicy, LogConfig, LogError, LogStats,
+    OpenCheck, OpenError as LogOpenError, ParseFsyncError, Poison, PollFrom, PollReply,
+    RecoveryReport, Retention, TailCut,
 };
 pub use corelog_segment::{
     Batch, BatchBuilder, BatchError, BatchRef, BuildError, Limits, Message, MessageSpec, Messages,

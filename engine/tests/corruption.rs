@@ -25,7 +25,7 @@ mod common;
 
 use common::{batch, open, serial};
 use corelog::testing::segment::log::{LogError, OpenCheck, OpenError as LogOpenError};
-use corelog::{Engine, LogConfig, PollFrom, RequestError};
+use corelog::{CleanClose, Engine, LogConfig, PollFrom, RequestError};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -325,8 +325,14 @@ fn sealed_segment_damage(check: OpenCheck, salt: u64) {
     let logs = pristine.logs();
     let sealed = &logs[..logs.len() - 1];
     let mut rng = fastrand::Rng::with_seed(seed(salt));
-    let (mut refused, mut poll_errors) = (0, 0);
+    let (mut refused, mut poll_errors, mut trusted_opens) = (0, 0, 0);
     for case in 0..cases() {
+        // The pristine directory was closed cleanly. Half the cases keep
+        // its clean-close record: a tail open then trusts it, scans
+        // nothing, and the damage is for poll_verified to find. The others
+        // remove it, as a crash would have left the directory.
+        let keep_record = rng.bool();
+        let trusted = keep_record && check == OpenCheck::Tail;
         let file = &sealed[rng.usize(0..sealed.len())];
         let original = &pristine.files[file];
         let d = random_damage(&mut rng, file, original);
@@ -339,13 +345,22 @@ fn sealed_segment_damage(check: OpenCheck, salt: u64) {
             file.display()
         );
         let root = pristine.copy();
+        if !keep_record {
+            let record = root
+                .path()
+                .join("partitions")
+                .join(P.to_string())
+                .join("CLEAN");
+            std::fs::remove_file(record).unwrap();
+        }
         d.apply(root.path());
         assert_verify_names(root.path(), &d, first);
 
         let damaged = root.path().join(file);
         let damaged_bytes = std::fs::read(&damaged).unwrap();
         let engine = open(root.path(), 1, config(check));
-        let in_checked_tail = check == OpenCheck::Full || first >= pristine.last_indexed(file);
+        let in_checked_tail =
+            !trusted && (check == OpenCheck::Full || first >= pristine.last_indexed(file));
         match recovery(&engine) {
             Err(e) => {
                 refused += 1;
@@ -373,6 +388,12 @@ fn sealed_segment_damage(check: OpenCheck, salt: u64) {
                 }
             }
             Ok(report) => {
+                assert_eq!(
+                    report.clean_close == CleanClose::Trusted,
+                    trusted,
+                    "{what}: {report}"
+                );
+                trusted_opens += u64::from(trusted);
                 assert!(
                     !in_checked_tail,
                     "{what}: damage in the checked part of a confirmed segment must refuse the open; it recovered: {report}"
@@ -403,9 +424,12 @@ fn sealed_segment_damage(check: OpenCheck, salt: u64) {
         );
     }
     eprintln!(
-        "{check:?}: {} cases: {refused} refused at open, {poll_errors} opened and caught by poll_verified",
+        "{check:?}: {} cases: {refused} refused at open, {poll_errors} opened and caught by poll_verified ({trusted_opens} of them trusting the clean-close record)",
         cases()
     );
+    if check == OpenCheck::Tail && cases() >= 16 {
+        assert!(trusted_opens > 0 && trusted_opens < poll_errors + refused);
+    }
     if check == OpenCheck::Full {
         assert_eq!(refused, cases());
     }

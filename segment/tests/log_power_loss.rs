@@ -88,6 +88,10 @@ struct Variant {
     /// First the process dies (its tasks stop, the page cache stays) and
     /// the log is reopened on the same disk, then the power is cut.
     process_crash_first: bool,
+    /// First the log is closed cleanly and the power cut right after; the
+    /// reopen trusts the clean-close record, then the power is cut while
+    /// appends run (the record's removal may or may not have landed).
+    clean_close_first: bool,
 }
 
 /// What the appends of one phase saw.
@@ -100,7 +104,9 @@ struct Seen {
     errors: Vec<String>,
 }
 
-use corelog_segment::log::{AppendAck, FsyncPolicy, LogConfig, OpenCheck, PartitionLog, PollFrom};
+use corelog_segment::log::{
+    AppendAck, CleanClose, FsyncPolicy, LogConfig, OpenCheck, PartitionLog, PollFrom,
+};
 use corelog_segment::{Batch, Limits};
 
 const PARTITION: u64 = 11;
@@ -184,10 +190,36 @@ fn power_case(seed: u64, v: Variant) {
     let mut rng = fastrand::Rng::with_seed(seed);
     let config = case_config(&mut rng, v);
     let dir = Path::new(DIR);
-    let disk = sim_for(seed, &config);
+    let mut disk = sim_for(seed, &config);
     let mut reserved: Vec<Batch> = Vec::new();
     let mut acks: Vec<(usize, AppendAck)> = Vec::new();
     let mut flushed: Vec<usize> = Vec::new();
+    let mut expect_trusted = false;
+    if v.clean_close_first {
+        let seen = run_sim(async {
+            let (log, _) = PartitionLog::open(disk.clone(), dir, PARTITION, config.clone())
+                .await
+                .unwrap();
+            disk.set_faults(SimFaults {
+                max_yields: rng.u32(1..=6),
+                ..SimFaults::default()
+            });
+            let seen = drive(seed, &log, &mut rng, v, &mut reserved).await;
+            log.close()
+                .await
+                .unwrap_or_else(|e| panic!("seed {seed}: clean close: {e}"));
+            seen
+        });
+        let seen = std::mem::take(&mut *seen.borrow_mut());
+        assert!(seen.errors.is_empty(), "seed {seed}: {:?}", seen.errors);
+        disk.set_faults(SimFaults::default());
+        acks = seen.acks;
+        flushed = seen.flushed;
+        // A clean close makes everything reserved before it durable.
+        flushed.push(reserved.len());
+        disk = disk.crash();
+        expect_trusted = config.open_check == OpenCheck::Tail;
+    }
     if v.process_crash_first {
         // The process dies: leaving the runtime drops every task mid-way;
         // the simulated page cache keeps whatever their writes reached.
@@ -234,9 +266,17 @@ fn power_case(seed: u64, v: Variant) {
         flushed = seen.flushed;
     }
     run_sim(async move {
-        let (log, _) = PartitionLog::open(disk.clone(), dir, PARTITION, config.clone())
+        let (log, report) = PartitionLog::open(disk.clone(), dir, PARTITION, config.clone())
             .await
             .unwrap();
+        if expect_trusted {
+            assert_eq!(
+                report.clean_close,
+                CleanClose::Trusted,
+                "seed {seed}: a power cut right after a clean close: {report}"
+            );
+            check_prefix(seed, &log, &config, &reserved, &acks, &flushed);
+        }
         disk.set_faults(SimFaults {
             max_yields: rng.u32(1..=6),
             ..SimFaults::default()
@@ -424,6 +464,7 @@ fn acknowledged_batches_survive_a_power_cut() {
             rotate: false,
             flushes: false,
             process_crash_first: false,
+            clean_close_first: false,
         },
         1_000_000,
     );
@@ -437,6 +478,7 @@ fn acknowledged_batches_survive_a_power_cut_mid_rotation() {
             rotate: true,
             flushes: false,
             process_crash_first: false,
+            clean_close_first: false,
         },
         2_000_000,
     );
@@ -450,6 +492,7 @@ fn flushed_batches_survive_a_power_cut() {
             rotate: true,
             flushes: true,
             process_crash_first: false,
+            clean_close_first: false,
         },
         3_000_000,
     );
@@ -463,7 +506,22 @@ fn acknowledged_batches_survive_a_process_crash_then_a_power_cut() {
             rotate: true,
             flushes: true,
             process_crash_first: true,
+            clean_close_first: false,
         },
         4_000_000,
+    );
+}
+
+#[test]
+fn acknowledged_batches_survive_a_clean_close_then_a_power_cut() {
+    run_cases(
+        Variant {
+            name: "clean close, then power cut",
+            rotate: true,
+            flushes: true,
+            process_crash_first: false,
+            clean_close_first: true,
+        },
+        5_000_000,
     );
 }

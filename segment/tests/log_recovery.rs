@@ -11,8 +11,8 @@ use corelog_segment::io::{SimStorage, Storage, UringStorage};
 use corelog_segment::log::recovery::CutReason;
 use corelog_segment::log::ASIDE_DIR;
 use corelog_segment::log::{
-    index, index_name, log_name, Damage, FsyncPolicy, LogConfig, OpenCheck, OpenError,
-    PartitionLog, RecoveryReport, TailCut,
+    index, index_name, log_name, CleanClose, Damage, FsyncPolicy, LogConfig, OpenCheck, OpenError,
+    PartitionLog, RecoveryReport, TailCut, CLEAN_RECORD,
 };
 use corelog_segment::{Batch, BatchError, Limits};
 use std::path::{Path, PathBuf};
@@ -51,8 +51,24 @@ fn fixed(i: u64) -> Batch {
     b
 }
 
-/// Appends `n` fixed batches, closes the log, and returns what it stored.
+/// Appends `n` fixed batches, closes the log, removes its clean-close
+/// record and returns what it stored. The damage a test then makes stands
+/// for what a crash leaves, and a crash leaves no record (the `clean_close`
+/// tests keep it).
 async fn build<S: Storage>(
+    storage: S,
+    dir: &Path,
+    config: &LogConfig,
+    n: u64,
+) -> Vec<(u64, Vec<u8>)> {
+    let stored = build_closed(storage.clone(), dir, config, n).await;
+    storage.remove_file(&dir.join(CLEAN_RECORD)).unwrap();
+    stored
+}
+
+/// Appends `n` fixed batches, closes the log cleanly, and returns what it
+/// stored.
+async fn build_closed<S: Storage>(
     storage: S,
     dir: &Path,
     config: &LogConfig,
@@ -139,6 +155,127 @@ async fn whole_tail<S: Storage, D: Disk>(storage: impl Fn() -> S, disk: &D, dir:
     appends_continue_at(&log, 12).await;
 }
 on_both!(whole_tail);
+
+// ---- clean close ----------------------------------------------------------
+
+/// A cleanly closed log reopens from its record: nothing scanned, nothing
+/// written; the first append removes the record, the next close writes it
+/// again, and a log opened and closed without a change keeps it untouched.
+async fn clean_close<S: Storage, D: Disk>(storage: impl Fn() -> S, disk: &D, dir: &Path) {
+    let stored = build_closed(storage(), dir, &config(), 12).await;
+    assert!(disk.names(dir).contains(&CLEAN_RECORD.to_string()));
+    let before = snapshot(disk, dir);
+    let (log, report) = reopen(storage(), dir, &config()).await;
+    assert_eq!(
+        report,
+        RecoveryReport {
+            segments: 3,
+            next_offset: 12,
+            batches_verified: 0,
+            clean_close: CleanClose::Trusted,
+            ..RecoveryReport::default()
+        },
+        "{report}"
+    );
+    assert_eq!(read_all(&log), stored);
+    log.close().await.unwrap();
+    assert_eq!(
+        snapshot(disk, dir),
+        before,
+        "opening and closing changed nothing"
+    );
+
+    let (log, _) = reopen(storage(), dir, &config()).await;
+    appends_continue_at(&log, 12).await;
+    assert!(
+        !disk.names(dir).contains(&CLEAN_RECORD.to_string()),
+        "an append removes the record"
+    );
+    let stored = read_all(&log);
+    log.close().await.unwrap();
+    let (log, report) = reopen(storage(), dir, &config()).await;
+    assert_eq!(report.clean_close, CleanClose::Trusted, "{report}");
+    assert_eq!(report.next_offset, 15, "{report}");
+    assert_eq!(read_all(&log), stored);
+    appends_continue_at(&log, 15).await;
+}
+on_both!(clean_close);
+
+/// A record that no longer describes the files (a crash lost the removal
+/// of the record after the log grew) is not trusted: removed, and the log
+/// recovered by scanning, which finds the bytes past the recorded end.
+async fn clean_close_record_of_a_log_that_grew<S: Storage, D: Disk>(
+    storage: impl Fn() -> S,
+    disk: &D,
+    dir: &Path,
+) {
+    let mut stored = build_closed(storage(), dir, &one_segment(), 4).await;
+    let record = disk.read(&dir.join(CLEAN_RECORD)).unwrap();
+    let (log, _) = reopen(storage(), dir, &one_segment()).await;
+    let b = fixed(4);
+    let ack = log.append(b.clone()).await.unwrap();
+    stored.push((4, stored_form(&b, P, 4, ack.base_timestamp)));
+    drop(log);
+    disk.put(&dir.join(CLEAN_RECORD), &record);
+    let (log, report) = reopen(storage(), dir, &one_segment()).await;
+    assert_eq!(
+        report.clean_close,
+        CleanClose::NotTrusted("segment length differs from the record"),
+        "{report}"
+    );
+    assert!(report.batches_verified > 0, "{report}");
+    assert!(!disk.names(dir).contains(&CLEAN_RECORD.to_string()));
+    assert_eq!(read_all(&log), stored);
+    appends_continue_at(&log, 5).await;
+}
+on_both!(clean_close_record_of_a_log_that_grew);
+
+/// A damaged record, one whose index changed, and one met by a full check
+/// are not trusted either; the log is recovered by scanning.
+async fn clean_close_record_not_trusted<S: Storage, D: Disk>(
+    storage: impl Fn() -> S,
+    disk: &D,
+    dir: &Path,
+) {
+    let stored = build_closed(storage(), dir, &config(), 12).await;
+    let record = disk.read(&dir.join(CLEAN_RECORD)).unwrap();
+    let full = LogConfig {
+        open_check: OpenCheck::Full,
+        ..config()
+    };
+    let index5 = disk.read(&idx(dir, 5)).unwrap();
+    let mut shorter_index = index5.clone();
+    shorter_index.truncate(index::ENTRY_LEN);
+    type Case<'a> = (&'static str, Box<dyn Fn() + 'a>, &'a LogConfig);
+    let cases: [Case<'_>; 3] = [
+        (
+            "record checksum mismatch",
+            Box::new(|| disk.overwrite(&dir.join(CLEAN_RECORD), 30, &[0xff])),
+            &config(),
+        ),
+        (
+            "index differs from the record",
+            Box::new(|| disk.put(&idx(dir, 5), &shorter_index)),
+            &config(),
+        ),
+        ("a full check was asked for", Box::new(|| {}), &full),
+    ];
+    for (why, damage, cfg) in cases {
+        disk.put(&dir.join(CLEAN_RECORD), &record);
+        disk.put(&idx(dir, 5), &index5);
+        damage();
+        let (log, report) = reopen(storage(), dir, cfg).await;
+        assert_eq!(report.clean_close, CleanClose::NotTrusted(why), "{report}");
+        assert!(report.batches_verified > 0, "{why}: {report}");
+        assert!(
+            !disk.names(dir).contains(&CLEAN_RECORD.to_string()),
+            "{why}"
+        );
+        assert_eq!(read_all(&log), stored, "{why}");
+        drop(log);
+    }
+}
+on_both!(clean_close_record_not_trusted);
 
 // ---- torn header --------------------------------------------------------
 

@@ -72,6 +72,9 @@ impl<S: Storage> PartitionLog<S> {
                 max,
             }));
         }
+        self.leave_clean(&mut st).map_err(|e| {
+            AppendError::io("remove the clean-close record", self.inner.dir.clone(), e)
+        })?;
         let needs_rotation = st
             .active()
             .map(|a| a.len >= self.inner.config.segment_bytes)

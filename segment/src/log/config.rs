@@ -144,6 +144,10 @@ pub struct LogConfig {
     pub retention: Retention,
     /// Verification on open.
     pub open_check: OpenCheck,
+    /// Issue the data syncs of a shard's partitions one at a time instead
+    /// of side by side. Slower; it exists to measure what sending a shard's
+    /// syncs to the ring together buys. Default false.
+    pub serial_syncs: bool,
 }
 
 impl Default for LogConfig {
@@ -157,6 +161,7 @@ impl Default for LogConfig {
             limits: Limits::default(),
             retention: Retention::default(),
             open_check: OpenCheck::Tail,
+            serial_syncs: false,
         }
     }
 }

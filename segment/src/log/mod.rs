@@ -67,6 +67,7 @@ pub mod scan;
 mod seal;
 mod segment;
 mod sync;
+mod sync_gate;
 
 pub use append::AppendFuture;
 pub use config::{FsyncPolicy, LogConfig, OpenCheck, ParseFsyncError, Preallocation, Retention};
@@ -74,6 +75,6 @@ pub use error::{AppendError, Damage, LogError, OpenError, Poison};
 pub use partition::{AppendAck, LogStats, PartitionLog};
 pub use poll::{PollFrom, PollReply};
 pub use prealloc::preallocated_ahead;
-pub use recovery::{RecoveryReport, SetAsideFile, TailCut, ASIDE_DIR};
+pub use recovery::{CleanClose, RecoveryReport, SetAsideFile, TailCut, ASIDE_DIR, CLEAN_RECORD};
 pub use segment::{index_name, log_name, parse_log_name};
 pub use sync::POISON_MARKER;

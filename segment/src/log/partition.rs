@@ -138,6 +138,9 @@ pub(super) struct State<F> {
     /// A segment file was created since the last directory sync.
     pub(super) names_dirty: bool,
     pub(super) closed: bool,
+    /// The log was opened from its clean-close record, which is still in
+    /// its directory and still true: nothing changed since.
+    pub(super) clean_record: bool,
     pub(super) appends: u64,
     pub(super) syncs: u64,
     pub(super) offsets: Offsets,
@@ -333,6 +336,7 @@ impl<S: Storage> PartitionLog<S> {
                     round_waiters: Vec::new(),
                     names_dirty: false,
                     closed: false,
+                    clean_record: false,
                     appends: 0,
                     syncs: 0,
                     offsets: Offsets::default(),

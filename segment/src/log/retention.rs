@@ -38,6 +38,9 @@ impl<S: Storage> PartitionLog<S> {
                     break;
                 }
                 let paths = (seg.log_path.clone(), seg.index_path.clone());
+                self.leave_clean(&mut st).map_err(|e| {
+                    LogError::io("remove the clean-close record", &self.inner.dir, e)
+                })?;
                 self.inner
                     .storage
                     .remove_file(&paths.0)

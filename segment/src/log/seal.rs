@@ -5,7 +5,8 @@ use super::config::FsyncPolicy;
 use super::error::LogError;
 use super::files::write_whole;
 use super::index;
-use super::partition::PartitionLog;
+use super::partition::{PartitionLog, State};
+use super::recovery::clean;
 use super::segment::SegState;
 use crate::io::{Storage, StorageFile, WriteBufs};
 use bytes::Bytes;
@@ -151,9 +152,20 @@ impl<S: Storage> PartitionLog<S> {
     /// Stops taking appends, flushes, seals nothing more, writes the active
     /// segment's index and trims its preallocated tail so a reopen finds
     /// its exact end.
+    ///
+    /// Then it leaves the clean-close record that lets the next open skip
+    /// recovery (see `recovery/clean.rs`); a log opened from its record and
+    /// not changed since keeps it and closes without any I/O.
     pub async fn close(&self) -> Result<(), LogError> {
-        self.inner.st.borrow_mut().closed = true;
+        let unchanged = {
+            let mut st = self.inner.st.borrow_mut();
+            st.closed = true;
+            st.clean_record
+        };
         self.inner.closing.set();
+        if unchanged {
+            return Ok(());
+        }
         self.flush().await?;
         // Let segments being sealed finish.
         loop {
@@ -203,7 +215,87 @@ impl<S: Storage> PartitionLog<S> {
             }
             if let Err(e) = write_whole(&self.inner.storage, &index_path, bytes).await {
                 tracing::warn!("writing {}: {e}", index_path.display());
+                return Ok(());
             }
+        }
+        if let Err(e) = self.record_clean_close().await {
+            // The next open recovers by scanning, as after a crash.
+            tracing::warn!(
+                "partition {}: no clean-close record: {e}",
+                self.inner.partition
+            );
+        }
+        Ok(())
+    }
+
+    /// Makes every byte the log holds durable (the trimmed active segment,
+    /// every index file) and then writes the clean-close record.
+    async fn record_clean_close(&self) -> std::io::Result<()> {
+        let (active, index_paths, record) = {
+            let st = self.inner.st.borrow();
+            let all_sealed = st
+                .segments
+                .iter()
+                .rev()
+                .skip(1)
+                .all(|s| s.state == SegState::Sealed);
+            if st.poison.is_some() || !all_sealed || st.segments.is_empty() {
+                return Ok(());
+            }
+            let last = st.segments.len() - 1;
+            let index_bytes: Vec<Vec<u8>> = st
+                .segments
+                .iter()
+                .enumerate()
+                .map(|(i, s)| {
+                    if i == last {
+                        index::encode_all(&s.index)
+                    } else {
+                        let seal = index::Seal {
+                            data_len: s.len,
+                            next_offset: s.next_offset,
+                        };
+                        index::encode_sealed(&s.index, seal)
+                    }
+                })
+                .collect();
+            let described = clean::describe(&st.segments, &index_bytes);
+            (
+                st.segments.back().and_then(|s| s.writer.clone()),
+                st.segments
+                    .iter()
+                    .map(|s| s.index_path.clone())
+                    .collect::<Vec<_>>(),
+                clean::encode(self.inner.partition, &described),
+            )
+        };
+        // The trim above changed the active segment's length: fdatasync
+        // makes it durable with the data.
+        if let Some(file) = active {
+            file.sync_data().await?;
+        }
+        for path in index_paths {
+            match self.inner.storage.open(&path, false) {
+                Ok(f) => f.sync_data().await?,
+                // A segment with no index file: the record's hash of no
+                // bytes matches an empty read, never a missing file.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+        clean::write(&self.inner.storage, &self.inner.dir, record).await
+    }
+
+    /// The first change to a log opened from its clean-close record removes
+    /// the record before it touches a file; the next sync round's directory
+    /// sync makes the removal durable before anything is acknowledged.
+    pub(super) fn leave_clean(&self, st: &mut State<S::File>) -> std::io::Result<()> {
+        if st.clean_record {
+            self.inner
+                .storage
+                .remove_file(&self.inner.dir.join(clean::CLEAN_RECORD))?;
+            st.clean_record = false;
+            st.names_dirty = true;
         }
         Ok(())
     }

@@ -5,6 +5,7 @@
 use super::error::{LogError, Poison};
 use super::partition::{Mark, PartitionLog, State};
 use super::segment::{SegState, Visible};
+use super::sync_gate;
 use crate::io::{Storage, StorageFile};
 use std::future::Future;
 use std::path::PathBuf;
@@ -130,6 +131,10 @@ impl<S: Storage> PartitionLog<S> {
             }
         }
         for (file, path) in files {
+            let _turn = match inner.config.serial_syncs {
+                true => Some(sync_gate::turn().await),
+                false => None,
+            };
             if let Err(e) = file.sync_data().await {
                 let mut st = inner.st.borrow_mut();
                 self.poison(&mut st, "fdatasync", path, e);

@@ -234,7 +234,7 @@ fn sealed_segment<F>(dir: &Path, o: &Opened<F>, sp: &SegmentPlan, start_ts: u64)
     seg
 }
 
-fn fill<F>(seg: &mut Segment<F>, found: &Scan, entries: Vec<IndexEntry>, start_ts: u64) {
+pub(super) fn fill<F>(seg: &mut Segment<F>, found: &Scan, entries: Vec<IndexEntry>, start_ts: u64) {
     seg.len = found.end;
     seg.next_offset = found.next_offset;
     seg.last_batch = found.last_batch;

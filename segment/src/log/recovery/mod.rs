@@ -14,6 +14,8 @@
 //!
 //! | case | found in | what open does |
 //! |---|---|---|
+//! | closed cleanly | `CLEAN` record matches every file | nothing scanned, synced or written: the record's ends are trusted (`clean.rs`) |
+//! | clean-close record stale or damaged | `CLEAN` record | record removed, then the rows below apply; reported as not trusted, with why |
 //! | whole tail | last segment | nothing to cut; offsets continue after its last batch |
 //! | torn header | recovered segment | fewer than 256 header bytes: cut at the batch, reported |
 //! | torn frame | recovered segment | `batch_length` runs past the data, or frames fail their checksums: cut at the batch, reported |
@@ -47,15 +49,17 @@
 //! segment's durable point (its last index entry) before syncing.
 
 mod apply;
+pub(crate) mod clean;
 mod dry_run;
 pub(crate) mod plan;
 mod report;
 
 pub use super::scan::CutReason;
+pub use clean::CLEAN_RECORD;
 pub use dry_run::{dry_run, DryRun};
-pub use report::{RecoveryReport, SetAsideFile, TailCut};
+pub use report::{CleanClose, RecoveryReport, SetAsideFile, TailCut};
 
-use super::config::LogConfig;
+use super::config::{LogConfig, OpenCheck};
 use super::error::OpenError;
 use super::index;
 use super::partition::PartitionLog;
@@ -118,10 +122,50 @@ async fn open<S: Storage>(
     config
         .validate()
         .map_err(|reason| OpenError::InvalidConfig { reason })?;
-    let (bases, after_poison) = prepare_dir(&storage, &dir).await?;
-    if bases.is_empty() {
-        return create_empty(storage, dir, partition, config).await;
+    let Prepared {
+        bases,
+        after_poison,
+        clean_record,
+    } = prepare_dir(&storage, &dir).await?;
+    let mut clean_close = CleanClose::NotFound;
+    if clean_record {
+        let distrust = if after_poison {
+            Some("a failed write or sync poisoned the last run")
+        } else if force_set_aside {
+            Some("repair checks everything")
+        } else if config.open_check == OpenCheck::Full {
+            Some("a full check was asked for")
+        } else {
+            None
+        };
+        let why = match distrust {
+            Some(why) => why,
+            None => match clean::open_clean(&storage, &dir, partition, &config, &bases).await {
+                Ok(opened) => return Ok(opened),
+                Err(why) => why,
+            },
+        };
+        clean_close = CleanClose::NotTrusted(why);
+        // Recovery may change the log: the record must not outlive it (the
+        // directory sync below makes the removal durable).
+        let path = dir.join(CLEAN_RECORD);
+        storage
+            .remove_file(&path)
+            .map_err(|e| OpenError::io("remove", &path, e))?;
     }
+    if bases.is_empty() {
+        let (log, mut report) = create_empty(storage, dir, partition, config).await?;
+        report.clean_close = clean_close;
+        return Ok((log, report));
+    }
+    // The files found may be names only the page cache holds (the process
+    // died before a directory sync). Recovery serves what it finds and
+    // writes seal records that vouch for the next segment's name, so make
+    // the names durable first.
+    storage
+        .sync_dir(&dir)
+        .await
+        .map_err(|e| OpenError::io("directory sync", &dir, e))?;
     let capacity = usize::try_from(config.segment_capacity()).unwrap_or(usize::MAX);
     let mut opened = Vec::with_capacity(bases.len());
     for (i, &base) in bases.iter().enumerate() {
@@ -152,6 +196,7 @@ async fn open<S: Storage>(
     let last_timestamp = segments.back().map_or(0, |s| s.last_timestamp);
     report.next_offset = segments.back().map_or(0, |s| s.next_offset);
     report.segments = segments.len();
+    report.clean_close = clean_close;
     drop(facts);
     if after_poison {
         // Everything recovered is durable now.
@@ -168,11 +213,19 @@ async fn open<S: Storage>(
     Ok((log, report))
 }
 
-/// Creates the directory if needed, clears leftovers (orphan indexes,
-/// temporary files) and makes the segment names durable. Returns the
-/// segments' base offsets, sorted, and whether a poisoned run left its
-/// marker.
-async fn prepare_dir<S: Storage>(storage: &S, dir: &Path) -> Result<(Vec<u64>, bool), OpenError> {
+/// What the partition's directory holds, once leftovers are cleared.
+struct Prepared {
+    /// The segments' base offsets, sorted.
+    bases: Vec<u64>,
+    /// A poisoned run left its marker.
+    after_poison: bool,
+    /// A clean close left its record.
+    clean_record: bool,
+}
+
+/// Creates the directory if needed and clears leftovers (orphan indexes,
+/// temporary files).
+async fn prepare_dir<S: Storage>(storage: &S, dir: &Path) -> Result<Prepared, OpenError> {
     let existed = storage.list_dir(dir).is_ok();
     storage
         .create_dir_all(dir)
@@ -195,6 +248,7 @@ async fn prepare_dir<S: Storage>(storage: &S, dir: &Path) -> Result<(Vec<u64>, b
     // them but no fdatasync writes them. Recovery rewrites what it reads past
     // each recovered segment's durable point before syncing it.
     let after_poison = names.iter().any(|n| n == POISON_MARKER);
+    let clean_record = names.iter().any(|n| n == CLEAN_RECORD);
     // Index files whose segment is gone (a removal interrupted between
     // the two files) and temporary files are leftovers.
     let orphan = |n: &String| {
@@ -210,17 +264,11 @@ async fn prepare_dir<S: Storage>(storage: &S, dir: &Path) -> Result<(Vec<u64>, b
             let _ = storage.remove_file(&dir.join("consumers").join(n));
         }
     }
-    if !bases.is_empty() {
-        // The files found may be names only the page cache holds (the
-        // process died before a directory sync). Recovery serves what it
-        // finds and writes seal records that vouch for the next segment's
-        // name, so make the names durable first.
-        storage
-            .sync_dir(dir)
-            .await
-            .map_err(|e| OpenError::io("directory sync", dir, e))?;
-    }
-    Ok((bases, after_poison))
+    Ok(Prepared {
+        bases,
+        after_poison,
+        clean_record,
+    })
 }
 
 /// A new, empty log: its first segment created and its name made durable.

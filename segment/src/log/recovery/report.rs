@@ -28,6 +28,19 @@ pub struct SetAsideFile {
     pub bytes: u64,
 }
 
+/// What became of the clean-close record a log found (see `clean.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CleanClose {
+    /// No record: the log was recovered by scanning.
+    #[default]
+    NotFound,
+    /// The record was trusted: nothing scanned, nothing synced.
+    Trusted,
+    /// A record was found but not trusted (why); it was removed and the
+    /// log recovered by scanning.
+    NotTrusted(&'static str),
+}
+
 /// What opening a log found and did.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct RecoveryReport {
@@ -51,6 +64,8 @@ pub struct RecoveryReport {
     pub rebuilt_indexes: Vec<PathBuf>,
     /// Segments found whole whose sealing had been interrupted, now sealed.
     pub sealed: Vec<PathBuf>,
+    /// Whether the log's clean-close record let the open skip recovery.
+    pub clean_close: CleanClose,
 }
 
 impl RecoveryReport {
@@ -110,6 +125,15 @@ impl std::fmt::Display for RecoveryReport {
         for p in &self.sealed {
             write!(f, "; sealed {}", p.display())?;
         }
-        Ok(())
+        match self.clean_close {
+            CleanClose::NotFound => Ok(()),
+            CleanClose::Trusted => write!(f, "; closed cleanly: nothing scanned"),
+            CleanClose::NotTrusted(why) => {
+                write!(
+                    f,
+                    "; clean-close record not trusted ({why}): recovered by scanning"
+                )
+            }
+        }
     }
 }
