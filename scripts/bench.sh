@@ -12,7 +12,10 @@
 # Scenarios: pagecache durable scaling polls latency (the default set), single, peers
 # (walrus-rust and commitlog, built with --features peers), wire (corelog-server over Iggy's TCP
 # protocol against embedded corelog, and against a real Iggy server when IGGY_SERVER=host:port is
-# given), partitions (4 to 10,000 partitions), admission (criterion: admission against XXH3).
+# given), iggy (Iggy's own iggy-bench against a real Iggy server and corelog-server; needs
+# IGGY_SERVER_BIN and IGGY_BENCH), partitions (4 to 10,000 partitions), opens (reopening
+# 1,000 and 10,000 partitions after a clean shutdown and as after a crash), syncs (group commit
+# across partitions against one sync at a time), admission (criterion: admission against XXH3).
 # Results: $OUT (default docs/bench/results.md).
 # After a run of the default set into the default file, the README's block between the
 # "bench.sh results" markers is replaced by that file, as it is.
@@ -249,6 +252,63 @@ for s in $SCENARIOS; do
       unset ap rd p99 rp99
     done
     ;;
+  iggy)
+    # Iggy's own benchmark against a real Iggy server and corelog-server, same VM, same run:
+    # IGGY_BENCH (iggy-bench) -m 1000 -P 1000 -b 1000 pinned-producer, then pinned-consumer over
+    # what it wrote, 1 stream, 1 producer / consumer, TCP. IGGY_SERVER_BIN (iggy-server) runs with
+    # 2 pinned shards (cpu_allocation 2), corelog-server with its defaults (a shard per core).
+    # Page cache first; then --enforce-fsync (Iggy: an fsync per write; corelog-server: --fsync
+    # batch). Latencies are iggy-bench's per-batch p99.
+    [[ -x "${IGGY_SERVER_BIN:-}" && -x "${IGGY_BENCH:-}" ]] || { echo "bench.sh iggy: set IGGY_SERVER_BIN and IGGY_BENCH to the iggy-server and iggy-bench binaries" >&2; exit 1; }
+    cargo build --release -q -p corelog-server
+    S=${CARGO_TARGET_DIR:-target}/release/corelog-server
+    igb() { # $1 addr, $2 pinned-producer|pinned-consumer, rest: flags; prints "MB/s p99_ms"
+      local addr=$1 kind=$2 actors=--producers; shift 2
+      [ "$kind" = pinned-consumer ] && actors=--consumers
+      (cd "$JSON_DIR" && "$IGGY_BENCH" "$@" -m 1000 -P 1000 -b 1000 "$kind" --streams 1 "$actors" 1 tcp --server-address "$addr" 2>&1) >"$JSON_DIR/igb.out" || true
+      python3 - "$JSON_DIR/igb.out" <<'PY'
+import re, sys
+t = re.sub(r"\x1b\[[0-9;]*m", "", open(sys.argv[1]).read())
+m = re.search(r"Results: Total throughput: ([0-9.]+) MB/s.*?p99 latency: ([0-9.]+) ms", t)
+if not m:
+    sys.exit("iggy-bench printed no results:\n" + t[-2000:])
+print(m.group(1), m.group(2))
+PY
+    }
+    for mode in page fsync; do
+      declare -A pt=() pl=() ct=() cl=()
+      flags=(); [ "$mode" = fsync ] && flags=(--enforce-fsync)
+      for _ in $(seq "$REPS"); do
+        for srv in iggy corelog; do
+          fresh
+          if [ "$srv" = iggy ]; then
+            IGGY_SYSTEM_PATH="$DATA_DIR/iggy" IGGY_TCP_ADDRESS=127.0.0.1:18090 IGGY_HTTP_ENABLED=false \
+              IGGY_QUIC_ENABLED=false IGGY_WEBSOCKET_ENABLED=false IGGY_SYSTEM_SHARDING_CPU_ALLOCATION=2 \
+              IGGY_ROOT_USERNAME=iggy IGGY_ROOT_PASSWORD=iggy "$IGGY_SERVER_BIN" >"$JSON_DIR/s.log" 2>&1 &
+            spid=$!; addr=127.0.0.1:18090
+            for _ in $(seq 100); do grep -q "Client listener (TCP) accepting" "$JSON_DIR/s.log" && break; sleep 0.1; done
+          else
+            pol=never; [ "$mode" = fsync ] && pol=batch
+            "$S" --dir "$DATA_DIR/s" --listen 127.0.0.1:0 --fsync "$pol" 2>"$JSON_DIR/s.log" &
+            spid=$!
+            for _ in $(seq 100); do grep -q "listening on" "$JSON_DIR/s.log" && break; sleep 0.1; done
+            addr=$(sed -n 's/.*listening on \([0-9.:]*\),.*/\1/p' "$JSON_DIR/s.log" | head -1)
+          fi
+          read -r t l < <(igb "$addr" pinned-producer "${flags[@]}") || { kill -INT "$spid"; exit 1; }
+          pt[$srv]+=" $t"; pl[$srv]+=" $l"
+          read -r t l < <(igb "$addr" pinned-consumer "${flags[@]}") || { kill -INT "$spid"; exit 1; }
+          ct[$srv]+=" $t"; cl[$srv]+=" $l"
+          kill -INT "$spid"; wait "$spid" || true
+        done
+      done
+      what="page cache"; [ "$mode" = fsync ] && what="fsync per batch"
+      row ratio "iggy-bench pinned-producer, $what (MB/s)" "Iggy server" "${pt[iggy]}" "${pt[corelog]}" ">=" 2
+      row ratio "iggy-bench pinned-producer p99, $what (ms)" "Iggy server" "${pl[iggy]}" "${pl[corelog]}" "<=" 0.5
+      row ratio "iggy-bench pinned-consumer, after $what (MB/s)" "Iggy server" "${ct[iggy]}" "${ct[corelog]}" ">=" 2
+      row ratio "iggy-bench pinned-consumer p99, after $what (ms)" "Iggy server" "${cl[iggy]}" "${cl[corelog]}" "<=" 0.5
+      unset pt pl ct cl
+    done
+    ;;
   partitions)
     # A broker's shape: the same appends spread over 4, 100, 1,000, 2,000 and 10,000 partitions (default
     # 1 GiB segments), 100-byte messages, 100 per batch, producer threads, fsync never and batch;
@@ -275,6 +335,36 @@ for s in $SCENARIOS; do
       unset m mb
     done
     python3 scripts/partitions_chart.py "$JSON_DIR/partitions" docs/bench/partitions.svg
+    ;;
+  opens)
+    # Opening a directory of N partitions with every partition recovered before Engine::open
+    # returns (corelog-bench --reopen, after 100 MB of 100-byte messages, fsync never): as the
+    # clean shutdown left it (clean-close records trusted) against the same directory with the
+    # records removed, as a crash leaves it (each partition's tail verified, its data and
+    # directory synced). Lower is better.
+    P="--message-size 100 --messages-per-batch 100 --warmup 0 --no-poll --fsync never --total-bytes 100MB --reopen"
+    for n in 1000 10000; do
+      c=""; x=""
+      for _ in $(seq "$REPS"); do
+        c+=" $(bench reopen.clean.ms --partitions $n $P)"
+        x+=" $(jget "$JSON_DIR/b.json" reopen.scanned.ms)"
+      done
+      row ratio "open $n partitions after a clean shutdown (ms)" "the same without clean-close records, as after a crash" "$x" "$c"
+    done
+    ;;
+  syncs)
+    # Group commit across partitions: fsync=batch, 100-byte messages, 100 per batch, producer
+    # threads; each dirty partition's fdatasync in the ring together (the default) against one
+    # at a time per shard (--serial-syncs), same run.
+    P="--message-size 100 --messages-per-batch 100 --warmup 0 --no-poll --fsync batch --total-bytes 128MB"
+    for n in 8 100 1000; do
+      t=""; s1=""
+      for _ in $(seq "$REPS"); do
+        t+=" $(bench append.msgs_per_s --partitions $n $P)"
+        s1+=" $(bench append.msgs_per_s --partitions $n $P --serial-syncs)"
+      done
+      row ratio "$n partitions, \`fsync=batch\`, syncs side by side (msgs/s)" "one sync at a time per shard (\`--serial-syncs\`)" "$s1" "$t"
+    done
     ;;
   admission)
     # Admission against hashing, in memory: criterion's admission bench (`Batch::admit`, one XXH3

@@ -142,6 +142,15 @@ pub struct Args {
     /// Skip the poll phase.
     #[arg(long)]
     pub no_poll: bool,
+    /// After the run, time opening the data directory with every partition
+    /// recovered before `Engine::open` returns: as the clean shutdown left
+    /// it, then with the clean-close records removed (as after a crash).
+    #[arg(long)]
+    pub reopen: bool,
+    /// Sync a shard's partitions one at a time instead of side by side
+    /// (the baseline for cross-partition group commit).
+    #[arg(long)]
+    pub serial_syncs: bool,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,

@@ -18,6 +18,7 @@ mod peers;
 mod plot;
 mod producer_thread;
 mod pwrite;
+mod reopen;
 mod report;
 mod run;
 mod schedule;

@@ -53,18 +53,23 @@ impl Shape {
     }
 }
 
-fn open_engine(args: &Args, shape: &Shape, dir: &std::path::Path) -> Result<Engine, String> {
+fn log_config(args: &Args) -> LogConfig {
     let largest = (args.message_size.max + 48) * args.messages_per_batch + 256;
     let mut log = LogConfig {
         segment_bytes: args.segment_bytes,
         fsync: args.fsync,
         preallocate: !args.no_preallocate,
+        serial_syncs: args.serial_syncs,
         ..LogConfig::default()
     };
     log.limits.max_batch_bytes = log.limits.max_batch_bytes.max(largest as u64);
+    log
+}
+
+fn open_engine(args: &Args, shape: &Shape, dir: &std::path::Path) -> Result<Engine, String> {
     let engine = Engine::open(Config {
         shards: Some(shape.shards),
-        log,
+        log: log_config(args),
         ..Config::new(dir)
     })
     .map_err(|e| e.to_string())?;
@@ -244,6 +249,14 @@ pub fn run(args: Args) -> Result<(), String> {
     let series = sampler.join().unwrap_or_default();
     pb.finish_and_clear();
     engine.shutdown().map_err(|e| e.to_string())?;
+    let reopen = match args.reopen {
+        true => Some(crate::reopen::measure(
+            &dir,
+            shape.shards,
+            &log_config(&args),
+        )?),
+        false => None,
+    };
 
     let summary = Summary {
         args: &args,
@@ -256,6 +269,7 @@ pub fn run(args: Args) -> Result<(), String> {
         served,
         xxh3,
         verify_cores,
+        reopen,
         errors,
     };
     summary.print();

@@ -24,6 +24,8 @@ pub struct Summary<'a> {
     /// Raw XXH3 of this build, bytes/s, on `verify_cores` cores at once.
     pub xxh3: f64,
     pub verify_cores: usize,
+    /// `--reopen`: the cost of opening the directory again.
+    pub reopen: Option<crate::reopen::Reopen>,
     pub errors: Vec<String>,
 }
 
@@ -36,6 +38,9 @@ impl Summary<'_> {
             "append latency: from each batch's scheduled send ({})",
             schedule::describe(args.rate)
         );
+        if let Some(r) = &self.reopen {
+            r.print();
+        }
         if args.no_poll {
             return;
         }
@@ -117,6 +122,7 @@ impl Summary<'_> {
                 "warmup": args.warmup,
                 "verify": !args.no_verify,
                 "tail": args.tail,
+                "serial_syncs": args.serial_syncs,
                 "checksum_simd": corelog::testing::segment::checksum::simd_path(),
             },
             "latency_from": schedule::LATENCY_FROM,
@@ -126,6 +132,7 @@ impl Summary<'_> {
             "end_to_end": { "latency_us": latency_json(&self.e2e) },
             "xxh3_gb_per_s": (self.xxh3 > 0.0).then_some(self.xxh3 / 1e9),
             "xxh3_cores": self.verify_cores,
+            "reopen": self.reopen.map(|r| r.json()),
             "errors": self.errors,
         })
     }
