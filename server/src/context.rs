@@ -25,6 +25,8 @@ pub struct Context {
     pub closing: AtomicBool,
     /// Requests read and not yet answered.
     pub in_flight: AtomicUsize,
+    /// Whether a send is answered only once durable (`--fsync batch`).
+    pub durable_acks: bool,
     sessions: AtomicU64,
     balanced: AtomicU64,
 }
@@ -37,6 +39,7 @@ impl Context {
         users: Users,
         max_request: u64,
         listen: std::net::SocketAddr,
+        durable_acks: bool,
     ) -> Context {
         Context {
             engine,
@@ -47,6 +50,7 @@ impl Context {
             listen,
             closing: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
+            durable_acks,
             sessions: AtomicU64::new(0),
             balanced: AtomicU64::new(0),
         }

@@ -117,6 +117,7 @@ impl Server {
             users,
             max_request,
             addr,
+            config.fsync.acks_durable(),
         ));
         let stop = Arc::new(AtomicBool::new(false));
         let acceptor = std::thread::Builder::new()

@@ -229,3 +229,50 @@ async fn deleting_a_topic_or_stream_deletes_its_data() {
     assert!(c.get_streams().await.expect("streams").is_empty());
     server.shutdown().expect("shutdown");
 }
+
+/// A topic asking for an fsync per write (`enforce_fsync`) is refused by a
+/// server that acknowledges before syncing, and nothing of it is created;
+/// a server running `--fsync batch` gives it what it asks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enforce_fsync_is_given_or_refused_never_dropped() {
+    for (fsync, accepted) in [
+        (corelog::FsyncPolicy::Never, false),
+        (corelog::FsyncPolicy::Batch, true),
+    ] {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let server = corelog_server::Server::start(corelog_server::ServerConfig {
+            shards: Some(2),
+            pin_threads: false,
+            fsync,
+            ..corelog_server::ServerConfig::new(tmp.path(), "127.0.0.1:0".parse().expect("addr"))
+        })
+        .expect("server starts");
+        let c = client(&server).await;
+        c.create_stream("s").await.expect("create stream");
+        let created = c
+            .create_topic(
+                &named("s"),
+                "t",
+                &TopicCreateOptions {
+                    partitions_count: Some(1),
+                    enforce_fsync: Some(true),
+                    ..TopicCreateOptions::default()
+                },
+            )
+            .await;
+        assert_eq!(created.is_ok(), accepted, "fsync {fsync}: {created:?}");
+        let topic = c
+            .get_topic(&named("s"), &named("t"))
+            .await
+            .expect("get topic");
+        assert_eq!(topic.is_some(), accepted, "fsync {fsync}");
+        if !accepted {
+            let err = created.expect_err("refused");
+            assert!(
+                matches!(err, IggyError::InvalidOptionValue(_)),
+                "refused as an invalid option: {err:?}"
+            );
+        }
+        server.shutdown().expect("shutdown");
+    }
+}

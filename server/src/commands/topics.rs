@@ -130,6 +130,14 @@ pub(super) async fn create(
     if r.partitions_count > MAX_PARTITIONS_PER_REQUEST {
         return Err(IggyError::TooManyPartitions);
     }
+    if asks_for_fsync(&r.options) && !ctx.durable_acks {
+        // Durability is the server's (`--fsync`), for every topic: a topic
+        // that asks for an fsync per write on a server that acknowledges
+        // before syncing is refused, never silently given less.
+        return Err(IggyError::InvalidOptionValue(
+            "enforce_fsync: this server acknowledges sends before syncing (--fsync never or interval); run it with --fsync batch".into(),
+        ));
+    }
     let name = r.name.as_str();
     let reserved = ctx
         .metadata
@@ -195,4 +203,12 @@ pub(super) async fn delete_partitions(ctx: &Context, partitions: &[u64]) -> Resu
         d.await.map_err(|e| status::from_engine(&e))?;
     }
     Ok(())
+}
+
+/// Whether topic options ask for an fsync per write (`enforce_fsync` true,
+/// as a bool or the string "true").
+fn asks_for_fsync(options: &iggy_binary_protocol::WireOptions) -> bool {
+    options.iter().any(|e| {
+        e.key == b"enforce_fsync" && (e.value == [1] || e.value.eq_ignore_ascii_case(b"true"))
+    })
 }
