@@ -263,9 +263,13 @@ fn verify_says_exactly_what_recovery_does() {
 
     // A flipped byte with whole batches after it, in the part recovery
     // checks (the active segment's last batches): recovery refuses.
+    // The partition closed cleanly: its clean-close record is removed, as a
+    // crash would have left it (`verify_sees_damage_a_clean_close_record_hides`
+    // keeps it).
     let tmp = tempfile::tempdir().unwrap();
     let segs = filled(tmp.path(), 40);
     let active = segs.last().unwrap();
+    std::fs::remove_file(active.parent().unwrap().join("CLEAN")).unwrap();
     let bytes = std::fs::read(active).unwrap();
     let ps = positions(&bytes);
     let damaged = flip_in_batch(active, ps[ps.len() - 2]);
@@ -284,6 +288,53 @@ fn verify_says_exactly_what_recovery_does() {
     assert!(
         said.contains("corelog repair"),
         "verify says how to proceed: {said}"
+    );
+}
+
+/// After a clean close, opening trusts the clean-close record and reads
+/// nothing: a byte flipped later (bit rot, not a crash) is no reason to
+/// refuse the open. `verify` still finds it, says that opening will not
+/// look there, and a verified poll refuses it naming file and byte.
+#[test]
+fn verify_sees_damage_a_clean_close_record_hides() {
+    let tmp = tempfile::tempdir().unwrap();
+    let segs = filled(tmp.path(), 40);
+    let active = segs.last().unwrap();
+    let bytes = std::fs::read(active).unwrap();
+    let ps = positions(&bytes);
+    let damaged = flip_in_batch(active, ps[ps.len() - 2]);
+    let (code, said) = verify(tmp.path());
+    assert_eq!(code, Some(4), "{said}");
+    assert!(
+        said.contains(&format!("{} at byte {damaged}", active.display())),
+        "{said}"
+    );
+    assert!(
+        said.contains("opening trusts its clean-close record"),
+        "{said}"
+    );
+    let done = recovery_of(tmp.path()).unwrap();
+    assert!(done.contains("closed cleanly: nothing scanned"), "{done}");
+    let first_of_active: u64 = active
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let (code, said, _) = poll(
+        tmp.path(),
+        &[
+            "--offset",
+            &first_of_active.to_string(),
+            "--max-bytes",
+            "1MiB",
+        ],
+    );
+    assert_eq!(code, Some(4), "{said}");
+    assert!(
+        said.contains(&format!("{} at byte {damaged}", active.display())),
+        "{said}"
     );
 }
 

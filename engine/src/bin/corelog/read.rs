@@ -5,7 +5,7 @@
 use crate::error::{CliError, Exit};
 use crate::{DumpArgs, PollArgs, VerifyArgs};
 use corelog::cli::DirLock;
-use corelog::{LogConfig, PollFrom};
+use corelog::{CleanClose, LogConfig, PollFrom};
 use corelog_segment::log::inspect::{inspect_partition, PartitionSummary, Problem};
 use corelog_segment::log::read_only::{read_batches, ReadError};
 use corelog_segment::log::recovery::dry_run;
@@ -117,7 +117,11 @@ pub(crate) fn verify(a: VerifyArgs) -> Result<Exit, CliError> {
                     .find(|(p, _)| *p == f.path)
                     .filter(|(_, from)| f.position < *from);
                 if let Some((_, from)) = unchecked {
-                    println!("      recovery does not look here: it trusts the index entry at byte {from} and verifies from there; polls reaching this batch fail naming it");
+                    if run.report.clean_close == CleanClose::Trusted {
+                        println!("      recovery does not look here: the partition closed cleanly and opening trusts its clean-close record; polls reaching this batch fail naming it");
+                    } else {
+                        println!("      recovery does not look here: it trusts the index entry at byte {from} and verifies from there; polls reaching this batch fail naming it");
+                    }
                 }
             }
         }

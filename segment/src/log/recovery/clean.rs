@@ -20,7 +20,7 @@
 //! changed, and is found stale; or nothing changed on disk and it is still
 //! true. Bytes below a segment's recorded length are never rewritten.
 
-use super::super::config::LogConfig;
+use super::super::config::{LogConfig, OpenCheck};
 use super::super::index::{self, Seal};
 use super::super::partition::PartitionLog;
 use super::super::prealloc::Prealloc;
@@ -129,9 +129,67 @@ pub(crate) fn decode(partition: u64, bytes: &[u8]) -> Result<Vec<CleanSegment>, 
     Ok(out)
 }
 
+/// One segment file as an open finds it, for [`check`].
+pub(crate) struct Found<'a> {
+    pub base: u64,
+    pub len: u64,
+    pub index: &'a [u8],
+}
+
+/// Whether a record (`record`, the bytes of `CLEAN`) may be trusted for
+/// the segment files found (oldest first): the same verdict for `open` and
+/// for `verify`'s dry run. `Err` says why not.
+pub(crate) fn check(
+    partition: u64,
+    record: &[u8],
+    found: &[Found<'_>],
+) -> Result<Vec<CleanSegment>, &'static str> {
+    let record = decode(partition, record)?;
+    if record.len() != found.len() || record.iter().zip(found).any(|(r, f)| r.base != f.base) {
+        return Err("segment files differ from the record");
+    }
+    for (i, (r, f)) in record.iter().zip(found).enumerate() {
+        if f.len != r.data_len {
+            return Err("segment length differs from the record");
+        }
+        if xxh3_64(f.index) != r.index_hash {
+            return Err("index differs from the record");
+        }
+        let (entries, seal) = index::decode_file(f.index);
+        let ends = Seal {
+            data_len: r.data_len,
+            next_offset: r.next_offset,
+        };
+        let next_base = record.get(i + 1).map(|n| n.base);
+        if next_base.is_some() && (seal != Some(ends) || next_base != Some(r.next_offset)) {
+            return Err("a segment before the last is not sealed where the next begins");
+        }
+        if index::well_formed_prefix(&entries, r.data_len) != entries.len() {
+            return Err("index entries past the segment's end");
+        }
+    }
+    Ok(record)
+}
+
+/// Why an open would not even look at a record, if it would not.
+pub(crate) fn distrust(
+    config: &LogConfig,
+    force: bool,
+    after_poison: bool,
+) -> Option<&'static str> {
+    if after_poison {
+        Some("a failed write or sync poisoned the last run")
+    } else if force {
+        Some("repair checks everything")
+    } else if config.open_check == OpenCheck::Full {
+        Some("a full check was asked for")
+    } else {
+        None
+    }
+}
+
 /// Opens the log from its clean-close record without scanning or syncing;
-/// `Err` says why the record cannot be trusted (the caller removes it and
-/// recovers).
+/// `Err` says why the record cannot be trusted (the caller recovers).
 pub(super) async fn open_clean<S: Storage>(
     storage: &S,
     dir: &Path,
@@ -139,42 +197,38 @@ pub(super) async fn open_clean<S: Storage>(
     config: &LogConfig,
     bases: &[u64],
 ) -> Result<(PartitionLog<S>, RecoveryReport), &'static str> {
-    let path = dir.join(CLEAN_RECORD);
-    let bytes = read_all(storage, &path).await.ok_or("record unreadable")?;
-    let record = decode(partition, &bytes)?;
-    if record.len() != bases.len() || record.iter().zip(bases).any(|(r, b)| r.base != *b) {
-        return Err("segment files differ from the record");
+    let bytes = read_all(storage, &dir.join(CLEAN_RECORD))
+        .await
+        .ok_or("record unreadable")?;
+    let mut files = Vec::with_capacity(bases.len());
+    let mut indexes = Vec::with_capacity(bases.len());
+    for &base in bases {
+        let file = storage
+            .open(&dir.join(log_name(base)), false)
+            .map_err(|_| "segment unreadable")?;
+        let len = file.len().map_err(|_| "segment unreadable")?;
+        let index = read_all(storage, &dir.join(index_name(base)))
+            .await
+            .unwrap_or_default();
+        files.push((file, len));
+        indexes.push(index);
     }
+    let found: Vec<Found<'_>> = bases
+        .iter()
+        .zip(&files)
+        .zip(&indexes)
+        .map(|((&base, (_, len)), index)| Found {
+            base,
+            len: *len,
+            index,
+        })
+        .collect();
+    let record = check(partition, &bytes, &found)?;
     let capacity = usize::try_from(config.segment_capacity()).unwrap_or(usize::MAX);
     let mut segments = VecDeque::with_capacity(record.len());
     let mut start_ts = 0;
-    for (i, r) in record.iter().enumerate() {
+    for (i, (r, ((file, _), stored))) in record.iter().zip(files.iter().zip(&indexes)).enumerate() {
         let is_last = i + 1 == record.len();
-        let log_path = dir.join(log_name(r.base));
-        let file = storage
-            .open(&log_path, false)
-            .map_err(|_| "segment unreadable")?;
-        if file.len().ok() != Some(r.data_len) {
-            return Err("segment length differs from the record");
-        }
-        let stored = read_all(storage, &dir.join(index_name(r.base)))
-            .await
-            .unwrap_or_default();
-        if xxh3_64(&stored) != r.index_hash {
-            return Err("index differs from the record");
-        }
-        let (entries, seal) = index::decode_file(&stored);
-        let ends = Seal {
-            data_len: r.data_len,
-            next_offset: r.next_offset,
-        };
-        let next_base = record.get(i + 1).map(|n| n.base);
-        if !is_last && (seal != Some(ends) || next_base != Some(r.next_offset)) {
-            return Err("a segment before the last is not sealed where the next begins");
-        }
-        if index::well_formed_prefix(&entries, r.data_len) != entries.len() {
-            return Err("index entries past the segment's end");
-        }
         let map_len = if is_last {
             capacity.max(r.data_len as usize)
         } else {
@@ -191,7 +245,7 @@ pub(super) async fn open_clean<S: Storage>(
             entries: Vec::new(),
             stop: Stop::End,
         };
-        fill(&mut seg, &found, entries, start_ts);
+        fill(&mut seg, &found, index::decode_file(stored).0, start_ts);
         seg.index_durable = seg.index.len();
         seg.index_written = seg.index.len();
         if is_last {
@@ -204,12 +258,7 @@ pub(super) async fn open_clean<S: Storage>(
         start_ts = seg.last_timestamp;
         segments.push_back(seg);
     }
-    let report = RecoveryReport {
-        segments: segments.len(),
-        next_offset: segments.back().map_or(0, |s| s.next_offset),
-        clean_close: CleanClose::Trusted,
-        ..RecoveryReport::default()
-    };
+    let report = trusted_report(&record);
     let log = PartitionLog::from_parts(
         storage.clone(),
         dir.to_path_buf(),
@@ -220,6 +269,16 @@ pub(super) async fn open_clean<S: Storage>(
     );
     log.inner.st.borrow_mut().clean_record = true;
     Ok((log, report))
+}
+
+/// What an open from a trusted record reports.
+pub(crate) fn trusted_report(record: &[CleanSegment]) -> RecoveryReport {
+    RecoveryReport {
+        segments: record.len(),
+        next_offset: record.last().map_or(0, |s| s.next_offset),
+        clean_close: CleanClose::Trusted,
+        ..RecoveryReport::default()
+    }
 }
 
 /// What `close` records: every segment of a log whose bytes are all

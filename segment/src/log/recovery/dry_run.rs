@@ -6,8 +6,10 @@ use super::super::config::LogConfig;
 use super::super::error::OpenError;
 use super::super::index;
 use super::super::segment::{index_name, log_name, parse_log_name};
+use super::super::sync::POISON_MARKER;
+use super::clean::{self, CLEAN_RECORD};
 use super::plan::{self, SegmentFacts, Step};
-use super::report::{RecoveryReport, SetAsideFile, TailCut};
+use super::report::{CleanClose, RecoveryReport, SetAsideFile, TailCut};
 use super::ASIDE_DIR;
 use crate::io::{map_file, Mapping};
 use std::path::{Path, PathBuf};
@@ -59,9 +61,43 @@ pub fn dry_run(dir: &Path, partition: u64, config: &LogConfig) -> Result<DryRun,
             }
         })
         .collect();
+    let mut clean_close = CleanClose::NotFound;
+    if names.iter().any(|n| n == CLEAN_RECORD) {
+        let after_poison = names.iter().any(|n| n == POISON_MARKER);
+        let why = match clean::distrust(config, false, after_poison) {
+            Some(why) => why,
+            None => {
+                let record = std::fs::read(dir.join(CLEAN_RECORD)).unwrap_or_default();
+                let found: Vec<clean::Found<'_>> = maps
+                    .iter()
+                    .map(|(base, _, map, stored)| clean::Found {
+                        base: *base,
+                        len: map.capacity() as u64,
+                        index: stored,
+                    })
+                    .collect();
+                match clean::check(partition, &record, &found) {
+                    Ok(record) => {
+                        // Opening trusts every byte below the recorded ends.
+                        let checked_from = facts
+                            .iter()
+                            .map(|f| (f.path.clone(), f.data.len() as u64))
+                            .collect();
+                        return Ok(DryRun {
+                            report: clean::trusted_report(&record),
+                            checked_from,
+                        });
+                    }
+                    Err(why) => why,
+                }
+            }
+        };
+        clean_close = CleanClose::NotTrusted(why);
+    }
     let plan = plan::plan(partition, &facts, config, false)?;
     let mut report = RecoveryReport {
         segments: plan.segments.len().max(1),
+        clean_close,
         ..RecoveryReport::default()
     };
     let mut checked_from = Vec::new();

@@ -59,7 +59,7 @@ pub use clean::CLEAN_RECORD;
 pub use dry_run::{dry_run, DryRun};
 pub use report::{CleanClose, RecoveryReport, SetAsideFile, TailCut};
 
-use super::config::{LogConfig, OpenCheck};
+use super::config::LogConfig;
 use super::error::OpenError;
 use super::index;
 use super::partition::PartitionLog;
@@ -129,16 +129,7 @@ async fn open<S: Storage>(
     } = prepare_dir(&storage, &dir).await?;
     let mut clean_close = CleanClose::NotFound;
     if clean_record {
-        let distrust = if after_poison {
-            Some("a failed write or sync poisoned the last run")
-        } else if force_set_aside {
-            Some("repair checks everything")
-        } else if config.open_check == OpenCheck::Full {
-            Some("a full check was asked for")
-        } else {
-            None
-        };
-        let why = match distrust {
+        let why = match clean::distrust(&config, force_set_aside, after_poison) {
             Some(why) => why,
             None => match clean::open_clean(&storage, &dir, partition, &config, &bases).await {
                 Ok(opened) => return Ok(opened),
@@ -146,14 +137,21 @@ async fn open<S: Storage>(
             },
         };
         clean_close = CleanClose::NotTrusted(why);
-        // Recovery may change the log: the record must not outlive it (the
-        // directory sync below makes the removal durable).
-        let path = dir.join(CLEAN_RECORD);
-        storage
-            .remove_file(&path)
-            .map_err(|e| OpenError::io("remove", &path, e))?;
     }
+    // Recovery may change the log: a record that was not trusted must not
+    // outlive it. Removed once the plan stands (a refused open changes
+    // nothing); the directory sync after recovery makes it durable.
+    let remove_record = || -> Result<(), OpenError> {
+        if clean_record {
+            let path = dir.join(CLEAN_RECORD);
+            storage
+                .remove_file(&path)
+                .map_err(|e| OpenError::io("remove", &path, e))?;
+        }
+        Ok(())
+    };
     if bases.is_empty() {
+        remove_record()?;
         let (log, mut report) = create_empty(storage, dir, partition, config).await?;
         report.clean_close = clean_close;
         return Ok((log, report));
@@ -186,6 +184,7 @@ async fn open<S: Storage>(
         })
         .collect();
     let plan = plan::plan(partition, &facts, &config, force_set_aside)?;
+    remove_record()?;
     let ctx = apply::Context {
         storage: &storage,
         dir: &dir,
@@ -204,6 +203,8 @@ async fn open<S: Storage>(
         storage
             .remove_file(&marker)
             .map_err(|e| OpenError::io("remove", &marker, e))?;
+    }
+    if after_poison || clean_record {
         storage
             .sync_dir(&dir)
             .await
