@@ -60,6 +60,8 @@ fn check_segment_files<D: Disk>(disk: &D, dir: &Path, stored: &[(u64, Vec<u8>)],
         want_names.push(index_name(c[0].0));
         want_names.push(log_name(c[0].0));
     }
+    // A cleanly closed log also holds its clean-close record.
+    want_names.push(corelog_segment::log::CLEAN_RECORD.to_string());
     want_names.sort();
     assert_eq!(disk.names(dir), want_names);
     for (k, c) in chunks.iter().enumerate() {
