@@ -37,6 +37,7 @@ impl<S: Storage> PartitionLog<S> {
                 }
             };
             seg.index_flushing = true;
+            seg.index_synced = false;
             let from = seg.index_written;
             let bytes = index::encode_all(&seg.index[from..seg.index_durable]);
             (Some(file), from, bytes, seg.index_path.clone())
@@ -132,6 +133,7 @@ impl<S: Storage> PartitionLog<S> {
                 next_offset: seg.next_offset,
             };
             seg.index_durable = seg.index.len();
+            seg.index_synced = false;
             (
                 index::encode_sealed(&seg.index, seal),
                 seg.index_path.clone(),
@@ -199,6 +201,7 @@ impl<S: Storage> PartitionLog<S> {
             let mut st = self.inner.st.borrow_mut();
             st.segments.back_mut().map(|seg| {
                 seg.index_durable = seg.index.len();
+                seg.index_synced = false;
                 (
                     seg.writer.clone(),
                     seg.len,
@@ -229,7 +232,8 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// Makes every byte the log holds durable (the trimmed active segment,
-    /// every index file) and then writes the clean-close record.
+    /// every index file not yet synced) and then writes the clean-close
+    /// record.
     async fn record_clean_close(&self) -> std::io::Result<()> {
         let (active, index_paths, record) = {
             let st = self.inner.st.borrow();
@@ -262,9 +266,13 @@ impl<S: Storage> PartitionLog<S> {
             let described = clean::describe(&st.segments, &index_bytes);
             (
                 st.segments.back().and_then(|s| s.writer.clone()),
+                // Index files synced by an earlier close (or this one) and
+                // not written since are durable already: a close costs the
+                // same however many sealed segments the log holds.
                 st.segments
                     .iter()
-                    .map(|s| s.index_path.clone())
+                    .filter(|s| !s.index_synced)
+                    .map(|s| (s.base_offset, s.index_path.clone()))
                     .collect::<Vec<_>>(),
                 clean::encode(self.inner.partition, &described),
             )
@@ -274,13 +282,17 @@ impl<S: Storage> PartitionLog<S> {
         if let Some(file) = active {
             file.sync_data().await?;
         }
-        for path in index_paths {
+        for (base, path) in index_paths {
             match self.inner.storage.open(&path, false) {
                 Ok(f) => f.sync_data().await?,
                 // A segment with no index file: the record's hash of no
                 // bytes matches an empty read, never a missing file.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
                 Err(e) => return Err(e),
+            }
+            // The log is closed: nothing writes this index file again.
+            if let Some(seg) = self.inner.st.borrow_mut().segment_mut(base) {
+                seg.index_synced = true;
             }
         }
         clean::write(&self.inner.storage, &self.inner.dir, record).await

@@ -71,6 +71,9 @@ pub(crate) struct Segment<F> {
     /// Entries in the index file.
     pub index_written: usize,
     pub index_flushing: bool,
+    /// The index file is durable as it stands: synced, and not written
+    /// since. A clean close syncs only the index files without it.
+    pub index_synced: bool,
     pub last_indexed: Option<u64>,
     pub pending_writes: usize,
     /// Writes completed since the last fdatasync of this file.
@@ -105,6 +108,7 @@ impl<F> Segment<F> {
             index_durable: 0,
             index_written: 0,
             index_flushing: false,
+            index_synced: false,
             last_indexed: None,
             pending_writes: 0,
             dirty: false,

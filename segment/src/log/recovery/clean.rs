@@ -248,6 +248,9 @@ pub(super) async fn open_clean<S: Storage>(
         fill(&mut seg, &found, index::decode_file(stored).0, start_ts);
         seg.index_durable = seg.index.len();
         seg.index_written = seg.index.len();
+        // The record hashed these bytes after the close that wrote it had
+        // synced them.
+        seg.index_synced = true;
         if is_last {
             seg.state = SegState::Active;
             seg.prealloc = Prealloc::at(r.data_len);
