@@ -365,3 +365,40 @@ fn a_full_tmpfs_fails_appends_clearly_and_loses_nothing_acknowledged() {
         disk_full(&m);
     }
 }
+
+/// Preallocation never takes more than a sixteenth of the space free when
+/// the engine opened, whatever budget is configured: 32 partitions given
+/// one small batch each on a 64 MiB tmpfs hold about their data, not a
+/// 1 MiB step each (32 MiB, half the disk).
+#[test]
+fn preallocation_stays_a_small_share_of_free_space() {
+    let _serial = serial();
+    let Some(m) = mount_or_skip("preallocation on tmpfs", || Mounted::tmpfs("64m")) else {
+        return;
+    };
+    let data = m.path().join("data");
+    std::fs::create_dir_all(&data).unwrap();
+    let free = fs4::available_space(&data).unwrap();
+    let mut log = LogConfig::default();
+    log.preallocation.budget = 1 << 30;
+    let engine = Engine::open(Config {
+        shards: Some(2),
+        pin_threads: false,
+        log,
+        ..Config::new(&data)
+    })
+    .unwrap();
+    let data_bytes: u64 = (0..32).map(|p| batch(TAG, p).len() as u64).sum();
+    let replies: Vec<_> = (0..32).map(|p| engine.append(p, batch(TAG, p))).collect();
+    for r in replies {
+        r.wait().unwrap();
+    }
+    let used = free - fs4::available_space(&data).unwrap();
+    // Each partition's files and directories take a few pages of their own.
+    let files = 32 * (64 << 10);
+    assert!(
+        used <= data_bytes + free / 16 + files,
+        "{used} bytes used for {data_bytes} bytes of data with {free} free"
+    );
+    engine.shutdown().unwrap();
+}
