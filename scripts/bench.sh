@@ -15,7 +15,8 @@
 # given), iggy (Iggy's own iggy-bench against a real Iggy server and corelog-server; needs
 # IGGY_SERVER_BIN and IGGY_BENCH), partitions (4 to 10,000 partitions), opens (reopening
 # 1,000 and 10,000 partitions after a clean shutdown and as after a crash), syncs (group commit
-# across partitions against one sync at a time), admission (criterion: admission against XXH3).
+# across partitions: side by side against one at a time), prealloc (durable appends with
+# preallocation in steps, whole segments, none), admission (criterion: admission against XXH3).
 # Results: $OUT (default docs/bench/results.md).
 # After a run of the default set into the default file, the README's block between the
 # "bench.sh results" markers is replaced by that file, as it is.
@@ -262,21 +263,33 @@ for s in $SCENARIOS; do
     [[ -x "${IGGY_SERVER_BIN:-}" && -x "${IGGY_BENCH:-}" ]] || { echo "bench.sh iggy: set IGGY_SERVER_BIN and IGGY_BENCH to the iggy-server and iggy-bench binaries" >&2; exit 1; }
     cargo build --release -q -p corelog-server
     S=${CARGO_TARGET_DIR:-target}/release/corelog-server
-    igb() { # $1 addr, $2 pinned-producer|pinned-consumer, rest: flags; prints "MB/s p99_ms"
-      local addr=$1 kind=$2 actors=--producers; shift 2
+    # CPU time of a process in seconds (utime + stime from /proc).
+    cpu_s() { awk -v t="$(getconf CLK_TCK)" '{ print ($14 + $15) / t }' "/proc/$1/stat"; }
+    igb() { # $1 addr, $2 pinned-producer|pinned-consumer, $3 server pid, rest: flags
+      # prints "MB/s p99_ms client_cores server_cores": the cores' worth of CPU time iggy-bench
+      # and the server used over the run's wall time, to say which side bounds the figure.
+      local addr=$1 kind=$2 spid=$3 actors=--producers; shift 3
       [ "$kind" = pinned-consumer ] && actors=--consumers
-      (cd "$JSON_DIR" && "$IGGY_BENCH" "$@" -m 1000 -P 1000 -b 1000 "$kind" --streams 1 "$actors" 1 tcp --server-address "$addr" 2>&1) >"$JSON_DIR/igb.out" || true
-      python3 - "$JSON_DIR/igb.out" <<'PY'
+      local s0; s0=$(cpu_s "$spid")
+      (cd "$JSON_DIR" && python3 -c 'import resource, subprocess, sys, time
+t = time.monotonic(); subprocess.run(sys.argv[1:]); w = time.monotonic() - t
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("wall=%f cpu=%f" % (w, r.ru_utime + r.ru_stime))' \
+        "$IGGY_BENCH" "$@" -m 1000 -P 1000 -b 1000 "$kind" --streams 1 "$actors" 1 tcp --server-address "$addr" 2>&1) >"$JSON_DIR/igb.out" || true
+      python3 - "$JSON_DIR/igb.out" "$s0" "$(cpu_s "$spid")" <<'PY'
 import re, sys
 t = re.sub(r"\x1b\[[0-9;]*m", "", open(sys.argv[1]).read())
 m = re.search(r"Results: Total throughput: ([0-9.]+) MB/s.*?p99 latency: ([0-9.]+) ms", t)
-if not m:
+c = re.search(r"wall=([0-9.]+) cpu=([0-9.]+)", t)
+if not m or not c:
     sys.exit("iggy-bench printed no results:\n" + t[-2000:])
-print(m.group(1), m.group(2))
+wall = float(c.group(1))
+server = (float(sys.argv[3]) - float(sys.argv[2])) / wall
+print(m.group(1), m.group(2), "%.2f" % (float(c.group(2)) / wall), "%.2f" % server)
 PY
     }
     for mode in page fsync; do
-      declare -A pt=() pl=() ct=() cl=()
+      declare -A pt=() pl=() ct=() cl=() pcc=() psc=() ccc=() csc=()
       flags=(); [ "$mode" = fsync ] && flags=(--enforce-fsync)
       for _ in $(seq "$REPS"); do
         for srv in iggy corelog; do
@@ -294,10 +307,10 @@ PY
             for _ in $(seq 100); do grep -q "listening on" "$JSON_DIR/s.log" && break; sleep 0.1; done
             addr=$(sed -n 's/.*listening on \([0-9.:]*\),.*/\1/p' "$JSON_DIR/s.log" | head -1)
           fi
-          read -r t l < <(igb "$addr" pinned-producer "${flags[@]}") || { kill -INT "$spid"; exit 1; }
-          pt[$srv]+=" $t"; pl[$srv]+=" $l"
-          read -r t l < <(igb "$addr" pinned-consumer "${flags[@]}") || { kill -INT "$spid"; exit 1; }
-          ct[$srv]+=" $t"; cl[$srv]+=" $l"
+          read -r t l cc sc < <(igb "$addr" pinned-producer "$spid" "${flags[@]}") || { kill -INT "$spid"; exit 1; }
+          pt[$srv]+=" $t"; pl[$srv]+=" $l"; pcc[$srv]+=" $cc"; psc[$srv]+=" $sc"
+          read -r t l cc sc < <(igb "$addr" pinned-consumer "$spid" "${flags[@]}") || { kill -INT "$spid"; exit 1; }
+          ct[$srv]+=" $t"; cl[$srv]+=" $l"; ccc[$srv]+=" $cc"; csc[$srv]+=" $sc"
           kill -INT "$spid"; wait "$spid" || true
         done
       done
@@ -306,7 +319,14 @@ PY
       row ratio "iggy-bench pinned-producer p99, $what (ms)" "Iggy server" "${pl[iggy]}" "${pl[corelog]}" "<=" 0.5
       row ratio "iggy-bench pinned-consumer, after $what (MB/s)" "Iggy server" "${ct[iggy]}" "${ct[corelog]}" ">=" 2
       row ratio "iggy-bench pinned-consumer p99, after $what (ms)" "Iggy server" "${cl[iggy]}" "${cl[corelog]}" "<=" 0.5
-      unset pt pl ct cl
+      for srv in iggy corelog; do
+        name="Iggy server"; [ "$srv" = corelog ] && name=corelog-server
+        row value "producer run, $what, against $name: iggy-bench's CPU (cores)" "${pcc[$srv]}" - - cores
+        row value "producer run, $what: $name's CPU (cores)" "${psc[$srv]}" - - cores
+        row value "consumer run, after $what, against $name: iggy-bench's CPU (cores)" "${ccc[$srv]}" - - cores
+        row value "consumer run, after $what: $name's CPU (cores)" "${csc[$srv]}" - - cores
+      done
+      unset pt pl ct cl pcc psc ccc csc
     done
     ;;
   partitions)
@@ -352,18 +372,41 @@ PY
       row ratio "open $n partitions after a clean shutdown (ms)" "the same without clean-close records, as after a crash" "$x" "$c"
     done
     ;;
+  prealloc)
+    # What step preallocation keeps of whole-segment preallocation: the durable scenario's
+    # appends (fsync=batch, 8 partitions, 32 in flight, 1 MiB batches, 1 GB) with the default
+    # steps (1 MiB doubling to 64 MiB, 1 GiB a shard) against every segment preallocated whole
+    # when created (steps of 1 GiB, the segment size), and against no preallocation, same run.
+    D="--fsync batch --partitions 8 --inflight 16 --total-bytes 1GB --no-poll $MB1"
+    s1=""; w=""; z=""
+    for _ in $(seq "$REPS"); do
+      s1+=" $(bench append.mb_per_s $D)"
+      w+=" $(bench append.mb_per_s $D --prealloc-step-min 1GiB --prealloc-step-max 1GiB --prealloc-budget 64GiB)"
+      z+=" $(bench append.mb_per_s $D --no-preallocate)"
+    done
+    row ratio "durable appends, \`fsync=batch\`, 8 partitions, preallocated in steps (MB/s)" "each segment preallocated whole" "$w" "$s1"
+    row ratio "same, not preallocated" "each segment preallocated whole" "$w" "$z"
+    ;;
   syncs)
     # Group commit across partitions: fsync=batch, 100-byte messages, 100 per batch, producer
-    # threads; each dirty partition's fdatasync in the ring together (the default) against one
-    # at a time per shard (--serial-syncs), same run.
+    # threads; each partition's sync sent to the ring when it is ready, a shard's dirty
+    # partitions side by side (--syncs together, the default), against one fdatasync at a time
+    # per shard (--syncs one-at-a-time), same run. p99 from each batch's scheduled send. With
+    # the bench's default 4 appends in flight per producer few partitions are dirty at once;
+    # 1,000 partitions with 256 in flight per producer have hundreds dirty at once.
     P="--message-size 100 --messages-per-batch 100 --warmup 0 --no-poll --fsync batch --total-bytes 128MB"
-    for n in 8 100 1000; do
-      t=""; s1=""
+    for c in 8:4 100:4 1000:4 1000:256; do
+      n=${c%:*}; inflight=${c#*:}
+      t=""; o=""; lt=""; lo=""
       for _ in $(seq "$REPS"); do
-        t+=" $(bench append.msgs_per_s --partitions $n $P)"
-        s1+=" $(bench append.msgs_per_s --partitions $n $P --serial-syncs)"
+        t+=" $(bench append.msgs_per_s --partitions $n --inflight $inflight $P --syncs together)"
+        lt+=" $(jget "$JSON_DIR/b.json" append.latency_us.p99)"
+        o+=" $(bench append.msgs_per_s --partitions $n --inflight $inflight $P --syncs one-at-a-time)"
+        lo+=" $(jget "$JSON_DIR/b.json" append.latency_us.p99)"
       done
-      row ratio "$n partitions, \`fsync=batch\`, syncs side by side (msgs/s)" "one sync at a time per shard (\`--serial-syncs\`)" "$s1" "$t"
+      what="$n partitions, $inflight in flight per producer, \`fsync=batch\`, syncs side by side"
+      row ratio "$what (msgs/s)" "one at a time per shard (\`--syncs one-at-a-time\`)" "$o" "$t"
+      row ratio "$what, append p99 (µs)" "one at a time per shard" "$lo" "$lt"
     done
     ;;
   admission)

@@ -5,6 +5,23 @@ use corelog::cli::parse_size;
 use corelog::FsyncPolicy;
 use std::path::PathBuf;
 
+/// `--syncs`: see `corelog::SyncIssue`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Syncs {
+    Together,
+    OneAtATime,
+}
+
+impl From<Syncs> for corelog::SyncIssue {
+    fn from(s: Syncs) -> Self {
+        match s {
+            Syncs::Together => corelog::SyncIssue::Together,
+            Syncs::OneAtATime => corelog::SyncIssue::OneAtATime,
+        }
+    }
+}
+
 /// What stores the data.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -139,6 +156,15 @@ pub struct Args {
     /// Do not preallocate segment files (fallocate).
     #[arg(long)]
     pub no_preallocate: bool,
+    /// Preallocation's first step ahead of the write position.
+    #[arg(long, value_parser = parse_size, default_value = "1MiB")]
+    pub prealloc_step_min: u64,
+    /// Preallocation's largest step.
+    #[arg(long, value_parser = parse_size, default_value = "64MiB")]
+    pub prealloc_step_max: u64,
+    /// Preallocated but unwritten bytes a shard may hold.
+    #[arg(long, value_parser = parse_size, default_value = "1GiB")]
+    pub prealloc_budget: u64,
     /// Skip the poll phase.
     #[arg(long)]
     pub no_poll: bool,
@@ -147,10 +173,10 @@ pub struct Args {
     /// it, then with the clean-close records removed (as after a crash).
     #[arg(long)]
     pub reopen: bool,
-    /// Sync a shard's partitions one at a time instead of side by side
-    /// (the baseline for cross-partition group commit).
-    #[arg(long)]
-    pub serial_syncs: bool,
+    /// How a shard's fdatasyncs meet the ring: side by side (the default)
+    /// or one at a time.
+    #[arg(long, value_enum, default_value_t = Syncs::Together)]
+    pub syncs: Syncs,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,

@@ -11,7 +11,7 @@ use crate::summary::Summary;
 use crate::{
     budget, data_dir, on_shard, producer_thread, progress, workload, Budget, Live, Series, Totals,
 };
-use corelog::{Config, Engine, Handle, LogConfig};
+use corelog::{Config, Engine, Handle, LogConfig, Preallocation};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
@@ -59,7 +59,12 @@ fn log_config(args: &Args) -> LogConfig {
         segment_bytes: args.segment_bytes,
         fsync: args.fsync,
         preallocate: !args.no_preallocate,
-        serial_syncs: args.serial_syncs,
+        preallocation: Preallocation {
+            step_min: args.prealloc_step_min,
+            step_max: args.prealloc_step_max,
+            budget: args.prealloc_budget,
+        },
+        syncs: args.syncs.into(),
         ..LogConfig::default()
     };
     log.limits.max_batch_bytes = log.limits.max_batch_bytes.max(largest as u64);

@@ -122,7 +122,7 @@ impl Summary<'_> {
                 "warmup": args.warmup,
                 "verify": !args.no_verify,
                 "tail": args.tail,
-                "serial_syncs": args.serial_syncs,
+                "syncs": args.syncs,
                 "checksum_simd": corelog::testing::segment::checksum::simd_path(),
             },
             "latency_from": schedule::LATENCY_FROM,

@@ -144,10 +144,22 @@ pub struct LogConfig {
     pub retention: Retention,
     /// Verification on open.
     pub open_check: OpenCheck,
-    /// Issue the data syncs of a shard's partitions one at a time instead
-    /// of side by side. Slower; it exists to measure what sending a shard's
-    /// syncs to the ring together buys. Default false.
-    pub serial_syncs: bool,
+    /// How the data syncs of a shard's partitions meet the ring.
+    pub syncs: SyncIssue,
+}
+
+/// How the data syncs of a shard's partitions meet the ring.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SyncIssue {
+    /// Each partition's sync round sends its fdatasync when it is ready, so
+    /// a shard's dirty partitions sync side by side.
+    #[default]
+    Together,
+    /// One fdatasync at a time per shard: each waits longer and covers more
+    /// writes. On the development VM's virtio disk this took more appends
+    /// a second than `Together` (docs/bench/opens.md); a device that
+    /// serves flushes in parallel is better served side by side.
+    OneAtATime,
 }
 
 impl Default for LogConfig {
@@ -161,7 +173,7 @@ impl Default for LogConfig {
             limits: Limits::default(),
             retention: Retention::default(),
             open_check: OpenCheck::Tail,
-            serial_syncs: false,
+            syncs: SyncIssue::Together,
         }
     }
 }

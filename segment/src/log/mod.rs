@@ -70,7 +70,9 @@ mod sync;
 mod sync_gate;
 
 pub use append::AppendFuture;
-pub use config::{FsyncPolicy, LogConfig, OpenCheck, ParseFsyncError, Preallocation, Retention};
+pub use config::{
+    FsyncPolicy, LogConfig, OpenCheck, ParseFsyncError, Preallocation, Retention, SyncIssue,
+};
 pub use error::{AppendError, Damage, LogError, OpenError, Poison};
 pub use partition::{AppendAck, LogStats, PartitionLog};
 pub use poll::{PollFrom, PollReply};

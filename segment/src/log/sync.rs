@@ -131,10 +131,7 @@ impl<S: Storage> PartitionLog<S> {
             }
         }
         for (file, path) in files {
-            let _turn = match inner.config.serial_syncs {
-                true => Some(sync_gate::turn().await),
-                false => None,
-            };
+            let _turn = sync_gate::turn(inner.config.syncs).await;
             if let Err(e) = file.sync_data().await {
                 let mut st = inner.st.borrow_mut();
                 self.poison(&mut st, "fdatasync", path, e);

@@ -1,8 +1,8 @@
-//! One data sync at a time per thread (shard), for
-//! [`LogConfig::serial_syncs`](super::LogConfig::serial_syncs): the
-//! baseline that measures what sending a shard's syncs to the ring side by
-//! side buys.
+//! How a shard's data syncs meet the ring, for
+//! [`LogConfig::syncs`](super::LogConfig::syncs): side by side (no gate)
+//! or one at a time per thread (shard), through this gate.
 
+use super::config::SyncIssue;
 use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
@@ -35,12 +35,16 @@ impl Drop for Turn {
     }
 }
 
-/// Waits for this thread's turn to sync.
-pub(super) fn turn() -> TurnWait {
-    TurnWait(())
+/// Waits for this thread's turn to sync under `issue`; `None` when syncs
+/// go side by side.
+pub(super) async fn turn(issue: SyncIssue) -> Option<Turn> {
+    match issue {
+        SyncIssue::Together => None,
+        SyncIssue::OneAtATime => Some(TurnWait.await),
+    }
 }
 
-pub(super) struct TurnWait(());
+struct TurnWait;
 
 impl Future for TurnWait {
     type Output = Turn;
@@ -56,5 +60,28 @@ impl Future for TurnWait {
                 Poll::Ready(Turn(()))
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn poll<F: Future>(f: Pin<&mut F>) -> Poll<F::Output> {
+        f.poll(&mut Context::from_waker(Waker::noop()))
+    }
+
+    #[test]
+    fn one_at_a_time_waits_for_the_turn_together_never_waits() {
+        let first = std::pin::pin!(turn(SyncIssue::OneAtATime));
+        let Poll::Ready(Some(held)) = poll(first) else {
+            panic!("the first sync waits for nobody");
+        };
+        let mut second = std::pin::pin!(turn(SyncIssue::OneAtATime));
+        assert!(poll(second.as_mut()).is_pending(), "a turn is held");
+        let together = std::pin::pin!(turn(SyncIssue::Together));
+        assert!(matches!(poll(together), Poll::Ready(None)));
+        drop(held);
+        assert!(matches!(poll(second), Poll::Ready(Some(_))));
     }
 }
