@@ -4,6 +4,7 @@
 
 use super::error::AppendError;
 use super::index;
+use super::map_slot::mapper;
 use super::partition::{AppendAck, Inflight, Mark, PartitionLog, State};
 use super::segment::{log_name, SegState, Segment};
 use super::sync::{set_visible, take_acks};
@@ -279,7 +280,13 @@ impl<S: Storage> PartitionLog<S> {
             let old_base = old.base_offset;
             monoio::spawn(async move { log.seal(old_base).await });
         }
-        let mut seg = Segment::new(&inner.dir, base, map, Some(file));
+        let mut seg = Segment::new(
+            &inner.dir,
+            base,
+            Some(map),
+            mapper(&inner.storage),
+            Some(file),
+        );
         seg.visible.last_timestamp = st.last_timestamp;
         seg.last_timestamp = st.last_timestamp;
         st.segments.push_back(seg);

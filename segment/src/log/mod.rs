@@ -36,12 +36,15 @@
 //!
 //! # Mapping
 //!
-//! Each segment is mapped once, at its full capacity (`segment_bytes` plus
-//! the largest batch), when it is created or opened. The mapping never
+//! The active segment is mapped once, at its full capacity (`segment_bytes`
+//! plus the largest batch), when it is created or opened. The mapping never
 //! moves, grows or shrinks; readers only read below the visible end, which
 //! only covers completed writes, so no read touches a page past the end of
-//! the file (no SIGBUS) and no write touches bytes a reader holds. A deleted
-//! segment's mapping lives as long as the last poll reply holding it.
+//! the file (no SIGBUS) and no write touches bytes a reader holds. A sealed
+//! segment, whose file no longer changes, is mapped at its length by the
+//! first read that needs it and given back when idle (`map_slot.rs`). A
+//! mapping given back, or a deleted segment's, lives as long as the last
+//! poll reply holding it.
 //!
 //! # Failures
 //!
@@ -56,6 +59,7 @@ mod event;
 mod files;
 pub mod index;
 pub mod inspect;
+pub(crate) mod map_slot;
 mod offsets;
 mod partition;
 mod poll;
@@ -74,6 +78,7 @@ pub use config::{
     FsyncPolicy, LogConfig, OpenCheck, ParseFsyncError, Preallocation, Retention, SyncIssue,
 };
 pub use error::{AppendError, Damage, LogError, OpenError, Poison};
+pub use map_slot::MAPPED_SEALED;
 pub use partition::{AppendAck, LogStats, PartitionLog};
 pub use poll::{PollFrom, PollReply};
 pub use prealloc::preallocated_ahead;

@@ -16,7 +16,8 @@
 use super::config::{FsyncPolicy, LogConfig};
 use super::error::Poison;
 use super::event;
-use super::segment::Segment;
+use super::map_slot;
+use super::segment::{SegState, Segment};
 use crate::io::Storage;
 use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -283,9 +284,11 @@ impl<S: Storage> PartitionLog<S> {
         dir: PathBuf,
         partition: u64,
         config: LogConfig,
-        segments: VecDeque<Segment<S::File>>,
+        mut segments: VecDeque<Segment<S::File>>,
         last_timestamp: u64,
     ) -> PartitionLog<S> {
+        // Recovery read the sealed segments through mappings: keep a few.
+        release_idle_maps(&mut segments);
         let (mark, next_offset) = match segments.back() {
             Some(s) => (
                 Mark {
@@ -348,4 +351,15 @@ impl<S: Storage> PartitionLog<S> {
         }
         log
     }
+}
+
+/// Gives back the mappings of sealed segments beyond the few a partition
+/// keeps (see `map_slot.rs`).
+pub(super) fn release_idle_maps<F>(segments: &mut VecDeque<Segment<F>>) {
+    map_slot::release_idle(
+        segments
+            .iter_mut()
+            .filter(|s| s.state == SegState::Sealed)
+            .map(|s| &mut s.map),
+    );
 }

@@ -2,7 +2,7 @@
 
 use super::error::{Damage, LogError};
 use super::index;
-use super::partition::{PartitionLog, State};
+use super::partition::{release_idle_maps, PartitionLog, State};
 use super::scan::{header_at, HeaderPeek};
 use super::segment::Segment;
 use crate::format::layout::BATCH_HEADER_LEN;
@@ -195,6 +195,16 @@ impl<S: Storage> PartitionLog<S> {
     /// batch), without copying: see [`PollReply`]. Only batches below the
     /// visible end are served.
     pub fn poll(&self, from: PollFrom, max_bytes: u64) -> Result<PollReply, LogError> {
+        let reply = self.poll_mapped(from, max_bytes);
+        // The reply holds the mappings it reads; the partition keeps the
+        // few most recently read.
+        if let Ok(mut st) = self.inner.st.try_borrow_mut() {
+            release_idle_maps(&mut st.segments);
+        }
+        reply
+    }
+
+    fn poll_mapped(&self, from: PollFrom, max_bytes: u64) -> Result<PollReply, LogError> {
         let st = self.inner.st.borrow();
         let visible_next = self.visible_next_offset(&st);
         let start = match from {
@@ -249,7 +259,11 @@ impl<S: Storage> PartitionLog<S> {
             }
             if pos > chunk_start {
                 reply.chunks.push(Chunk {
-                    map: seg.map.clone(),
+                    // Mapped: the walk above peeked at its batches.
+                    map: seg
+                        .mapping()
+                        .map_err(|e| LogError::io("map segment", &seg.log_path, e))?
+                        .clone(),
                     range: chunk_start as usize..pos as usize,
                     path: seg.log_path.clone(),
                 });
@@ -281,7 +295,10 @@ fn peek<F>(seg: &Segment<F>, pos: u64) -> Result<HeaderPeek, LogError> {
         damage,
     };
     let visible = usize::try_from(seg.visible.len).unwrap_or(usize::MAX);
-    let data = seg.map.slice(0..visible).unwrap_or(&[]);
+    let map = seg
+        .mapping()
+        .map_err(|e| LogError::io("map segment", &seg.log_path, e))?;
+    let data = map.slice(0..visible).unwrap_or(&[]);
     let peek = header_at(data, pos).ok_or_else(|| {
         corrupt(Damage::TornHeader {
             available: seg.visible.len.saturating_sub(pos),

@@ -5,7 +5,7 @@ use super::config::FsyncPolicy;
 use super::error::LogError;
 use super::files::write_whole;
 use super::index;
-use super::partition::{PartitionLog, State};
+use super::partition::{release_idle_maps, PartitionLog, State};
 use super::recovery::clean;
 use super::segment::SegState;
 use crate::io::{Storage, StorageFile, WriteBufs};
@@ -149,6 +149,7 @@ impl<S: Storage> PartitionLog<S> {
             seg.index_written = seg.index.len();
             seg.writer = None;
         }
+        release_idle_maps(&mut st.segments);
     }
 
     /// Stops taking appends, flushes, seals nothing more, writes the active

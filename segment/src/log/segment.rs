@@ -8,6 +8,7 @@
 
 use super::event::Event;
 use super::index::IndexEntry;
+use super::map_slot::{MapSlot, Mapper};
 use super::prealloc::Prealloc;
 use crate::io::Mapping;
 use std::path::{Path, PathBuf};
@@ -52,7 +53,9 @@ pub(crate) struct Segment<F> {
     pub base_offset: u64,
     pub log_path: PathBuf,
     pub index_path: PathBuf,
-    pub map: Mapping,
+    /// Mapped while the segment is active, and while read once sealed
+    /// (see `map_slot.rs`).
+    pub map: MapSlot,
     /// Open while the segment takes writes or is being sealed.
     pub writer: Option<F>,
     pub state: SegState,
@@ -85,12 +88,20 @@ pub(crate) struct Segment<F> {
 }
 
 impl<F> Segment<F> {
-    pub(crate) fn new(dir: &Path, base_offset: u64, map: Mapping, writer: Option<F>) -> Segment<F> {
+    /// A segment mapped with `map` (`None`: mapped by its first read,
+    /// through `mapper`).
+    pub(crate) fn new(
+        dir: &Path,
+        base_offset: u64,
+        map: Option<Mapping>,
+        mapper: Mapper,
+        writer: Option<F>,
+    ) -> Segment<F> {
         Segment {
             base_offset,
             log_path: dir.join(log_name(base_offset)),
             index_path: dir.join(index_name(base_offset)),
-            map,
+            map: MapSlot::new(map, mapper),
             writer,
             state: SegState::Active,
             len: 0,
@@ -125,6 +136,12 @@ impl<F> Segment<F> {
             last_batch: self.last_batch,
             last_timestamp: self.last_timestamp,
         }
+    }
+
+    /// The segment's mapping, made now if it has none (a sealed segment
+    /// not read lately).
+    pub(crate) fn mapping(&self) -> std::io::Result<&Mapping> {
+        self.map.get(&self.log_path, self.len)
     }
 
     /// Index entries that point below the visible end.

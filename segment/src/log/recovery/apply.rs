@@ -4,6 +4,7 @@
 use super::super::error::OpenError;
 use super::super::files::write_whole;
 use super::super::index::{self, IndexEntry};
+use super::super::map_slot::{mapper, Mapper};
 use super::super::prealloc::Prealloc;
 use super::super::scan::Scan;
 use super::super::segment::{SegState, Segment};
@@ -49,7 +50,13 @@ pub(super) async fn apply<S: Storage>(
                     write_index(ctx, &o.index_path, index::encode_sealed(&sp.entries, *seal))
                         .await?;
                 }
-                segments.push_back(sealed_segment(ctx.dir, o, sp, start_ts));
+                segments.push_back(sealed_segment(
+                    ctx.dir,
+                    o,
+                    sp,
+                    start_ts,
+                    mapper(ctx.storage),
+                ));
             }
             Step::SealNow => {
                 rewrite_if_poisoned(ctx, o, f.data, sp).await?;
@@ -65,7 +72,13 @@ pub(super) async fn apply<S: Storage>(
                 };
                 write_index(ctx, &o.index_path, index::encode_sealed(&sp.entries, seal)).await?;
                 report.sealed.push(o.path.clone());
-                segments.push_back(sealed_segment(ctx.dir, o, sp, start_ts));
+                segments.push_back(sealed_segment(
+                    ctx.dir,
+                    o,
+                    sp,
+                    start_ts,
+                    mapper(ctx.storage),
+                ));
             }
             Step::Last { cut } => {
                 rewrite_if_poisoned(ctx, o, f.data, sp).await?;
@@ -213,7 +226,13 @@ async fn active_segment<S: Storage>(
     if sp.index_rewritten {
         write_index(ctx, &o.index_path, index::encode_all(&sp.entries)).await?;
     }
-    let mut seg = Segment::new(ctx.dir, o.base, map, Some(o.file.clone()));
+    let mut seg = Segment::new(
+        ctx.dir,
+        o.base,
+        Some(map),
+        mapper(ctx.storage),
+        Some(o.file.clone()),
+    );
     fill(&mut seg, &sp.found, sp.entries.clone(), start_ts);
     seg.state = SegState::Active;
     seg.index_durable = seg.index.len();
@@ -223,9 +242,17 @@ async fn active_segment<S: Storage>(
     Ok(seg)
 }
 
-fn sealed_segment<F>(dir: &Path, o: &Opened<F>, sp: &SegmentPlan, start_ts: u64) -> Segment<F> {
+/// A sealed segment keeps the mapping recovery read it through until the
+/// open gives back all but the few a partition keeps (see `map_slot.rs`).
+fn sealed_segment<F>(
+    dir: &Path,
+    o: &Opened<F>,
+    sp: &SegmentPlan,
+    start_ts: u64,
+    mapper: Mapper,
+) -> Segment<F> {
     let map: Mapping = o.map.clone();
-    let mut seg = Segment::new(dir, o.base, map, None);
+    let mut seg = Segment::new(dir, o.base, Some(map), mapper, None);
     fill(&mut seg, &sp.found, sp.entries.clone(), start_ts);
     seg.state = SegState::Sealed;
     seg.index_durable = seg.index.len();

@@ -22,6 +22,7 @@
 
 use super::super::config::{LogConfig, OpenCheck};
 use super::super::index::{self, Seal};
+use super::super::map_slot::mapper;
 use super::super::partition::PartitionLog;
 use super::super::prealloc::Prealloc;
 use super::super::scan::{Scan, Stop};
@@ -229,13 +230,22 @@ pub(super) async fn open_clean<S: Storage>(
     let mut start_ts = 0;
     for (i, (r, ((file, _), stored))) in record.iter().zip(files.iter().zip(&indexes)).enumerate() {
         let is_last = i + 1 == record.len();
-        let map_len = if is_last {
-            capacity.max(r.data_len as usize)
-        } else {
-            r.data_len as usize
+        // The active segment is mapped for its appends; sealed ones by the
+        // first read that needs them.
+        let map = match is_last {
+            true => Some(
+                file.map(capacity.max(r.data_len as usize))
+                    .map_err(|_| "segment cannot be mapped")?,
+            ),
+            false => None,
         };
-        let map = file.map(map_len).map_err(|_| "segment cannot be mapped")?;
-        let mut seg = Segment::new(dir, r.base, map, is_last.then(|| file.clone()));
+        let mut seg = Segment::new(
+            dir,
+            r.base,
+            map,
+            mapper(storage),
+            is_last.then(|| file.clone()),
+        );
         let found = Scan {
             end: r.data_len,
             next_offset: r.next_offset,

@@ -62,6 +62,7 @@ pub use report::{CleanClose, RecoveryReport, SetAsideFile, TailCut};
 use super::config::LogConfig;
 use super::error::OpenError;
 use super::index;
+use super::map_slot::mapper;
 use super::partition::PartitionLog;
 use super::segment::{index_name, log_name, parse_log_name, Segment};
 use super::sync::POISON_MARKER;
@@ -291,7 +292,7 @@ async fn create_empty<S: Storage>(
         .sync_dir(&dir)
         .await
         .map_err(|e| OpenError::io("directory sync", &dir, e))?;
-    let seg = Segment::new(&dir, 0, map, Some(file));
+    let seg = Segment::new(&dir, 0, Some(map), mapper(&storage), Some(file));
     let segments = VecDeque::from([seg]);
     let report = RecoveryReport {
         segments: 1,
