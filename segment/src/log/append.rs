@@ -280,13 +280,11 @@ impl<S: Storage> PartitionLog<S> {
             let old_base = old.base_offset;
             monoio::spawn(async move { log.seal(old_base).await });
         }
-        let mut seg = Segment::new(
-            &inner.dir,
-            base,
-            Some(map),
-            mapper(&inner.storage),
-            Some(file),
-        );
+        let mapper = match st.segments.back() {
+            Some(s) => s.map.mapper(),
+            None => mapper(&inner.storage),
+        };
+        let mut seg = Segment::new(&inner.dir, base, Some(map), mapper, Some(file));
         seg.visible.last_timestamp = st.last_timestamp;
         seg.last_timestamp = st.last_timestamp;
         st.segments.push_back(seg);

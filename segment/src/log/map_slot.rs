@@ -63,6 +63,11 @@ impl MapSlot {
         Ok(self.map.get_or_init(|| m))
     }
 
+    /// The mapper, for the partition's next segment.
+    pub(crate) fn mapper(&self) -> Mapper {
+        self.mapper.clone()
+    }
+
     pub(crate) fn is_mapped(&self) -> bool {
         self.map.get().is_some()
     }

@@ -4,7 +4,7 @@
 use super::super::error::OpenError;
 use super::super::files::write_whole;
 use super::super::index::{self, IndexEntry};
-use super::super::map_slot::{mapper, Mapper};
+use super::super::map_slot::Mapper;
 use super::super::prealloc::Prealloc;
 use super::super::scan::Scan;
 use super::super::segment::{SegState, Segment};
@@ -22,6 +22,8 @@ pub(super) struct Context<'a, S> {
     pub dir: &'a Path,
     pub after_poison: bool,
     pub capacity: usize,
+    /// Maps sealed segments on demand; one for the partition's segments.
+    pub mapper: Mapper,
 }
 
 /// Applies `plan` to the `opened` segment files (whose bytes `facts`
@@ -50,13 +52,7 @@ pub(super) async fn apply<S: Storage>(
                     write_index(ctx, &o.index_path, index::encode_sealed(&sp.entries, *seal))
                         .await?;
                 }
-                segments.push_back(sealed_segment(
-                    ctx.dir,
-                    o,
-                    sp,
-                    start_ts,
-                    mapper(ctx.storage),
-                ));
+                segments.push_back(sealed_segment(ctx.dir, o, sp, start_ts, ctx.mapper.clone()));
             }
             Step::SealNow => {
                 rewrite_if_poisoned(ctx, o, f.data, sp).await?;
@@ -72,13 +68,7 @@ pub(super) async fn apply<S: Storage>(
                 };
                 write_index(ctx, &o.index_path, index::encode_sealed(&sp.entries, seal)).await?;
                 report.sealed.push(o.path.clone());
-                segments.push_back(sealed_segment(
-                    ctx.dir,
-                    o,
-                    sp,
-                    start_ts,
-                    mapper(ctx.storage),
-                ));
+                segments.push_back(sealed_segment(ctx.dir, o, sp, start_ts, ctx.mapper.clone()));
             }
             Step::Last { cut } => {
                 rewrite_if_poisoned(ctx, o, f.data, sp).await?;
@@ -230,7 +220,7 @@ async fn active_segment<S: Storage>(
         ctx.dir,
         o.base,
         Some(map),
-        mapper(ctx.storage),
+        ctx.mapper.clone(),
         Some(o.file.clone()),
     );
     fill(&mut seg, &sp.found, sp.entries.clone(), start_ts);

@@ -228,6 +228,7 @@ pub(super) async fn open_clean<S: Storage>(
     let capacity = usize::try_from(config.segment_capacity()).unwrap_or(usize::MAX);
     let mut segments = VecDeque::with_capacity(record.len());
     let mut start_ts = 0;
+    let mapper = mapper(storage);
     for (i, (r, ((file, _), stored))) in record.iter().zip(files.iter().zip(&indexes)).enumerate() {
         let is_last = i + 1 == record.len();
         // The active segment is mapped for its appends; sealed ones by the
@@ -243,7 +244,7 @@ pub(super) async fn open_clean<S: Storage>(
             dir,
             r.base,
             map,
-            mapper(storage),
+            mapper.clone(),
             is_last.then(|| file.clone()),
         );
         let found = Scan {

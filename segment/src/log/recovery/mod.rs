@@ -191,6 +191,7 @@ async fn open<S: Storage>(
         dir: &dir,
         after_poison,
         capacity,
+        mapper: mapper(&storage),
     };
     let (segments, mut report) = apply::apply(&ctx, &opened, &facts, &plan).await?;
     let last_timestamp = segments.back().map_or(0, |s| s.last_timestamp);
