@@ -356,6 +356,15 @@ impl<S: Storage> PartitionLog<S> {
 /// Gives back the mappings of sealed segments beyond the few a partition
 /// keeps (see `map_slot.rs`).
 pub(super) fn release_idle_maps<F>(segments: &mut VecDeque<Segment<F>>) {
+    // Runs after every poll: nothing to give back is the common case, and
+    // it costs no allocation.
+    let sealed_mapped = segments
+        .iter()
+        .filter(|s| s.state == SegState::Sealed && s.map.is_mapped())
+        .count();
+    if sealed_mapped <= map_slot::MAPPED_SEALED {
+        return;
+    }
     map_slot::release_idle(
         segments
             .iter_mut()
