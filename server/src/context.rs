@@ -67,6 +67,66 @@ impl Context {
     }
 }
 
+/// Every change of state goes through these: a send, a stored offset, a
+/// catalog change and the partitions it creates or deletes. On one node
+/// they go straight to the engine and the catalog file; in a cluster they
+/// are replicated first (see the `replica` crate). Reads use `engine` and
+/// `metadata.snapshot()` directly.
+impl Context {
+    /// Stores a producer's batch in `partition`; resolves at the fsync
+    /// policy's durable point.
+    pub async fn append(
+        &self,
+        partition: u64,
+        batch: bytes::Bytes,
+    ) -> Result<corelog::AppendAck, corelog::RequestError> {
+        self.engine.append(partition, batch).await
+    }
+
+    /// Durably stores `consumer`'s offset in `partition`.
+    pub async fn store_offset(
+        &self,
+        partition: u64,
+        consumer: u64,
+        offset: u64,
+    ) -> Result<(), corelog::RequestError> {
+        self.engine.store_offset(partition, consumer, offset).await
+    }
+
+    /// Applies `change` to the catalog and persists it (see
+    /// [`MetadataStore::update`]).
+    pub async fn update_catalog<T, E: From<crate::metadata::MetadataError>>(
+        &self,
+        change: impl FnOnce(&mut crate::catalog::Catalog) -> Result<T, E>,
+    ) -> Result<T, E> {
+        self.metadata.update(change)
+    }
+
+    /// Creates engine partitions (those that exist stay as they are).
+    pub async fn create_partitions(&self, partitions: &[u64]) -> Result<(), corelog::RequestError> {
+        let creates: Vec<_> = partitions
+            .iter()
+            .map(|p| self.engine.create_partition(*p))
+            .collect();
+        for c in creates {
+            c.await?;
+        }
+        Ok(())
+    }
+
+    /// Deletes engine partitions and their data.
+    pub async fn delete_partitions(&self, partitions: &[u64]) -> Result<(), corelog::RequestError> {
+        let deletes: Vec<_> = partitions
+            .iter()
+            .map(|p| self.engine.delete_partition(*p))
+            .collect();
+        for d in deletes {
+            d.await?;
+        }
+        Ok(())
+    }
+}
+
 /// Microseconds since the Unix epoch.
 pub fn now_micros() -> u64 {
     std::time::SystemTime::now()

@@ -56,8 +56,7 @@ pub(super) async fn store(
     r: StoreConsumerOffsetRequest,
 ) -> Result<Outcome, IggyError> {
     let (_, partition) = resolve(ctx, &r.stream_id, &r.topic_id, r.partition_id)?;
-    ctx.engine
-        .store_offset(partition, consumer_key(&r.consumer), r.offset)
+    ctx.store_offset(partition, consumer_key(&r.consumer), r.offset)
         .await
         .map_err(|e| status::from_engine(&e))?;
     Ok(Outcome::empty())

@@ -76,8 +76,7 @@ pub(super) async fn poll(
         IggyError::CannotReadMessage
     })?;
     if let (true, Some(last)) = (r.auto_commit, summary.last_offset) {
-        ctx.engine
-            .store_offset(partition, consumer, last)
+        ctx.store_offset(partition, consumer, last)
             .await
             .map_err(engine_err)?;
     }

@@ -56,7 +56,6 @@ pub(super) async fn send(
         }
     }
     let ack = ctx
-        .engine
         .append(partition, batch)
         .await
         .map_err(|e| status::from_engine(&e))?;

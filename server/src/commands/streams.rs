@@ -63,10 +63,10 @@ pub(super) async fn create(
     let name = WireIdentifier::String(r.name.clone());
     let options = r.options.as_bytes().to_vec();
     let id = ctx
-        .metadata
-        .update(|c| -> Result<u32, UpdateError> {
+        .update_catalog(|c| -> Result<u32, UpdateError> {
             Ok(c.add_stream(r.name.as_str(), options, now_micros())?)
         })
+        .await
         .map_err(|e| e.status(&name))?;
     let catalog = ctx.metadata.snapshot();
     let s = catalog
@@ -78,8 +78,8 @@ pub(super) async fn create(
 /// Forgets the stream (durably), then deletes its partitions' data.
 pub(super) async fn delete(ctx: &Arc<Context>, id: &WireIdentifier) -> Result<Outcome, IggyError> {
     let partitions = ctx
-        .metadata
-        .update(|c| -> Result<_, UpdateError> { Ok(c.remove_stream(id)?) })
+        .update_catalog(|c| -> Result<_, UpdateError> { Ok(c.remove_stream(id)?) })
+        .await
         .map_err(|e| e.status(id))?;
     delete_partitions(ctx, &partitions).await?;
     Ok(Outcome::empty())

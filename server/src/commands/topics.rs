@@ -140,8 +140,7 @@ pub(super) async fn create(
     }
     let name = r.name.as_str();
     let reserved = ctx
-        .metadata
-        .update(|c| -> Result<Vec<u64>, UpdateError> {
+        .update_catalog(|c| -> Result<Vec<u64>, UpdateError> {
             let s = c.stream(stream)?;
             if s.topics.iter().any(|t| t.name == name) {
                 return Err(crate::catalog::CatalogError::TopicExists {
@@ -152,20 +151,17 @@ pub(super) async fn create(
             }
             Ok(c.reserve_partitions(r.partitions_count)?)
         })
+        .await
         .map_err(|e| e.status(stream))?;
-    let creates: Vec<_> = reserved
-        .iter()
-        .map(|p| ctx.engine.create_partition(*p))
-        .collect();
-    for c in creates {
-        c.await.map_err(|e| status::from_engine(&e))?;
-    }
+    ctx.create_partitions(&reserved)
+        .await
+        .map_err(|e| status::from_engine(&e))?;
     let options = r.options.as_bytes().to_vec();
-    ctx.metadata
-        .update(|c| -> Result<_, UpdateError> {
-            Ok(c.add_topic(stream, name, reserved.clone(), options, now_micros())?)
-        })
-        .map_err(|e| e.status(stream))?;
+    ctx.update_catalog(|c| -> Result<_, UpdateError> {
+        Ok(c.add_topic(stream, name, reserved.clone(), options, now_micros())?)
+    })
+    .await
+    .map_err(|e| e.status(stream))?;
     let catalog = ctx.metadata.snapshot();
     let topic = WireIdentifier::String(r.name.clone());
     let (_, t) = catalog
@@ -181,8 +177,8 @@ pub(super) async fn delete(
     topic: &WireIdentifier,
 ) -> Result<Outcome, IggyError> {
     let partitions = ctx
-        .metadata
-        .update(|c| -> Result<_, UpdateError> { Ok(c.remove_topic(stream, topic)?) })
+        .update_catalog(|c| -> Result<_, UpdateError> { Ok(c.remove_topic(stream, topic)?) })
+        .await
         .map_err(|e| match e {
             UpdateError::Catalog(crate::catalog::CatalogError::NoTopic { .. }) => {
                 IggyError::TopicIdNotFound(identifier(topic), identifier(stream))
@@ -195,14 +191,9 @@ pub(super) async fn delete(
 
 /// Deletes the engine partitions' data.
 pub(super) async fn delete_partitions(ctx: &Context, partitions: &[u64]) -> Result<(), IggyError> {
-    let deletes: Vec<_> = partitions
-        .iter()
-        .map(|p| ctx.engine.delete_partition(*p))
-        .collect();
-    for d in deletes {
-        d.await.map_err(|e| status::from_engine(&e))?;
-    }
-    Ok(())
+    ctx.delete_partitions(partitions)
+        .await
+        .map_err(|e| status::from_engine(&e))
 }
 
 /// Whether topic options ask for an fsync per write (`enforce_fsync` true,
