@@ -6,14 +6,20 @@
 //! wire too); a poll reply leaves from the mapped segments in one vectored
 //! write. See the README for how to run it and point Iggy's tools at it.
 
+pub mod budget;
 pub mod catalog;
 pub mod commands;
 pub mod connection;
 pub mod context;
+pub mod counters;
+pub mod deadline;
+pub mod limits;
+pub mod login;
 pub mod metadata;
 pub mod poll_reply;
 pub mod server;
 pub mod status;
+pub mod transport;
 pub mod users;
 pub mod wire;
 

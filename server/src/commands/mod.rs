@@ -26,6 +26,10 @@ use std::sync::Arc;
 pub struct Session {
     /// The session number once signed in.
     pub id: Option<u64>,
+    /// The client's address (sign-in failures are throttled by it).
+    pub peer: Option<std::net::IpAddr>,
+    /// Failed sign-ins on this connection.
+    pub failed_logins: u32,
 }
 
 /// A command's answer.
