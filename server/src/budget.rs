@@ -111,7 +111,10 @@ mod tests {
             g.bytes()
         });
         std::thread::sleep(Duration::from_millis(50));
-        assert!(!waiter.is_finished(), "no room for 50 of 100 while 70 are held");
+        assert!(
+            !waiter.is_finished(),
+            "no room for 50 of 100 while 70 are held"
+        );
         assert_eq!(budget.in_use(), 70);
         drop(a);
         assert_eq!(waiter.join().expect("join"), 50);

@@ -20,7 +20,9 @@ use crate::context::Context;
 use crate::counters::{CloseReason, Counters, Refusal};
 use crate::status;
 use crate::transport::{ReadError, Transport};
-use crate::wire::header::{parse_request_header, reply_header, FramingError, RequestHead, HEADER_LEN};
+use crate::wire::header::{
+    parse_request_header, reply_header, FramingError, RequestHead, HEADER_LEN,
+};
 use crate::wire::request::{decode_request, Request};
 use bytes::Bytes;
 use iggy_binary_protocol::consensus::Operation;
@@ -109,9 +111,7 @@ impl Connection {
         let first = Instant::now();
         let deadline = self.ctx.limits.request_deadline(first, 0);
         self.read_to(&mut header, HEADER_LEN, deadline).await?;
-        let bytes: &[u8; HEADER_LEN] = header[..]
-            .try_into()
-            .map_err(|_| CloseReason::Framing)?;
+        let bytes: &[u8; HEADER_LEN] = header[..].try_into().map_err(|_| CloseReason::Framing)?;
         let framed = parse_request_header(bytes, self.ctx.max_request).map_err(|e| {
             let kind = match e {
                 FramingError::TooLarge { .. } => Refusal::TooLarge,
@@ -120,9 +120,14 @@ impl Connection {
             self.ctx.counters.refused(kind);
             CloseReason::Framing
         })?;
-        let deadline = self.ctx.limits.request_deadline(first, framed.payload_len as u64);
+        let deadline = self
+            .ctx
+            .limits
+            .request_deadline(first, framed.payload_len as u64);
         let mut grant = self.ctx.budget.empty();
-        let payload = self.read_payload(framed.payload_len, &mut grant, deadline).await?;
+        let payload = self
+            .read_payload(framed.payload_len, &mut grant, deadline)
+            .await?;
         self.ctx.in_flight.fetch_add(1, Ordering::SeqCst);
         let written = match framed.head {
             Ok(head) => self.answer(head, payload).await,

@@ -236,7 +236,10 @@ fn accept(listener: TcpListener, ctx: Arc<Context>, stop: Arc<AtomicBool>) {
         if open >= ctx.limits.max_connections as u64 {
             Counters::add(&ctx.counters.refused, 1);
             if let Some(left_out) = refusals.allow(Instant::now()) {
-                let peer = stream.peer_addr().map(|a| a.to_string()).unwrap_or_default();
+                let peer = stream
+                    .peer_addr()
+                    .map(|a| a.to_string())
+                    .unwrap_or_default();
                 tracing::warn!(
                     "refused a connection from {peer}: {open} open, --max-connections {} ({left_out} more refused since the last line)",
                     ctx.limits.max_connections

@@ -42,9 +42,7 @@ fn send_payload(size: usize) -> Vec<u8> {
 /// does within `within`.
 fn closed_within(raw: &mut Raw, within: Duration) -> Option<Duration> {
     let t0 = Instant::now();
-    raw.stream
-        .set_read_timeout(Some(within))
-        .expect("timeout");
+    raw.stream.set_read_timeout(Some(within)).expect("timeout");
     let mut b = [0u8; 256];
     loop {
         match raw.stream.read(&mut b) {
@@ -109,7 +107,10 @@ async fn a_signed_out_connection_is_closed_after_the_login_timeout_a_signed_in_o
     // Pings do not keep a signed-out connection open.
     assert_eq!(idle.send(PING_CODE, &[]).status, 0);
     let closed = closed_within(&mut idle, Duration::from_secs(3)).expect("closed");
-    assert!(closed < Duration::from_millis(1500), "closed after {closed:?}");
+    assert!(
+        closed < Duration::from_millis(1500),
+        "closed after {closed:?}"
+    );
     std::thread::sleep(Duration::from_millis(600));
     assert_eq!(signed_in.send(PING_CODE, &[]).status, 0, "signed in: stays");
     assert_eq!(server.counters().closed_for(CloseReason::LoginTimeout), 1);
@@ -132,7 +133,10 @@ async fn part_of_a_request_then_silence_is_closed_after_the_stall_timeout() {
     let header = raw.header(PING_CODE, 0);
     raw.stream.write_all(&header[..10]).expect("write");
     let closed = closed_within(&mut raw, Duration::from_secs(3)).expect("closed");
-    assert!(closed < Duration::from_millis(1200), "closed after {closed:?}");
+    assert!(
+        closed < Duration::from_millis(1200),
+        "closed after {closed:?}"
+    );
     // A whole header, then half the payload it declares.
     let mut raw = Raw::connect(server.local_addr());
     assert_eq!(raw.login("iggy", "iggy"), 0);
@@ -176,7 +180,11 @@ async fn a_request_trickled_byte_by_byte_is_closed_at_its_deadline() {
     }
     let closed = closed || closed_within(&mut raw, Duration::from_millis(100)).is_some();
     assert!(closed, "a trickle is closed at the request deadline");
-    assert!(t0.elapsed() < Duration::from_secs(3), "after {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_secs(3),
+        "after {:?}",
+        t0.elapsed()
+    );
     assert_eq!(server.counters().closed_for(CloseReason::TooSlow), 1);
     server.shutdown().expect("shutdown");
 }
@@ -204,7 +212,10 @@ async fn a_request_over_max_request_bytes_is_refused_and_nothing_stored() {
     assert_eq!(stored(&c).await, 0);
     let mut raw = Raw::connect(server.local_addr());
     assert_eq!(raw.login("iggy", "iggy"), 0);
-    assert_eq!(raw.send(SEND_MESSAGES_CODE, &send_payload(32 << 10)).status, 0);
+    assert_eq!(
+        raw.send(SEND_MESSAGES_CODE, &send_payload(32 << 10)).status,
+        0
+    );
     assert_eq!(stored(&c).await, 1);
     server.shutdown().expect("shutdown");
 }
@@ -231,7 +242,9 @@ async fn a_client_holding_the_inflight_budget_makes_others_wait_not_allocate() {
     let hog_payload = send_payload(budget as usize - 256 - overhead - 16);
     let header = hog.header(SEND_MESSAGES_CODE, hog_payload.len());
     hog.stream.write_all(&header).expect("write");
-    hog.stream.write_all(&hog_payload[..900 << 10]).expect("write");
+    hog.stream
+        .write_all(&hog_payload[..900 << 10])
+        .expect("write");
     let deadline = Instant::now() + Duration::from_secs(5);
     while server.inflight_bytes() < hog_payload.len() as u64 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(5));
@@ -245,7 +258,10 @@ async fn a_client_holding_the_inflight_budget_makes_others_wait_not_allocate() {
     let waited = t0.elapsed();
     assert_eq!(reply.status, 0);
     // ...until the hog is closed for stalling and its room given back.
-    assert!(waited >= Duration::from_millis(800), "answered after {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(800),
+        "answered after {waited:?}"
+    );
     assert!(closed_within(&mut hog, Duration::from_secs(3)).is_some());
     assert_eq!(server.counters().closed_for(CloseReason::Stalled), 1);
     assert_eq!(stored(&c).await, 1, "only the small send is stored");

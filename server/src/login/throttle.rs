@@ -84,15 +84,27 @@ mod tests {
     #[test]
     fn an_address_gets_its_burst_then_its_rate_and_others_are_untouched() {
         let t = LoginThrottle::new(3, 2.0);
-        let (a, b): (IpAddr, IpAddr) = ("127.0.0.2".parse().expect("ip"), "10.0.0.1".parse().expect("ip"));
+        let (a, b): (IpAddr, IpAddr) = (
+            "127.0.0.2".parse().expect("ip"),
+            "10.0.0.1".parse().expect("ip"),
+        );
         let t0 = Instant::now();
         assert!((0..3).all(|_| t.take(a, t0)));
         assert!(!t.take(a, t0), "burst spent");
         assert!(t.take(b, t0), "another address has its own bucket");
-        assert!(!t.take(a, t0 + Duration::from_millis(400)), "0.8 of a token");
-        assert!(t.take(a, t0 + Duration::from_millis(500)), "one token after 0.5 s");
+        assert!(
+            !t.take(a, t0 + Duration::from_millis(400)),
+            "0.8 of a token"
+        );
+        assert!(
+            t.take(a, t0 + Duration::from_millis(500)),
+            "one token after 0.5 s"
+        );
         assert!(!t.take(a, t0 + Duration::from_millis(500)));
         t.refund(a);
-        assert!(t.take(a, t0 + Duration::from_millis(500)), "a success gives its token back");
+        assert!(
+            t.take(a, t0 + Duration::from_millis(500)),
+            "a success gives its token back"
+        );
     }
 }
