@@ -80,14 +80,22 @@ async fn client(addr: &str) -> IggyClient {
 
 /// Sends 10 × 100 B messages at a time for `time`; the latencies.
 async fn sends(c: &IggyClient, time: Duration, writes: Option<&AtomicU64>) -> String {
-    let (stream, topic) = (Identifier::named("s").expect("id"), Identifier::named("t").expect("id"));
+    let (stream, topic) = (
+        Identifier::named("s").expect("id"),
+        Identifier::named("t").expect("id"),
+    );
     let partitioning = Partitioning::partition_id(0);
     let mut lat = Vec::new();
     let before = writes.map(|w| w.load(Ordering::Relaxed));
     let t0 = Instant::now();
     while t0.elapsed() < time {
         let mut msgs: Vec<IggyMessage> = (0..10)
-            .map(|_| IggyMessage::builder().payload(vec![1u8; 100].into()).build().expect("msg"))
+            .map(|_| {
+                IggyMessage::builder()
+                    .payload(vec![1u8; 100].into())
+                    .build()
+                    .expect("msg")
+            })
             .collect();
         let s = Instant::now();
         c.send_messages(&stream, &topic, &partitioning, &mut msgs)

@@ -119,13 +119,13 @@ impl Context {
         self.engine.store_offset(partition, consumer, offset).await
     }
 
-    /// Applies `change` to the catalog and persists it (see
-    /// [`MetadataStore::update`]).
+    /// Applies `change` to the catalog and persists it, the file I/O off
+    /// the shard (see [`MetadataStore::update_async`]).
     pub async fn update_catalog<T, E: From<crate::metadata::MetadataError>>(
         &self,
         change: impl FnOnce(&mut crate::catalog::Catalog) -> Result<T, E>,
     ) -> Result<T, E> {
-        self.metadata.update(change)
+        self.metadata.update_async(change).await
     }
 
     /// Creates engine partitions (those that exist stay as they are).

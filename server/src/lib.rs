@@ -17,6 +17,7 @@ pub mod limits;
 pub mod login;
 pub mod metadata;
 pub mod poll_reply;
+pub mod pool;
 pub mod server;
 pub mod status;
 pub mod transport;
