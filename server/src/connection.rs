@@ -32,7 +32,10 @@ pub async fn serve(ctx: Arc<Context>, stream: std::net::TcpStream) {
     };
     let _ = stream.set_nodelay(true);
     tracing::debug!("connection from {peer}");
-    let mut session = Session::default();
+    let mut session = Session {
+        connection: ctx.next_connection(),
+        ..Session::default()
+    };
     let mut header = vec![0u8; HEADER_LEN];
     while !ctx.closing.load(Ordering::SeqCst) {
         let (read, buf) = stream.read_exact(header).await;
@@ -73,6 +76,8 @@ pub async fn serve(ctx: Arc<Context>, stream: std::net::TcpStream) {
             break;
         }
     }
+    // Its consumer groups deal its partitions to the members left.
+    ctx.groups.remove_connection(session.connection);
     tracing::debug!("connection from {peer} ends");
 }
 

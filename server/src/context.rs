@@ -1,5 +1,6 @@
 //! What every connection, on every shard, shares.
 
+use crate::membership::Memberships;
 use crate::metadata::MetadataStore;
 use crate::users::Users;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -27,7 +28,10 @@ pub struct Context {
     pub in_flight: AtomicUsize,
     /// Whether a send is answered only once durable (`--fsync batch`).
     pub durable_acks: bool,
+    /// Consumer-group members: this node's connections, in memory.
+    pub groups: Memberships,
     sessions: AtomicU64,
+    connections: AtomicU64,
     balanced: AtomicU64,
 }
 
@@ -51,7 +55,9 @@ impl Context {
             closing: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             durable_acks,
+            groups: Memberships::default(),
             sessions: AtomicU64::new(0),
+            connections: AtomicU64::new(0),
             balanced: AtomicU64::new(0),
         }
     }
@@ -59,6 +65,11 @@ impl Context {
     /// A new, non-zero session number.
     pub fn next_session(&self) -> u64 {
         self.sessions.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// A new, non-zero connection number (a consumer-group member's id).
+    pub fn next_connection(&self) -> u64 {
+        self.connections.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// The next partition index for balanced sends over `count` partitions.
@@ -91,6 +102,44 @@ impl Context {
         offset: u64,
     ) -> Result<(), corelog::RequestError> {
         self.engine.store_offset(partition, consumer, offset).await
+    }
+
+    /// Durably forgets `consumer`'s offset in `partition`; resolves to
+    /// whether there was one.
+    pub async fn delete_offset(
+        &self,
+        partition: u64,
+        consumer: u64,
+    ) -> Result<bool, corelog::RequestError> {
+        self.engine.delete_offset(partition, consumer).await
+    }
+
+    /// Deletes the oldest `count` sealed segments of `partition` (never
+    /// its active one); resolves to how many were deleted.
+    pub async fn delete_segments(
+        &self,
+        partition: u64,
+        count: usize,
+    ) -> Result<usize, corelog::RequestError> {
+        Ok(self.engine.delete_segments(partition, count).await?.len())
+    }
+
+    /// Sets the retention of engine partitions (derived from their topic's
+    /// settings in the catalog: every node applies it from its own copy,
+    /// at start and after each topic change).
+    pub async fn set_retention(
+        &self,
+        partitions: &[u64],
+        retention: corelog::Retention,
+    ) -> Result<(), corelog::RequestError> {
+        let sets: Vec<_> = partitions
+            .iter()
+            .map(|p| self.engine.set_retention(*p, retention))
+            .collect();
+        for s in sets {
+            s.await?;
+        }
+        Ok(())
     }
 
     /// Applies `change` to the catalog and persists it (see

@@ -7,9 +7,12 @@
 //! write. See the README for how to run it and point Iggy's tools at it.
 
 pub mod catalog;
+pub mod catalog_groups;
+pub mod catalog_topics;
 pub mod commands;
 pub mod connection;
 pub mod context;
+pub mod membership;
 pub mod metadata;
 pub mod poll_reply;
 pub mod server;

@@ -24,6 +24,10 @@ struct Args {
     /// When a send is acknowledged: never | batch | interval:MS.
     #[arg(long, default_value = "never")]
     fsync: FsyncPolicy,
+    /// Segment size in bytes: a partition's segment is sealed past it
+    /// (retention and DELETE_SEGMENTS delete whole sealed segments).
+    #[arg(long, default_value_t = corelog::LogConfig::default().segment_bytes)]
+    segment_bytes: u64,
     /// The user clients sign in as.
     #[arg(long, env = "CORELOG_SERVER_USERNAME", default_value = DEFAULT_USERNAME)]
     username: String,
@@ -59,6 +63,7 @@ fn main() -> std::process::ExitCode {
     let config = ServerConfig {
         shards: args.shards,
         fsync: args.fsync,
+        segment_bytes: args.segment_bytes,
         username: args.username,
         password: args.password,
         ..ServerConfig::new(args.dir, args.listen)

@@ -1,6 +1,8 @@
 //! Executing decoded requests. Each command answers with an [`Outcome`]:
 //! a body, a poll reply to write from the mappings, or an Iggy error.
 
+mod groups;
+mod lifecycle;
 mod offsets;
 mod poll;
 mod send;
@@ -26,6 +28,8 @@ use std::sync::Arc;
 pub struct Session {
     /// The session number once signed in.
     pub id: Option<u64>,
+    /// The connection's number: its id as a consumer-group member.
+    pub connection: u64,
 }
 
 /// A command's answer.
@@ -71,7 +75,11 @@ pub async fn execute(
             session::login(ctx, session, username, password).await
         }
         _ if !signed_in => Outcome::Error(IggyError::Unauthenticated),
-        Request::Logout => session::logout(session),
+        Request::Logout => {
+            // Signing out ends its consumer-group memberships.
+            ctx.groups.remove_connection(session.connection);
+            session::logout(session)
+        }
         Request::GetStats => system::stats(ctx),
         Request::GetClusterMetadata => system::cluster_metadata(ctx),
         Request::GetStreams => streams::get_all(ctx).await.into(),
@@ -83,10 +91,27 @@ pub async fn execute(
         Request::CreateTopic(r) => topics::create(ctx, r).await.into(),
         Request::DeleteTopic(r) => topics::delete(ctx, &r.stream_id, &r.topic_id).await.into(),
         Request::SendMessages(r) => send::send(ctx, r, payload).await.into(),
-        Request::PollMessages(r) => poll::poll(ctx, head, r).await.into(),
+        Request::PollMessages(r) => poll::poll(ctx, session, head, r).await.into(),
         Request::Flush(r) => send::flush(ctx, r).await.into(),
-        Request::StoreConsumerOffset(r) => offsets::store(ctx, r).await.into(),
-        Request::GetConsumerOffset(r) => offsets::get(ctx, r).await.into(),
+        Request::StoreConsumerOffset(r) => offsets::store(ctx, session, r).await.into(),
+        Request::GetConsumerOffset(r) => offsets::get(ctx, session, r).await.into(),
+        Request::DeleteConsumerOffset(r) => offsets::delete(ctx, session, r).await.into(),
+        Request::UpdateStream(r) => lifecycle::update_stream(ctx, r).await.into(),
+        Request::PurgeStream(r) => lifecycle::purge(ctx, &r.stream_id, None).await.into(),
+        Request::UpdateTopic(r) => lifecycle::update_topic(ctx, r).await.into(),
+        Request::PurgeTopic(r) => lifecycle::purge(ctx, &r.stream_id, Some(&r.topic_id))
+            .await
+            .into(),
+        Request::CreatePartitions(r) => lifecycle::create_partitions(ctx, r).await.into(),
+        Request::DeletePartitions(r) => lifecycle::delete_partitions_of(ctx, r).await.into(),
+        Request::DeleteSegments(r) => lifecycle::delete_segments(ctx, r).await.into(),
+        Request::GetConsumerGroup(r) => groups::get(ctx, r).await.into(),
+        Request::GetConsumerGroups(r) => groups::get_all(ctx, r).await.into(),
+        Request::CreateConsumerGroup(r) => groups::create(ctx, r).await.into(),
+        Request::DeleteConsumerGroup(r) => groups::delete(ctx, r).await.into(),
+        Request::JoinConsumerGroup(r) => groups::join(ctx, session, r).await.into(),
+        Request::LeaveConsumerGroup(r) => groups::leave(ctx, session, r).await.into(),
+        Request::SyncConsumerGroup(r) => groups::sync(ctx, session, r).await.into(),
         Request::Unsupported { code } => {
             tracing::debug!("unsupported command {code}");
             Outcome::Error(IggyError::FeatureUnavailable)
@@ -103,6 +128,11 @@ fn identifier(id: &WireIdentifier) -> Identifier {
     .unwrap_or_default()
 }
 
+/// An identifier for a name (error payloads).
+fn named(name: &str) -> Identifier {
+    Identifier::named(name).unwrap_or_default()
+}
+
 /// The status for a catalog refusal.
 fn from_catalog(e: CatalogError, stream: &WireIdentifier) -> IggyError {
     match e {
@@ -114,7 +144,14 @@ fn from_catalog(e: CatalogError, stream: &WireIdentifier) -> IggyError {
         CatalogError::TopicExists { topic, .. } => {
             IggyError::TopicNameAlreadyExists(topic, identifier(stream))
         }
+        CatalogError::NoGroup { topic, group } => {
+            IggyError::ConsumerGroupNameNotFound(group, named(&topic))
+        }
+        CatalogError::GroupExists { topic, group } => {
+            IggyError::ConsumerGroupNameAlreadyExists(group, named(&topic))
+        }
         CatalogError::IdsExhausted("topic") => IggyError::TooManyTopics,
+        CatalogError::IdsExhausted("consumer group") => IggyError::InvalidConsumerGroupId,
         CatalogError::IdsExhausted("partition") => IggyError::PartitionIdSpaceExhausted,
         CatalogError::IdsExhausted(_) => IggyError::TooManyStreams,
     }

@@ -4,23 +4,38 @@
 
 use iggy_binary_protocol::codec::{read_u32_le, WireDecode};
 use iggy_binary_protocol::codes::{
-    CREATE_STREAM_CODE, CREATE_TOPIC_CODE, DELETE_STREAM_CODE, DELETE_TOPIC_CODE,
-    FLUSH_UNSAVED_BUFFER_CODE, GET_CLUSTER_METADATA_CODE, GET_CONSUMER_OFFSET_CODE, GET_STATS_CODE,
-    GET_STREAMS_CODE, GET_STREAM_CODE, GET_TOPICS_CODE, GET_TOPIC_CODE, LOGIN_REGISTER_CODE,
-    LOGOUT_USER_CODE, PING_CODE, POLL_MESSAGES_CODE, SEND_MESSAGES_CODE,
-    STORE_CONSUMER_OFFSET_CODE,
+    CREATE_CONSUMER_GROUP_CODE, CREATE_PARTITIONS_CODE, CREATE_STREAM_CODE, CREATE_TOPIC_CODE,
+    DELETE_CONSUMER_GROUP_CODE, DELETE_CONSUMER_OFFSET_CODE, DELETE_PARTITIONS_CODE,
+    DELETE_SEGMENTS_CODE, DELETE_STREAM_CODE, DELETE_TOPIC_CODE, FLUSH_UNSAVED_BUFFER_CODE,
+    GET_CLUSTER_METADATA_CODE, GET_CONSUMER_GROUPS_CODE, GET_CONSUMER_GROUP_CODE,
+    GET_CONSUMER_OFFSET_CODE, GET_STATS_CODE, GET_STREAMS_CODE, GET_STREAM_CODE, GET_TOPICS_CODE,
+    GET_TOPIC_CODE, JOIN_CONSUMER_GROUP_CODE, LEAVE_CONSUMER_GROUP_CODE, LOGIN_REGISTER_CODE,
+    LOGOUT_USER_CODE, PING_CODE, POLL_MESSAGES_CODE, PURGE_STREAM_CODE, PURGE_TOPIC_CODE,
+    SEND_MESSAGES_CODE, STORE_CONSUMER_OFFSET_CODE, SYNC_CONSUMER_GROUP_CODE, UPDATE_STREAM_CODE,
+    UPDATE_TOPIC_CODE,
+};
+use iggy_binary_protocol::requests::consumer_groups::{
+    CreateConsumerGroupRequest, DeleteConsumerGroupRequest, GetConsumerGroupRequest,
+    GetConsumerGroupsRequest, JoinConsumerGroupRequest, LeaveConsumerGroupRequest,
+    SyncConsumerGroupRequest,
 };
 use iggy_binary_protocol::requests::consumer_offsets::{
-    GetConsumerOffsetRequest, StoreConsumerOffsetRequest,
+    DeleteConsumerOffsetRequest, GetConsumerOffsetRequest, StoreConsumerOffsetRequest,
 };
 use iggy_binary_protocol::requests::messages::{
     FlushUnsavedBufferRequest, PollMessagesRequest, SendMessagesHeader,
 };
+use iggy_binary_protocol::requests::partitions::{
+    CreatePartitionsRequest, DeletePartitionsRequest,
+};
+use iggy_binary_protocol::requests::segments::DeleteSegmentsRequest;
 use iggy_binary_protocol::requests::streams::{
-    CreateStreamRequest, DeleteStreamRequest, GetStreamRequest,
+    CreateStreamRequest, DeleteStreamRequest, GetStreamRequest, PurgeStreamRequest,
+    UpdateStreamRequest,
 };
 use iggy_binary_protocol::requests::topics::{
-    CreateTopicRequest, DeleteTopicRequest, GetTopicRequest, GetTopicsRequest,
+    CreateTopicRequest, DeleteTopicRequest, GetTopicRequest, GetTopicsRequest, PurgeTopicRequest,
+    UpdateTopicRequest,
 };
 use iggy_binary_protocol::requests::users::LoginRegisterRequest;
 use iggy_binary_protocol::{WireError, WireIdentifier, WirePartitioning};
@@ -71,6 +86,36 @@ pub enum Request {
     StoreConsumerOffset(StoreConsumerOffsetRequest),
     /// GET_CONSUMER_OFFSET.
     GetConsumerOffset(GetConsumerOffsetRequest),
+    /// DELETE_CONSUMER_OFFSET.
+    DeleteConsumerOffset(DeleteConsumerOffsetRequest),
+    /// UPDATE_STREAM.
+    UpdateStream(UpdateStreamRequest),
+    /// PURGE_STREAM.
+    PurgeStream(PurgeStreamRequest),
+    /// UPDATE_TOPIC.
+    UpdateTopic(UpdateTopicRequest),
+    /// PURGE_TOPIC.
+    PurgeTopic(PurgeTopicRequest),
+    /// CREATE_PARTITIONS.
+    CreatePartitions(CreatePartitionsRequest),
+    /// DELETE_PARTITIONS.
+    DeletePartitions(DeletePartitionsRequest),
+    /// DELETE_SEGMENTS.
+    DeleteSegments(DeleteSegmentsRequest),
+    /// GET_CONSUMER_GROUP.
+    GetConsumerGroup(GetConsumerGroupRequest),
+    /// GET_CONSUMER_GROUPS.
+    GetConsumerGroups(GetConsumerGroupsRequest),
+    /// CREATE_CONSUMER_GROUP.
+    CreateConsumerGroup(CreateConsumerGroupRequest),
+    /// DELETE_CONSUMER_GROUP.
+    DeleteConsumerGroup(DeleteConsumerGroupRequest),
+    /// JOIN_CONSUMER_GROUP.
+    JoinConsumerGroup(JoinConsumerGroupRequest),
+    /// LEAVE_CONSUMER_GROUP.
+    LeaveConsumerGroup(LeaveConsumerGroupRequest),
+    /// SYNC_CONSUMER_GROUP: the member's partitions and the generation.
+    SyncConsumerGroup(SyncConsumerGroupRequest),
     /// A command this server does not implement.
     Unsupported {
         /// its code
@@ -152,6 +197,21 @@ pub fn decode_request(code: u32, payload: &[u8]) -> Result<Request, DecodeError>
         FLUSH_UNSAVED_BUFFER_CODE => Request::Flush(exact(code, payload)?),
         STORE_CONSUMER_OFFSET_CODE => Request::StoreConsumerOffset(exact(code, payload)?),
         GET_CONSUMER_OFFSET_CODE => Request::GetConsumerOffset(exact(code, payload)?),
+        DELETE_CONSUMER_OFFSET_CODE => Request::DeleteConsumerOffset(exact(code, payload)?),
+        UPDATE_STREAM_CODE => Request::UpdateStream(exact(code, payload)?),
+        PURGE_STREAM_CODE => Request::PurgeStream(exact(code, payload)?),
+        UPDATE_TOPIC_CODE => Request::UpdateTopic(exact(code, payload)?),
+        PURGE_TOPIC_CODE => Request::PurgeTopic(exact(code, payload)?),
+        CREATE_PARTITIONS_CODE => Request::CreatePartitions(exact(code, payload)?),
+        DELETE_PARTITIONS_CODE => Request::DeletePartitions(exact(code, payload)?),
+        DELETE_SEGMENTS_CODE => Request::DeleteSegments(exact(code, payload)?),
+        GET_CONSUMER_GROUP_CODE => Request::GetConsumerGroup(exact(code, payload)?),
+        GET_CONSUMER_GROUPS_CODE => Request::GetConsumerGroups(exact(code, payload)?),
+        CREATE_CONSUMER_GROUP_CODE => Request::CreateConsumerGroup(exact(code, payload)?),
+        DELETE_CONSUMER_GROUP_CODE => Request::DeleteConsumerGroup(exact(code, payload)?),
+        JOIN_CONSUMER_GROUP_CODE => Request::JoinConsumerGroup(exact(code, payload)?),
+        LEAVE_CONSUMER_GROUP_CODE => Request::LeaveConsumerGroup(exact(code, payload)?),
+        SYNC_CONSUMER_GROUP_CODE => Request::SyncConsumerGroup(exact(code, payload)?),
         SEND_MESSAGES_CODE => Request::SendMessages(send_messages(payload)?),
         code => Request::Unsupported { code },
     })
