@@ -324,6 +324,52 @@ mod tests {
     }
 
     #[test]
+    fn group_lifecycle_and_offset_requests_decode_whole_and_refuse_truncation() {
+        let s = WireIdentifier::numeric(1);
+        let t = WireIdentifier::named("t").expect("name");
+        let g = WireIdentifier::named("g").expect("name");
+        let join = JoinConsumerGroupRequest {
+            stream_id: s.clone(),
+            topic_id: t.clone(),
+            group_id: g.clone(),
+        }
+        .to_bytes();
+        let segments = DeleteSegmentsRequest {
+            stream_id: s.clone(),
+            topic_id: t.clone(),
+            partition_id: 2,
+            segments_count: 3,
+        }
+        .to_bytes();
+        let partitions = CreatePartitionsRequest {
+            stream_id: s,
+            topic_id: t,
+            partitions_count: 4,
+        }
+        .to_bytes();
+        for (code, bytes) in [
+            (JOIN_CONSUMER_GROUP_CODE, &join),
+            (SYNC_CONSUMER_GROUP_CODE, &join),
+            (DELETE_SEGMENTS_CODE, &segments),
+            (CREATE_PARTITIONS_CODE, &partitions),
+        ] {
+            assert!(decode_request(code, bytes).is_ok(), "{code}");
+            for cut in 0..bytes.len() {
+                assert!(decode_request(code, &bytes[..cut]).is_err(), "{code} cut at {cut}");
+            }
+        }
+        let Ok(Request::SyncConsumerGroup(r)) = decode_request(SYNC_CONSUMER_GROUP_CODE, &join)
+        else {
+            panic!("not a sync");
+        };
+        assert_eq!(r.group_id, g);
+        let Ok(Request::DeleteSegments(r)) = decode_request(DELETE_SEGMENTS_CODE, &segments) else {
+            panic!("not a delete");
+        };
+        assert_eq!((r.partition_id, r.segments_count), (2, 3));
+    }
+
+    #[test]
     fn unknown_codes_are_unsupported() {
         assert!(matches!(
             decode_request(60_000, b"anything"),
