@@ -1,5 +1,10 @@
 //! What every connection, on every shard, shares.
 
+use crate::budget::Budget;
+use crate::counters::Counters;
+use crate::limits::Limits;
+use crate::login::log_limit::LogLimit;
+use crate::login::Logins;
 use crate::membership::Memberships;
 use crate::metadata::MetadataStore;
 use crate::users::Users;
@@ -28,6 +33,16 @@ pub struct Context {
     pub in_flight: AtomicUsize,
     /// Whether a send is answered only once durable (`--fsync batch`).
     pub durable_acks: bool,
+    /// What each client, and all of them, may hold.
+    pub limits: Limits,
+    /// The bytes of requests in flight (`limits.max_inflight_bytes`).
+    pub budget: Arc<Budget>,
+    /// Password checks and their throttle.
+    pub logins: Logins,
+    /// What happened to clients.
+    pub counters: Counters,
+    /// Log lines about closed connections, a few a second.
+    pub close_log: LogLimit,
     /// Consumer-group members: this node's connections, in memory.
     pub groups: Memberships,
     sessions: AtomicU64,
@@ -36,7 +51,7 @@ pub struct Context {
 }
 
 impl Context {
-    /// A context over a running engine.
+    /// A context over a running engine; starts the login pool.
     pub fn new(
         engine: corelog::Handle,
         metadata: MetadataStore,
@@ -44,8 +59,14 @@ impl Context {
         max_request: u64,
         listen: std::net::SocketAddr,
         durable_acks: bool,
-    ) -> Context {
-        Context {
+        limits: Limits,
+    ) -> std::io::Result<Context> {
+        let logins = Logins::new(
+            limits.login_concurrency,
+            limits.login_failure_burst,
+            limits.login_failure_rate,
+        )?;
+        Ok(Context {
             engine,
             metadata,
             users: Arc::new(users),
@@ -55,11 +76,16 @@ impl Context {
             closing: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             durable_acks,
+            budget: Budget::new(limits.max_inflight_bytes),
+            limits,
+            logins,
+            counters: Counters::default(),
+            close_log: LogLimit::new(5),
             groups: Memberships::default(),
             sessions: AtomicU64::new(0),
             connections: AtomicU64::new(0),
             balanced: AtomicU64::new(0),
-        }
+        })
     }
 
     /// A new, non-zero session number.

@@ -1,11 +1,10 @@
 //! The server's user: a name and an argon2 hash of its password (the
 //! password itself is not kept). Verification is slow by design, so it runs
-//! on a thread of its own, never on a shard.
+//! on the login pool ([`crate::login`]), never on a shard.
 
 use argon2::password_hash::rand_core::OsRng;
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
-use std::sync::Arc;
 
 /// Iggy's default credentials, used when none are configured.
 pub const DEFAULT_USERNAME: &str = "iggy";
@@ -57,22 +56,6 @@ impl Users {
             .verify_password(password.as_bytes(), &hash)
             .is_ok();
         password_ok && username == self.username
-    }
-
-    /// [`Users::verify`] on a thread of its own; resolves to false if that
-    /// thread cannot be started.
-    pub async fn verify_off_thread(self: &Arc<Self>, username: String, password: String) -> bool {
-        let (tx, rx) = futures_channel::oneshot::channel();
-        let users = self.clone();
-        let spawned = std::thread::Builder::new()
-            .name("corelog-login".into())
-            .spawn(move || {
-                let _ = tx.send(users.verify(&username, &password));
-            });
-        if spawned.is_err() {
-            return false;
-        }
-        rx.await.unwrap_or(false)
     }
 }
 

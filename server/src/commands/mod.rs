@@ -30,6 +30,10 @@ pub struct Session {
     pub id: Option<u64>,
     /// The connection's number: its id as a consumer-group member.
     pub connection: u64,
+    /// The client's address (sign-in failures are throttled by it).
+    pub peer: Option<std::net::IpAddr>,
+    /// Failed sign-ins on this connection.
+    pub failed_logins: u32,
 }
 
 /// A command's answer.

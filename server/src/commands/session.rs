@@ -1,7 +1,10 @@
-//! LOGIN_REGISTER and LOGOUT_USER.
+//! LOGIN_REGISTER and LOGOUT_USER. The password check runs on the login
+//! pool, throttled per peer address (see [`crate::login`]).
 
 use super::{Outcome, Session};
 use crate::context::Context;
+use crate::counters::Counters;
+use crate::login::Attempt;
 use iggy_binary_protocol::responses::users::LoginRegisterResponse;
 use iggy_binary_protocol::{WireName, IGGY_PROTOCOL_VERSION};
 use iggy_common::IggyError;
@@ -18,8 +21,16 @@ pub(super) async fn login(
     password: String,
 ) -> Outcome {
     let who = username.clone();
-    if !ctx.users.verify_off_thread(username, password).await {
-        tracing::warn!("refused sign-in of {who:?}: wrong username or password");
+    let users = ctx.users.clone();
+    let check = move || users.verify(&username, &password);
+    let attempt = ctx.logins.attempt(session.peer, &who, check).await;
+    if attempt != Attempt::SignedIn {
+        let counter = match attempt {
+            Attempt::Throttled => &ctx.counters.logins_throttled,
+            _ => &ctx.counters.logins_failed,
+        };
+        Counters::add(counter, 1);
+        session.failed_logins += 1;
         session.id = None;
         return Outcome::Error(IggyError::InvalidCredentials);
     }

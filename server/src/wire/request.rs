@@ -355,7 +355,10 @@ mod tests {
         ] {
             assert!(decode_request(code, bytes).is_ok(), "{code}");
             for cut in 0..bytes.len() {
-                assert!(decode_request(code, &bytes[..cut]).is_err(), "{code} cut at {cut}");
+                assert!(
+                    decode_request(code, &bytes[..cut]).is_err(),
+                    "{code} cut at {cut}"
+                );
             }
         }
         let Ok(Request::SyncConsumerGroup(r)) = decode_request(SYNC_CONSUMER_GROUP_CODE, &join)
