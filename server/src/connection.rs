@@ -32,7 +32,13 @@ pub async fn serve(ctx: Arc<Context>, stream: std::net::TcpStream) {
     };
     let _ = stream.set_nodelay(true);
     tracing::debug!("connection from {peer}");
-    let mut session = Session::default();
+    let registration = ctx
+        .clients
+        .register(peer.clone(), crate::clients::TRANSPORT_TCP);
+    let mut session = Session {
+        client: Some(registration.client().clone()),
+        ..Session::default()
+    };
     let mut header = vec![0u8; HEADER_LEN];
     while !ctx.closing.load(Ordering::SeqCst) {
         let (read, buf) = stream.read_exact(header).await;

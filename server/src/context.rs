@@ -1,5 +1,6 @@
 //! What every connection, on every shard, shares.
 
+use crate::clients::Clients;
 use crate::metadata::MetadataStore;
 use crate::users::Users;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -27,6 +28,8 @@ pub struct Context {
     pub in_flight: AtomicUsize,
     /// Whether a send is answered only once durable (`--fsync batch`).
     pub durable_acks: bool,
+    /// The connected clients.
+    pub clients: Arc<Clients>,
     sessions: AtomicU64,
     balanced: AtomicU64,
 }
@@ -51,6 +54,7 @@ impl Context {
             closing: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             durable_acks,
+            clients: Arc::new(Clients::default()),
             sessions: AtomicU64::new(0),
             balanced: AtomicU64::new(0),
         }

@@ -6,11 +6,14 @@
 //! wire too); a poll reply leaves from the mapped segments in one vectored
 //! write. See the README for how to run it and point Iggy's tools at it.
 
+pub mod accounts;
 pub mod catalog;
+pub mod clients;
 pub mod commands;
 pub mod connection;
 pub mod context;
 pub mod metadata;
+pub mod permissions;
 pub mod poll_reply;
 pub mod server;
 pub mod status;

@@ -30,6 +30,10 @@ struct Args {
     /// Its password (prefer the environment variable to the flag).
     #[arg(long, env = "CORELOG_SERVER_PASSWORD", default_value = DEFAULT_PASSWORD, hide_env_values = true)]
     password: String,
+    /// Once listening, write `[tcp] address = "<bound address>"` here: the
+    /// `runtime/current_config.toml` Iggy's test harness waits for.
+    #[arg(long)]
+    runtime_config: Option<PathBuf>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -70,6 +74,13 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
+    if let Some(path) = &args.runtime_config {
+        if let Err(e) = write_runtime_config(path, server.local_addr()) {
+            tracing::error!("writing {}: {e}", path.display());
+            let _ = server.shutdown();
+            return std::process::ExitCode::FAILURE;
+        }
+    }
     let mut signals = signals;
     if let Some(sig) = signals.forever().next() {
         tracing::info!("signal {sig}: shutting down");
@@ -81,4 +92,14 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Writes the bound address as Iggy's server writes its runtime config.
+fn write_runtime_config(path: &std::path::Path, addr: SocketAddr) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, format!("[tcp]\naddress = \"{addr}\"\n"))?;
+    std::fs::rename(&tmp, path)
 }
