@@ -1,6 +1,11 @@
 //! What every connection, on every shard, shares.
 
+use crate::budget::Budget;
 use crate::clients::Clients;
+use crate::counters::Counters;
+use crate::limits::Limits;
+use crate::login::log_limit::LogLimit;
+use crate::login::Logins;
 use crate::metadata::MetadataStore;
 use crate::users::Users;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -30,12 +35,22 @@ pub struct Context {
     pub durable_acks: bool,
     /// The connected clients.
     pub clients: Arc<Clients>,
+    /// What each client, and all of them, may hold.
+    pub limits: Limits,
+    /// The bytes of requests in flight (`limits.max_inflight_bytes`).
+    pub budget: Arc<Budget>,
+    /// Password checks and their throttle.
+    pub logins: Logins,
+    /// What happened to clients.
+    pub counters: Counters,
+    /// Log lines about closed connections, a few a second.
+    pub close_log: LogLimit,
     sessions: AtomicU64,
     balanced: AtomicU64,
 }
 
 impl Context {
-    /// A context over a running engine.
+    /// A context over a running engine; starts the login pool.
     pub fn new(
         engine: corelog::Handle,
         metadata: MetadataStore,
@@ -43,8 +58,14 @@ impl Context {
         max_request: u64,
         listen: std::net::SocketAddr,
         durable_acks: bool,
-    ) -> Context {
-        Context {
+        limits: Limits,
+    ) -> std::io::Result<Context> {
+        let logins = Logins::new(
+            limits.login_concurrency,
+            limits.login_failure_burst,
+            limits.login_failure_rate,
+        )?;
+        Ok(Context {
             engine,
             metadata,
             users: Arc::new(users),
@@ -55,9 +76,14 @@ impl Context {
             in_flight: AtomicUsize::new(0),
             durable_acks,
             clients: Arc::new(Clients::default()),
+            budget: Budget::new(limits.max_inflight_bytes),
+            limits,
+            logins,
+            counters: Counters::default(),
+            close_log: LogLimit::new(5),
             sessions: AtomicU64::new(0),
             balanced: AtomicU64::new(0),
-        }
+        })
     }
 
     /// A new, non-zero session number.

@@ -7,16 +7,22 @@
 //! write. See the README for how to run it and point Iggy's tools at it.
 
 pub mod accounts;
+pub mod budget;
 pub mod catalog;
 pub mod clients;
 pub mod commands;
 pub mod connection;
 pub mod context;
+pub mod counters;
+pub mod deadline;
+pub mod limits;
+pub mod login;
 pub mod metadata;
 pub mod permissions;
 pub mod poll_reply;
 pub mod server;
 pub mod status;
+pub mod transport;
 pub mod users;
 pub mod wire;
 

@@ -4,6 +4,8 @@
 
 use crate::connection;
 use crate::context::Context;
+use crate::counters::Counters;
+use crate::limits::{Limits, LimitsError};
 use crate::metadata::{MetadataError, MetadataStore};
 use crate::users::{Users, UsersError};
 use corelog::{Config, Engine, FsyncPolicy, LogConfig};
@@ -31,6 +33,8 @@ pub struct ServerConfig {
     pub username: String,
     /// The user's password (hashed at start, then dropped).
     pub password: String,
+    /// What each client, and all of them, may hold.
+    pub limits: Limits,
 }
 
 impl ServerConfig {
@@ -44,6 +48,7 @@ impl ServerConfig {
             fsync: FsyncPolicy::Never,
             username: crate::users::DEFAULT_USERNAME.into(),
             password: crate::users::DEFAULT_PASSWORD.into(),
+            limits: Limits::default(),
         }
     }
 }
@@ -64,6 +69,12 @@ pub enum ServerError {
     /// The user cannot be set up.
     #[error(transparent)]
     Users(#[from] UsersError),
+    /// The limits do not fit together.
+    #[error(transparent)]
+    Limits(#[from] LimitsError),
+    /// A thread (acceptor, login pool) cannot be started.
+    #[error("start a thread: {0}")]
+    Thread(std::io::Error),
     /// The listener cannot be set up.
     #[error("listen on {addr}: {source}")]
     Listen {
@@ -100,7 +111,7 @@ impl Server {
         })?;
         let metadata = MetadataStore::open(&config.dir)?;
         delete_orphans(&engine, &metadata)?;
-        let max_request = engine.limits().max_batch_bytes + (1 << 20);
+        let max_request = config.limits.resolve(engine.limits().max_batch_bytes)?;
         let listener = TcpListener::bind(config.listen).map_err(|source| ServerError::Listen {
             addr: config.listen,
             source,
@@ -111,14 +122,18 @@ impl Server {
                 addr: config.listen,
                 source,
             })?;
-        let ctx = Arc::new(Context::new(
-            engine.handle(),
-            metadata,
-            users,
-            max_request,
-            addr,
-            config.fsync.acks_durable(),
-        ));
+        let ctx = Arc::new(
+            Context::new(
+                engine.handle(),
+                metadata,
+                users,
+                max_request,
+                addr,
+                config.fsync.acks_durable(),
+                config.limits.clone(),
+            )
+            .map_err(ServerError::Thread)?,
+        );
         let stop = Arc::new(AtomicBool::new(false));
         let acceptor = std::thread::Builder::new()
             .name("corelog-acceptor".into())
@@ -126,7 +141,7 @@ impl Server {
                 let (ctx, stop) = (ctx.clone(), stop.clone());
                 move || accept(listener, ctx, stop)
             })
-            .map_err(|source| ServerError::Listen { addr, source })?;
+            .map_err(ServerError::Thread)?;
         tracing::info!(
             "corelog-server listening on {addr}, data in {}, {} shards, fsync={}",
             config.dir.display(),
@@ -140,6 +155,16 @@ impl Server {
             stop,
             addr,
         })
+    }
+
+    /// What happened to clients so far.
+    pub fn counters(&self) -> crate::counters::CountersSnapshot {
+        self.ctx.counters.snapshot()
+    }
+
+    /// Bytes of requests in flight now.
+    pub fn inflight_bytes(&self) -> u64 {
+        self.ctx.budget.in_use()
     }
 
     /// The address it listens on.
@@ -164,7 +189,7 @@ impl Server {
         let stopped = engine.shutdown();
         flushed?;
         stopped?;
-        tracing::info!("corelog-server stopped");
+        tracing::info!("corelog-server stopped: {}", self.ctx.counters.snapshot());
         Ok(())
     }
 
@@ -189,10 +214,12 @@ impl Drop for Server {
     }
 }
 
-/// Accepts until `stop`, handing connections to shards round robin.
+/// Accepts until `stop`, handing connections to shards round robin; past
+/// `max_connections` open, a new connection is closed at once.
 fn accept(listener: TcpListener, ctx: Arc<Context>, stop: Arc<AtomicBool>) {
     let shards = ctx.engine.shards().max(1);
     let mut next = 0usize;
+    let refusals = crate::login::log_limit::LogLimit::new(1);
     for conn in listener.incoming() {
         if stop.load(Ordering::SeqCst) {
             break;
@@ -205,6 +232,24 @@ fn accept(listener: TcpListener, ctx: Arc<Context>, stop: Arc<AtomicBool>) {
                 continue;
             }
         };
+        let open = ctx.counters.open.load(Ordering::Relaxed);
+        if open >= ctx.limits.max_connections as u64 {
+            Counters::add(&ctx.counters.refused, 1);
+            if let Some(left_out) = refusals.allow(Instant::now()) {
+                let peer = stream
+                    .peer_addr()
+                    .map(|a| a.to_string())
+                    .unwrap_or_default();
+                tracing::warn!(
+                    "refused a connection from {peer}: {open} open, --max-connections {} ({left_out} more refused since the last line)",
+                    ctx.limits.max_connections
+                );
+            }
+            drop(stream);
+            continue;
+        }
+        Counters::add(&ctx.counters.open, 1);
+        Counters::add(&ctx.counters.opened, 1);
         let shard = next % shards;
         next = next.wrapping_add(1);
         let c = ctx.clone();
@@ -213,6 +258,7 @@ fn accept(listener: TcpListener, ctx: Arc<Context>, stop: Arc<AtomicBool>) {
             .spawn_on(shard, move || connection::serve(c, stream))
             .wait();
         if let Err(e) = spawned {
+            ctx.counters.open.fetch_sub(1, Ordering::Relaxed);
             tracing::warn!("cannot hand a connection to shard {shard}: {e}");
         }
     }

@@ -1,8 +1,8 @@
 //! The root user: a name and an argon2 hash of its password (the password
 //! itself is not kept), from the server's configuration. Other users live in
 //! the catalog ([`crate::accounts`]). Hashing and verification are slow by
-//! design, so they run on a thread of their own ([`off_thread`]), never on
-//! a shard.
+//! design, so they run on the login pool ([`crate::login`]), never on a
+//! shard.
 
 use argon2::password_hash::rand_core::{OsRng, RngCore};
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
@@ -85,21 +85,6 @@ pub fn new_token() -> String {
     let mut bytes = [0u8; 24];
     OsRng.fill_bytes(&mut bytes);
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Runs `work` (a hash or a check) on a thread of its own; `None` if that
-/// thread cannot be started or dies.
-pub async fn off_thread<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Option<T> {
-    let (tx, rx) = futures_channel::oneshot::channel();
-    let spawned = std::thread::Builder::new()
-        .name("corelog-login".into())
-        .spawn(move || {
-            let _ = tx.send(work());
-        });
-    if spawned.is_err() {
-        return None;
-    }
-    rx.await.ok()
 }
 
 #[cfg(test)]

@@ -34,6 +34,10 @@ pub struct Session {
     pub user: u32,
     /// The connection's entry in the client registry.
     pub client: Option<Arc<crate::clients::Client>>,
+    /// The client's address (sign-in failures are throttled by it).
+    pub peer: Option<std::net::IpAddr>,
+    /// Failed sign-ins on this connection.
+    pub failed_logins: u32,
 }
 
 impl Default for Session {
@@ -42,6 +46,8 @@ impl Default for Session {
             id: None,
             user: crate::clients::NO_USER,
             client: None,
+            peer: None,
+            failed_logins: 0,
         }
     }
 }

@@ -1,11 +1,15 @@
 //! LOGIN_REGISTER (password or personal access token) and LOGOUT_USER.
+//! The check runs on the login pool, throttled per peer address (see
+//! [`crate::login`]).
 
 use super::{Outcome, Session};
 use crate::accounts::{ROOT_USER_ID, STATUS_INACTIVE, TOKEN_LOOKUP_LEN};
 use crate::catalog::Catalog;
 use crate::clients::NO_USER;
 use crate::context::{now_micros, Context};
-use crate::users::{off_thread, verify_hash};
+use crate::counters::Counters;
+use crate::login::Attempt;
+use crate::users::verify_hash;
 use crate::wire::request::Login;
 use iggy_binary_protocol::responses::users::LoginRegisterResponse;
 use iggy_binary_protocol::{WireName, IGGY_PROTOCOL_VERSION};
@@ -23,32 +27,36 @@ struct Candidate {
     status: u8,
 }
 
-/// Checks the credentials, then the token (off the shard), and opens a
-/// session for the user they belong to.
+/// Checks the credentials, then the token (on the login pool), and opens
+/// a session for the user they belong to.
 pub(super) async fn login(ctx: &Arc<Context>, session: &mut Session, login: Login) -> Outcome {
     sign_out(session);
     let catalog = ctx.metadata.snapshot();
     let mut refusal = None;
     if let Some((username, password)) = login.credentials {
-        match by_password(ctx, &catalog, &username) {
-            Some(c) => match check(c, password).await {
-                Ok(user) => return signed_in(ctx, session, user),
-                Err(e) => refusal = Some(e),
-            },
-            None => refusal = Some(IggyError::InvalidCredentials),
+        // An unknown name is checked against the root hash too (and fails),
+        // so it takes as long as a wrong password.
+        let c = by_password(ctx, &catalog, &username).unwrap_or(Candidate {
+            user: NO_USER,
+            hash: ctx.users.hash().to_owned(),
+            status: 0,
+        });
+        match check(ctx, session, &username, c, password).await {
+            Ok(user) => return signed_in(ctx, session, user),
+            Err(e) => refusal = Some(e),
         }
-        tracing::warn!("refused sign-in of {username:?}: wrong username or password");
     }
     if let Some(token) = login.token {
-        match by_token(&catalog, &token, now_micros()) {
-            Ok(c) => match check(c, token).await {
-                Ok(user) => return signed_in(ctx, session, user),
-                Err(e) => refusal = refusal.or(Some(e)),
-            },
+        let checked = match by_token(&catalog, &token, now_micros()) {
+            Ok(c) => check(ctx, session, "(personal access token)", c, token).await,
+            Err(e) => Err(e),
+        };
+        match checked {
+            Ok(user) => return signed_in(ctx, session, user),
             Err(e) => refusal = refusal.or(Some(e)),
         }
-        tracing::warn!("refused sign-in with a personal access token");
     }
+    session.failed_logins += 1;
     Outcome::Error(refusal.unwrap_or(IggyError::InvalidCredentials))
 }
 
@@ -92,13 +100,24 @@ fn by_token(catalog: &Catalog, token: &str, now: u64) -> Result<Candidate, IggyE
     })
 }
 
-/// Verifies `secret` against the candidate's hash on a thread of its own.
-async fn check(c: Candidate, secret: String) -> Result<u32, IggyError> {
-    let hash = c.hash;
-    let ok = off_thread(move || verify_hash(&hash, &secret))
-        .await
-        .unwrap_or(false);
-    if !ok {
+/// Verifies `secret` against the candidate's hash on the login pool,
+/// unless the peer is throttled.
+async fn check(
+    ctx: &Context,
+    session: &Session,
+    who: &str,
+    c: Candidate,
+    secret: String,
+) -> Result<u32, IggyError> {
+    let (hash, known) = (c.hash, c.user != NO_USER);
+    let check = move || verify_hash(&hash, &secret) && known;
+    let attempt = ctx.logins.attempt(session.peer, who, check).await;
+    if attempt != Attempt::SignedIn {
+        let counter = match attempt {
+            Attempt::Throttled => &ctx.counters.logins_throttled,
+            _ => &ctx.counters.logins_failed,
+        };
+        Counters::add(counter, 1);
         return Err(IggyError::InvalidCredentials);
     }
     if c.status == STATUS_INACTIVE {

@@ -6,7 +6,7 @@ use super::users::AccountUpdate;
 use super::Outcome;
 use crate::accounts::{AccountError, TokenMeta, TOKEN_LOOKUP_LEN};
 use crate::context::{now_micros, Context};
-use crate::users::{hash_secret, new_token, off_thread};
+use crate::users::new_token;
 use iggy_binary_protocol::requests::personal_access_tokens::CreatePersonalAccessTokenRequest;
 use iggy_binary_protocol::responses::personal_access_tokens::{
     GetPersonalAccessTokensResponse, PersonalAccessTokenResponse, RawPersonalAccessTokenResponse,
@@ -67,11 +67,7 @@ pub(super) async fn create(
     let expiry_at = expiry_at(r.expiry, now)?;
     for _ in 0..DRAWS {
         let token = new_token();
-        let secret = token.clone();
-        let hash = match off_thread(move || hash_secret(&secret)).await {
-            Some(Ok(h)) => h,
-            _ => return Err(IggyError::Error),
-        };
+        let hash = super::users::hash(ctx, token.clone()).await?;
         let meta = TokenMeta {
             name: name.clone(),
             lookup: token.get(..TOKEN_LOOKUP_LEN).unwrap_or_default().to_owned(),

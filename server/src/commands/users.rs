@@ -10,7 +10,7 @@ use crate::catalog::Catalog;
 use crate::context::{now_micros, Context};
 use crate::metadata::MetadataError;
 use crate::permissions::Permissions;
-use crate::users::{hash_secret, off_thread, verify_hash};
+use crate::users::{hash_secret, verify_hash};
 use iggy_binary_protocol::requests::users::{
     ChangePasswordRequest, CreateUserRequest, UpdatePermissionsRequest, UpdateUserRequest,
 };
@@ -166,8 +166,9 @@ fn check_status(status: u8) -> Result<u8, IggyError> {
     }
 }
 
-async fn hash(secret: String) -> Result<String, IggyError> {
-    match off_thread(move || hash_secret(&secret)).await {
+/// argon2 of `secret` on the login pool.
+pub(super) async fn hash(ctx: &Context, secret: String) -> Result<String, IggyError> {
+    match ctx.logins.run(move || hash_secret(&secret)).await {
         Some(Ok(h)) => Ok(h),
         Some(Err(e)) => {
             tracing::error!("{e}");
@@ -184,7 +185,7 @@ pub(super) async fn create(ctx: &Arc<Context>, r: CreateUserRequest) -> Result<O
     let status = check_status(r.status)?;
     let new = NewUser {
         username: r.username.as_str().to_owned(),
-        password_hash: hash(r.password).await?,
+        password_hash: hash(ctx, r.password).await?,
         status,
         permissions: r.permissions.as_ref().map(Permissions::from),
         options: r.options.as_bytes().to_vec(),
@@ -266,13 +267,15 @@ pub(super) async fn change_password(
         .ok_or_else(|| IggyError::ResourceNotFound(format!("user {target}")))?;
     let checked = current.clone();
     let password = r.current_password;
-    let ok = off_thread(move || verify_hash(&checked, &password))
+    let ok = ctx
+        .logins
+        .run(move || verify_hash(&checked, &password))
         .await
         .unwrap_or(false);
     if !ok {
         return Err(IggyError::InvalidCredentials);
     }
-    let new_hash = hash(r.new_password).await?;
+    let new_hash = hash(ctx, r.new_password).await?;
     ctx.update_catalog(|c| -> Result<(), AccountUpdate> {
         Ok(c.set_password(target, &current, new_hash)?)
     })

@@ -18,6 +18,18 @@ pub fn start(dir: &Path) -> Server {
     .expect("server starts")
 }
 
+/// A server over `dir` with these limits.
+pub fn start_with(dir: &Path, limits: corelog_server::limits::Limits) -> Server {
+    let listen = "127.0.0.1:0".parse().expect("address");
+    Server::start(ServerConfig {
+        shards: Some(2),
+        pin_threads: false,
+        limits,
+        ..ServerConfig::new(dir, listen)
+    })
+    .expect("server starts")
+}
+
 /// An SDK client, connected but not signed in.
 pub async fn connect(server: &Server) -> IggyClient {
     let client = IggyClient::builder()
