@@ -18,6 +18,15 @@ pub struct Catalog {
     pub next_partition: u64,
     /// Streams, by id.
     pub streams: Vec<StreamMeta>,
+    /// The id the next user gets (the root user is 0 and not stored).
+    #[serde(default)]
+    pub next_user_id: u32,
+    /// Users other than root ([`crate::accounts`]).
+    #[serde(default)]
+    pub users: Vec<crate::accounts::UserMeta>,
+    /// The root user's personal access tokens.
+    #[serde(default)]
+    pub root_tokens: Vec<crate::accounts::TokenMeta>,
 }
 
 /// A stream.

@@ -1,6 +1,7 @@
 //! What every connection, on every shard, shares.
 
 use crate::budget::Budget;
+use crate::clients::Clients;
 use crate::counters::Counters;
 use crate::limits::Limits;
 use crate::login::log_limit::LogLimit;
@@ -33,6 +34,8 @@ pub struct Context {
     pub in_flight: AtomicUsize,
     /// Whether a send is answered only once durable (`--fsync batch`).
     pub durable_acks: bool,
+    /// The connected clients.
+    pub clients: Arc<Clients>,
     /// What each client, and all of them, may hold.
     pub limits: Limits,
     /// The bytes of requests in flight (`limits.max_inflight_bytes`).
@@ -46,7 +49,6 @@ pub struct Context {
     /// Consumer-group members: this node's connections, in memory.
     pub groups: Memberships,
     sessions: AtomicU64,
-    connections: AtomicU64,
     balanced: AtomicU64,
 }
 
@@ -76,6 +78,7 @@ impl Context {
             closing: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             durable_acks,
+            clients: Arc::new(Clients::default()),
             budget: Budget::new(limits.max_inflight_bytes),
             limits,
             logins,
@@ -83,7 +86,6 @@ impl Context {
             close_log: LogLimit::new(5),
             groups: Memberships::default(),
             sessions: AtomicU64::new(0),
-            connections: AtomicU64::new(0),
             balanced: AtomicU64::new(0),
         })
     }
@@ -91,11 +93,6 @@ impl Context {
     /// A new, non-zero session number.
     pub fn next_session(&self) -> u64 {
         self.sessions.fetch_add(1, Ordering::Relaxed) + 1
-    }
-
-    /// A new, non-zero connection number (a consumer-group member's id).
-    pub fn next_connection(&self) -> u64 {
-        self.connections.fetch_add(1, Ordering::Relaxed) + 1
     }
 
     /// The next partition index for balanced sends over `count` partitions.

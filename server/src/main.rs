@@ -71,6 +71,10 @@ struct Args {
     /// ...and then per second; past them its sign-ins are refused unchecked.
     #[arg(long, default_value_t = Limits::default().login_failure_rate)]
     login_failure_rate: f64,
+    /// Once listening, write `[tcp] address = "<bound address>"` here: the
+    /// `runtime/current_config.toml` Iggy's test harness waits for.
+    #[arg(long)]
+    runtime_config: Option<PathBuf>,
 }
 
 /// `N`, `NK`, `NM` or `NG` (powers of 1024; a trailing `B` or `iB` is allowed).
@@ -153,6 +157,13 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
+    if let Some(path) = &args.runtime_config {
+        if let Err(e) = write_runtime_config(path, server.local_addr()) {
+            tracing::error!("writing {}: {e}", path.display());
+            let _ = server.shutdown();
+            return std::process::ExitCode::FAILURE;
+        }
+    }
     let mut signals = signals;
     if let Some(sig) = signals.forever().next() {
         tracing::info!("signal {sig}: shutting down");
@@ -164,4 +175,14 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Writes the bound address as Iggy's server writes its runtime config.
+fn write_runtime_config(path: &std::path::Path, addr: SocketAddr) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, format!("[tcp]\naddress = \"{addr}\"\n"))?;
+    std::fs::rename(&tmp, path)
 }
