@@ -220,6 +220,9 @@ async fn partitions_move_when_a_member_leaves_or_disconnects() {
     }
     more.sort_unstable();
     assert_eq!(more, vec![fill_id(0, 0), fill_id(1, 0), fill_id(2, 0)]);
+    // Signing out ends the membership too.
+    c.logout_user().await.expect("logout");
+    assert!(assignment(&admin).await.is_empty(), "no members left");
 }
 
 /// A poll of partition `p` for the group, as an application naming the
