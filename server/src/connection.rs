@@ -15,6 +15,7 @@
 //! [`Limits::request_deadline`]: crate::limits::Limits::request_deadline
 
 use crate::budget::Grant;
+use crate::clients::{Registration, TRANSPORT_TCP};
 use crate::commands::{execute, Outcome, Session};
 use crate::context::Context;
 use crate::counters::{CloseReason, Counters, Refusal};
@@ -44,7 +45,10 @@ pub async fn serve(ctx: Arc<Context>, stream: std::net::TcpStream) {
         Ok(tcp) => {
             let _ = tcp.set_nodelay(true);
             let mut conn = Connection::new(ctx.clone(), Transport::Plain(tcp), peer);
-            conn.run().await
+            let reason = conn.run().await;
+            // Its consumer groups deal its partitions to the members left.
+            ctx.groups.remove_connection(conn.session.connection);
+            reason
         }
         Err(e) => {
             tracing::warn!("connection from {peer:?}: {e}");
@@ -76,20 +80,28 @@ struct Connection {
     session: Session,
     /// When a connection not signed in is closed; `None` once signed in.
     login_deadline: Option<Instant>,
+    /// Its entry in the client registry, removed when it is dropped.
+    _registration: Registration,
 }
 
 impl Connection {
     fn new(ctx: Arc<Context>, transport: Transport, peer: Option<SocketAddr>) -> Connection {
         let login_deadline = Some(Instant::now() + ctx.limits.login_timeout);
+        let address = peer.map(|p| p.to_string()).unwrap_or_default();
+        let registration = ctx.clients.register(address, TRANSPORT_TCP);
+        let connection = u64::from(registration.client().id);
         Connection {
+            session: Session {
+                peer: peer.map(|p| p.ip()),
+                client: Some(registration.client().clone()),
+                connection,
+                ..Session::default()
+            },
             ctx,
             transport,
             peer,
-            session: Session {
-                peer: peer.map(|p| p.ip()),
-                ..Session::default()
-            },
             login_deadline,
+            _registration: registration,
         }
     }
 

@@ -6,8 +6,12 @@
 //! wire too); a poll reply leaves from the mapped segments in one vectored
 //! write. See the README for how to run it and point Iggy's tools at it.
 
+pub mod accounts;
 pub mod budget;
 pub mod catalog;
+pub mod catalog_groups;
+pub mod catalog_topics;
+pub mod clients;
 pub mod commands;
 pub mod connection;
 pub mod context;
@@ -15,7 +19,9 @@ pub mod counters;
 pub mod deadline;
 pub mod limits;
 pub mod login;
+pub mod membership;
 pub mod metadata;
+pub mod permissions;
 pub mod poll_reply;
 pub mod pool;
 pub mod server;

@@ -26,6 +26,10 @@ struct Args {
     /// When a send is acknowledged: never | batch | interval:MS.
     #[arg(long, default_value = "never")]
     fsync: FsyncPolicy,
+    /// Segment size in bytes: a partition's segment is sealed past it
+    /// (retention and DELETE_SEGMENTS delete whole sealed segments).
+    #[arg(long, default_value_t = corelog::LogConfig::default().segment_bytes)]
+    segment_bytes: u64,
     /// The user clients sign in as.
     #[arg(long, env = "CORELOG_SERVER_USERNAME", default_value = DEFAULT_USERNAME)]
     username: String,
@@ -67,6 +71,10 @@ struct Args {
     /// ...and then per second; past them its sign-ins are refused unchecked.
     #[arg(long, default_value_t = Limits::default().login_failure_rate)]
     login_failure_rate: f64,
+    /// Once listening, write `[tcp] address = "<bound address>"` here: the
+    /// `runtime/current_config.toml` Iggy's test harness waits for.
+    #[arg(long)]
+    runtime_config: Option<PathBuf>,
 }
 
 /// `N`, `NK`, `NM` or `NG` (powers of 1024; a trailing `B` or `iB` is allowed).
@@ -125,6 +133,7 @@ fn main() -> std::process::ExitCode {
     let config = ServerConfig {
         shards: args.shards,
         fsync: args.fsync,
+        segment_bytes: args.segment_bytes,
         username: args.username,
         password: args.password,
         limits: Limits {
@@ -148,6 +157,13 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
+    if let Some(path) = &args.runtime_config {
+        if let Err(e) = write_runtime_config(path, server.local_addr()) {
+            tracing::error!("writing {}: {e}", path.display());
+            let _ = server.shutdown();
+            return std::process::ExitCode::FAILURE;
+        }
+    }
     let mut signals = signals;
     if let Some(sig) = signals.forever().next() {
         tracing::info!("signal {sig}: shutting down");
@@ -159,4 +175,14 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Writes the bound address as Iggy's server writes its runtime config.
+fn write_runtime_config(path: &std::path::Path, addr: SocketAddr) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, format!("[tcp]\naddress = \"{addr}\"\n"))?;
+    std::fs::rename(&tmp, path)
 }

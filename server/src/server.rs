@@ -29,6 +29,12 @@ pub struct ServerConfig {
     pub pin_threads: bool,
     /// When an append is acknowledged.
     pub fsync: FsyncPolicy,
+    /// Size at which a partition's segment is sealed and the next begins
+    /// (retention and DELETE_SEGMENTS delete whole sealed segments).
+    pub segment_bytes: u64,
+    /// How often topics' retention (`message_expiry`, `max_topic_size`)
+    /// is applied.
+    pub retention_check: Duration,
     /// The user's name.
     pub username: String,
     /// The user's password (hashed at start, then dropped).
@@ -46,6 +52,8 @@ impl ServerConfig {
             shards: None,
             pin_threads: true,
             fsync: FsyncPolicy::Never,
+            segment_bytes: LogConfig::default().segment_bytes,
+            retention_check: Duration::from_secs(30),
             username: crate::users::DEFAULT_USERNAME.into(),
             password: crate::users::DEFAULT_PASSWORD.into(),
             limits: Limits::default(),
@@ -105,12 +113,15 @@ impl Server {
             pin_threads: config.pin_threads,
             log: LogConfig {
                 fsync: config.fsync,
+                segment_bytes: config.segment_bytes,
                 ..LogConfig::default()
             },
+            retention_check: config.retention_check,
             ..Config::new(&config.dir)
         })?;
         let metadata = MetadataStore::open(&config.dir)?;
         delete_orphans(&engine, &metadata)?;
+        apply_retention(&engine, &metadata)?;
         let max_request = config.limits.resolve(engine.limits().max_batch_bytes)?;
         let listener = TcpListener::bind(config.listen).map_err(|source| ServerError::Listen {
             addr: config.listen,
@@ -272,6 +283,22 @@ fn delete_orphans(engine: &Engine, metadata: &MetadataStore) -> Result<(), corel
         if !held.contains(&p) {
             tracing::warn!("deleting partition {p}: no topic holds it");
             engine.delete_partition(p).wait()?;
+        }
+    }
+    Ok(())
+}
+
+/// Gives every topic's partitions the retention its settings ask for.
+fn apply_retention(engine: &Engine, metadata: &MetadataStore) -> Result<(), corelog::RequestError> {
+    let catalog = metadata.snapshot();
+    let handle = engine.handle();
+    for t in catalog.streams.iter().flat_map(|s| s.topics.iter()) {
+        let retention = t.retention();
+        if retention == corelog::Retention::default() {
+            continue;
+        }
+        for p in &t.partitions {
+            handle.set_retention(*p, retention).wait()?;
         }
     }
     Ok(())

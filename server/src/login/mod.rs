@@ -53,6 +53,15 @@ impl Logins {
         self.pool.threads()
     }
 
+    /// Runs `work` (slow: hashing a new password or token) on the pool,
+    /// unthrottled; `None` if the pool is shutting down.
+    pub async fn run<T: Send + 'static>(
+        &self,
+        work: impl FnOnce() -> T + Send + 'static,
+    ) -> Option<T> {
+        self.pool.run(work).await
+    }
+
     /// Runs `check` (slow: a password hash) on the pool, unless `peer` is
     /// throttled; logs a failure (rate-limited) naming `peer` and `who`.
     pub async fn attempt(
