@@ -7,6 +7,7 @@
 //! write. See the README for how to run it and point Iggy's tools at it.
 
 pub mod catalog;
+pub mod cluster;
 pub mod commands;
 pub mod connection;
 pub mod context;

@@ -36,6 +36,9 @@ pub enum MetadataError {
         /// the error
         source: std::io::Error,
     },
+    /// A replicated change was not made (see the `replica` crate).
+    #[error("replication: {0}")]
+    Replica(#[from] corelog_replica::ReplicaError),
     /// The file is not a whole, intact catalog.
     #[error("{path} is damaged: {why}; restore it or move it away to start empty", path = path.display())]
     Damaged {
@@ -104,6 +107,18 @@ impl MetadataStore {
         Ok(out)
     }
 
+    /// Persists `catalog` as it is and publishes it (a cluster's apply of
+    /// a replicated change, or a snapshot's).
+    pub fn replace(&self, catalog: Catalog) -> Result<(), MetadataError> {
+        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        self.persist(&catalog)?;
+        match self.current.write() {
+            Ok(mut c) => *c = Arc::new(catalog),
+            Err(poisoned) => *poisoned.into_inner() = Arc::new(catalog),
+        }
+        Ok(())
+    }
+
     fn persist(&self, catalog: &Catalog) -> Result<(), MetadataError> {
         let path = self.dir.join(FILE_NAME);
         let tmp = self.dir.join(format!("{FILE_NAME}.tmp"));
@@ -121,6 +136,16 @@ impl MetadataStore {
             .and_then(|d| d.sync_all())
             .map_err(io("fsync directory", &self.dir))
     }
+}
+
+/// The catalog's body as replicated: its JSON.
+pub fn encode_body(catalog: &Catalog) -> Vec<u8> {
+    serde_json::to_vec(catalog).unwrap_or_default()
+}
+
+/// A replicated catalog body.
+pub fn decode_body(body: &[u8]) -> Result<Catalog, String> {
+    serde_json::from_slice(body).map_err(|e| format!("catalog: {e}"))
 }
 
 fn encode(catalog: &Catalog) -> Vec<u8> {

@@ -44,7 +44,7 @@ pub struct AppendAck {
 }
 
 /// A partition's size and offsets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LogStats {
     /// The partition id.
     pub partition: u64,

@@ -58,7 +58,7 @@ pub(super) async fn store(
     let (_, partition) = resolve(ctx, &r.stream_id, &r.topic_id, r.partition_id)?;
     ctx.store_offset(partition, consumer_key(&r.consumer), r.offset)
         .await
-        .map_err(|e| status::from_engine(&e))?;
+        .map_err(|e| e.status())?;
     Ok(Outcome::empty())
 }
 

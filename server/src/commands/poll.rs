@@ -78,7 +78,7 @@ pub(super) async fn poll(
     if let (true, Some(last)) = (r.auto_commit, summary.last_offset) {
         ctx.store_offset(partition, consumer, last)
             .await
-            .map_err(engine_err)?;
+            .map_err(|e| e.status())?;
     }
     Ok(Outcome::Poll(wire))
 }
