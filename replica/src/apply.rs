@@ -42,8 +42,33 @@ pub(crate) enum ApplyCmd {
         /// the offset
         offset: u64,
     },
+    /// Forget a consumer offset.
+    DeleteOffset {
+        /// the partition
+        partition: u64,
+        /// the consumer key
+        consumer: u64,
+    },
+    /// Delete the oldest sealed segments.
+    DeleteSegments {
+        /// the partition
+        partition: u64,
+        /// how many
+        count: usize,
+    },
     /// Nothing to store (an empty entry, or one for a deleted partition).
     Skip,
+}
+
+/// What storing an entry did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Done {
+    /// The batch was stored now.
+    Appended(AppendAck),
+    /// The batch was stored before (a replay).
+    Replayed,
+    /// Done; a count (offsets deleted, segments deleted), 0 when none.
+    Count(u64),
 }
 
 /// An entry to apply: its place in the log and its command.
@@ -55,7 +80,7 @@ pub(crate) struct ApplyItem {
 }
 
 /// What applying an entry gave.
-pub(crate) type Applied = Result<Option<AppendAck>, RequestError>;
+pub(crate) type Applied = Result<Done, RequestError>;
 
 type Pending = Pin<Box<dyn Future<Output = Applied>>>;
 
@@ -98,12 +123,12 @@ impl Applier {
                 let reply = self.engine.append_stamped(partition, batch);
                 Box::pin(async move {
                     match reply.await {
-                        Ok(ack) => Ok(Some(ack)),
+                        Ok(ack) => Ok(Done::Appended(ack)),
                         // Stored before (a replay after a restart).
                         Err(RequestError::Append(AppendError::OffsetMismatch {
                             expected,
                             found,
-                        })) if found < expected => Ok(None),
+                        })) if found < expected => Ok(Done::Replayed),
                         Err(e) => Err(e),
                     }
                 })
@@ -114,9 +139,20 @@ impl Applier {
                 offset,
             } => {
                 let reply = self.engine.store_offset(partition, consumer, offset);
-                Box::pin(async move { reply.await.map(|()| None) })
+                Box::pin(async move { reply.await.map(|()| Done::Count(0)) })
             }
-            ApplyCmd::Skip => Box::pin(async { Ok(None) }),
+            ApplyCmd::DeleteOffset {
+                partition,
+                consumer,
+            } => {
+                let reply = self.engine.delete_offset(partition, consumer);
+                Box::pin(async move { reply.await.map(|had| Done::Count(u64::from(had))) })
+            }
+            ApplyCmd::DeleteSegments { partition, count } => {
+                let reply = self.engine.delete_segments(partition, count);
+                Box::pin(async move { reply.await.map(|gone| Done::Count(gone.len() as u64)) })
+            }
+            ApplyCmd::Skip => Box::pin(async { Ok(Done::Count(0)) }),
         }
     }
 }

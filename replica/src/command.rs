@@ -7,6 +7,7 @@
 //! kind 2  store offset  partition u64, consumer u64, offset u64    data: empty
 //! kind 3  delete offset partition u64, consumer u64                data: empty
 //! kind 4  metadata      base u64 (the metadata index it was made from)  data: the embedder's bytes
+//! kind 5  delete segments partition u64, count u64                 data: empty
 //! ```
 //!
 //! An entry with an empty context is raft-rs's own (a new leader's empty
@@ -41,6 +42,13 @@ pub enum Command {
         partition: u64,
         /// the consumer key
         consumer: u64,
+    },
+    /// Delete a partition's oldest sealed segments.
+    DeleteSegments {
+        /// the engine partition
+        partition: u64,
+        /// how many
+        count: u64,
     },
     /// A metadata change, made from the metadata as of index `base`.
     Meta {
@@ -101,6 +109,11 @@ impl Command {
                 out.extend_from_slice(&partition.to_le_bytes());
                 out.extend_from_slice(&consumer.to_le_bytes());
             }
+            Command::DeleteSegments { partition, count } => {
+                out.push(5);
+                out.extend_from_slice(&partition.to_le_bytes());
+                out.extend_from_slice(&count.to_le_bytes());
+            }
             Command::Meta { base } => {
                 out.push(4);
                 out.extend_from_slice(&base.to_le_bytes());
@@ -118,7 +131,7 @@ impl Command {
         let need = match kind {
             1 => 32,
             2 => 24,
-            3 => 16,
+            3 | 5 => 16,
             4 => 8,
             k => return Err(CommandError::Kind(k)),
         };
@@ -152,6 +165,10 @@ impl Command {
                 partition: u64_at(0),
                 consumer: u64_at(8),
             },
+            5 => Command::DeleteSegments {
+                partition: u64_at(0),
+                count: u64_at(8),
+            },
             _ => Command::Meta { base: u64_at(0) },
         })
     }
@@ -179,6 +196,10 @@ mod tests {
                 consumer: 5,
             },
             Command::Meta { base: 77 },
+            Command::DeleteSegments {
+                partition: 6,
+                count: 2,
+            },
             Command::Empty,
         ] {
             let bytes = Bytes::from(c.encode());

@@ -1,6 +1,7 @@
 //! The embedder's side: propose from any thread or runtime, learn who
 //! leads.
 
+use crate::command::Command;
 use crate::group::{Inbox, Proposal};
 use crate::status::{GroupView, Shared};
 use crate::ReplicaError;
@@ -86,6 +87,17 @@ impl ReplicaHandle {
         }
     }
 
+    fn partition_cmd(
+        &self,
+        partition: u64,
+        cmd: Command,
+    ) -> impl Future<Output = Result<u64, ReplicaError>> + Send + 'static {
+        self.submit(self.group_of(partition), move |reply| Proposal::Partition {
+            cmd,
+            reply,
+        })
+    }
+
     /// Replicates a consumer's offset.
     pub fn store_offset(
         &self,
@@ -93,14 +105,48 @@ impl ReplicaHandle {
         consumer: u64,
         offset: u64,
     ) -> impl Future<Output = Result<(), ReplicaError>> + Send + 'static {
-        self.submit(self.group_of(partition), move |reply| {
-            Proposal::StoreOffset {
+        let cmd = Command::StoreOffset {
+            partition,
+            consumer,
+            offset,
+        };
+        let f = self.partition_cmd(partition, cmd);
+        async move { f.await.map(|_| ()) }
+    }
+
+    /// Forgets a consumer's offset on every node; resolves to whether the
+    /// leader had one.
+    pub fn delete_offset(
+        &self,
+        partition: u64,
+        consumer: u64,
+    ) -> impl Future<Output = Result<bool, ReplicaError>> + Send + 'static {
+        let f = self.partition_cmd(
+            partition,
+            Command::DeleteOffset {
                 partition,
                 consumer,
-                offset,
-                reply,
-            }
-        })
+            },
+        );
+        async move { f.await.map(|n| n > 0) }
+    }
+
+    /// Deletes the oldest `count` sealed segments of `partition` on every
+    /// node (segments end at the same offsets everywhere: the same bytes,
+    /// the same segment size); resolves to how many the leader deleted.
+    pub fn delete_segments(
+        &self,
+        partition: u64,
+        count: usize,
+    ) -> impl Future<Output = Result<usize, ReplicaError>> + Send + 'static {
+        let f = self.partition_cmd(
+            partition,
+            Command::DeleteSegments {
+                partition,
+                count: count as u64,
+            },
+        );
+        async move { f.await.map(|n| usize::try_from(n).unwrap_or(usize::MAX)) }
     }
 
     /// Replicates a metadata change the embedder made from its metadata as

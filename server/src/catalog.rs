@@ -27,6 +27,15 @@ pub struct Catalog {
     pub next_partition: u64,
     /// Streams, by id.
     pub streams: Vec<StreamMeta>,
+    /// The id the next user gets (the root user is 0 and not stored).
+    #[serde(default)]
+    pub next_user_id: u32,
+    /// Users other than root ([`crate::accounts`]).
+    #[serde(default)]
+    pub users: Vec<crate::accounts::UserMeta>,
+    /// The root user's personal access tokens.
+    #[serde(default)]
+    pub root_tokens: Vec<crate::accounts::TokenMeta>,
 }
 
 /// A stream.
@@ -59,6 +68,13 @@ pub struct TopicMeta {
     pub partitions: Vec<u64>,
     /// The options block the client sent, kept verbatim.
     pub options: Vec<u8>,
+    /// Consumer groups, by id (see `catalog_groups.rs`).
+    #[serde(default)]
+    pub groups: Vec<crate::catalog_groups::GroupMeta>,
+    /// The id the next group gets: never reused, since a group's stored
+    /// offsets are keyed by it.
+    #[serde(default)]
+    pub next_group_id: u32,
 }
 
 /// Why a catalog change is refused.
@@ -90,6 +106,22 @@ pub enum CatalogError {
     /// Ids ran out.
     #[error("no {0} ids left")]
     IdsExhausted(&'static str),
+    /// No such consumer group.
+    #[error("consumer group {group} does not exist in topic {topic}")]
+    NoGroup {
+        /// the topic
+        topic: String,
+        /// the group
+        group: String,
+    },
+    /// The group name is taken in the topic.
+    #[error("a consumer group named {group} exists in topic {topic}")]
+    GroupExists {
+        /// the topic
+        topic: String,
+        /// the group
+        group: String,
+    },
 }
 
 impl Catalog {
@@ -185,6 +217,8 @@ impl Catalog {
             created_at: now,
             partitions,
             options,
+            groups: Vec::new(),
+            next_group_id: 0,
         });
         Ok((sid, id))
     }

@@ -1,127 +1,313 @@
 //! One client connection, served on the shard it was handed to: read a
-//! request, answer it, repeat. Framing errors close the connection; every
-//! other failure is an error status, and the connection goes on.
+//! request, answer it, repeat, within the limits of [`crate::limits`]:
+//!
+//! - waiting for the first byte of a request: unbounded once signed in;
+//!   before that, until `login_timeout` after connecting (or signing out);
+//! - from a request's first byte: no gap over `stall_timeout`, and the
+//!   whole request within its deadline ([`Limits::request_deadline`]);
+//! - payload bytes are read only into room taken from the shared
+//!   in-flight budget, given back once the request is answered;
+//! - `max_failed_logins` failed sign-ins close the connection.
+//!
+//! Framing errors close the connection; every other failure is an error
+//! status, and the connection goes on.
+//!
+//! [`Limits::request_deadline`]: crate::limits::Limits::request_deadline
 
+use crate::budget::Grant;
+use crate::clients::{Registration, TRANSPORT_TCP};
 use crate::commands::{execute, Outcome, Session};
 use crate::context::Context;
+use crate::counters::{CloseReason, Counters, Refusal};
 use crate::status;
-use crate::wire::header::{parse_request_header, reply_header, HEADER_LEN};
-use crate::wire::iovec::WireVec;
-use crate::wire::request::decode_request;
+use crate::transport::{ReadError, Transport};
+use crate::wire::header::{
+    parse_request_header, reply_header, FramingError, RequestHead, HEADER_LEN,
+};
+use crate::wire::request::{decode_request, Request};
 use bytes::Bytes;
 use iggy_binary_protocol::consensus::Operation;
 use iggy_common::IggyError;
-use monoio::buf::IoBufMut;
-use monoio::io::{AsyncReadRentExt, AsyncWriteRent, AsyncWriteRentExt};
 use monoio::net::TcpStream;
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Instant;
 
-/// Serves `stream` until the client leaves, a framing error, or shutdown.
+/// Payload bytes read (and taken from the budget) at a time.
+const READ_CHUNK: usize = 256 << 10;
+
+/// Serves `stream` until the client leaves, a limit closes it, or shutdown.
+/// The caller has counted it open; it is counted closed here.
 pub async fn serve(ctx: Arc<Context>, stream: std::net::TcpStream) {
-    let peer = stream
-        .peer_addr()
-        .map(|a| a.to_string())
-        .unwrap_or_default();
-    let mut stream = match TcpStream::from_std(stream) {
-        Ok(s) => s,
+    let peer = stream.peer_addr().ok();
+    let reason = match TcpStream::from_std(stream) {
+        Ok(tcp) => {
+            let _ = tcp.set_nodelay(true);
+            let mut conn = Connection::new(ctx.clone(), Transport::Plain(tcp), peer);
+            let reason = conn.run().await;
+            // Its consumer groups deal its partitions to the members left.
+            ctx.groups.remove_connection(conn.session.connection);
+            reason
+        }
         Err(e) => {
-            tracing::warn!("connection from {peer}: {e}");
-            return;
+            tracing::warn!("connection from {peer:?}: {e}");
+            CloseReason::Io
         }
     };
-    let _ = stream.set_nodelay(true);
-    tracing::debug!("connection from {peer}");
-    let mut session = Session::default();
-    let mut header = vec![0u8; HEADER_LEN];
-    while !ctx.closing.load(Ordering::SeqCst) {
-        let (read, buf) = stream.read_exact(header).await;
-        header = buf;
-        if read.is_err() {
-            break;
+    ctx.counters.closed(reason);
+    let peer = peer.map(|p| p.to_string()).unwrap_or_default();
+    match reason {
+        CloseReason::ClientLeft | CloseReason::Shutdown => {
+            tracing::debug!("connection from {peer} ends: {}", reason.name());
         }
-        let Ok(bytes) = <&[u8; HEADER_LEN]>::try_from(&header[..]) else {
-            break;
-        };
-        let framed = match parse_request_header(bytes, ctx.max_request) {
-            Ok(f) => f,
-            Err(e) => {
-                tracing::warn!("connection from {peer} closed: {e}");
-                break;
+        _ => {
+            if let Some(left_out) = ctx.close_log.allow(Instant::now()) {
+                tracing::info!(
+                    "connection from {peer} closed: {} ({left_out} closes not logged before it)",
+                    reason.name()
+                );
             }
-        };
-        let Some(payload) = read_payload(&mut stream, framed.payload_len).await else {
-            break;
-        };
-        ctx.in_flight.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// A connection being served.
+struct Connection {
+    ctx: Arc<Context>,
+    transport: Transport,
+    peer: Option<SocketAddr>,
+    session: Session,
+    /// When a connection not signed in is closed; `None` once signed in.
+    login_deadline: Option<Instant>,
+    /// Its entry in the client registry, removed when it is dropped.
+    _registration: Registration,
+}
+
+impl Connection {
+    fn new(ctx: Arc<Context>, transport: Transport, peer: Option<SocketAddr>) -> Connection {
+        let login_deadline = Some(Instant::now() + ctx.limits.login_timeout);
+        let address = peer.map(|p| p.to_string()).unwrap_or_default();
+        let registration = ctx.clients.register(address, TRANSPORT_TCP);
+        let connection = u64::from(registration.client().id);
+        Connection {
+            session: Session {
+                peer: peer.map(|p| p.ip()),
+                client: Some(registration.client().clone()),
+                connection,
+                ..Session::default()
+            },
+            ctx,
+            transport,
+            peer,
+            login_deadline,
+            _registration: registration,
+        }
+    }
+
+    async fn run(&mut self) -> CloseReason {
+        loop {
+            if self.ctx.closing.load(Ordering::SeqCst) {
+                return CloseReason::Shutdown;
+            }
+            if let Err(reason) = self.serve_one().await {
+                return reason;
+            }
+        }
+    }
+
+    /// Reads one request, answers it, applies the sign-in limits.
+    async fn serve_one(&mut self) -> Result<(), CloseReason> {
+        let mut header = Vec::with_capacity(HEADER_LEN);
+        self.wait_for_request(&mut header).await?;
+        let first = Instant::now();
+        let deadline = self.ctx.limits.request_deadline(first, 0);
+        self.read_to(&mut header, HEADER_LEN, deadline).await?;
+        let bytes: &[u8; HEADER_LEN] = header[..].try_into().map_err(|_| CloseReason::Framing)?;
+        let framed = parse_request_header(bytes, self.ctx.max_request).map_err(|e| {
+            let kind = match e {
+                FramingError::TooLarge { .. } => Refusal::TooLarge,
+                _ => Refusal::Malformed,
+            };
+            self.ctx.counters.refused(kind);
+            CloseReason::Framing
+        })?;
+        let deadline = self
+            .ctx
+            .limits
+            .request_deadline(first, framed.payload_len as u64);
+        let mut grant = self.ctx.budget.empty();
+        let payload = self
+            .read_payload(framed.payload_len, &mut grant, deadline)
+            .await?;
+        self.ctx.in_flight.fetch_add(1, Ordering::SeqCst);
         let written = match framed.head {
-            Ok(head) => {
-                let outcome = match decode_request(head.code, &payload) {
-                    Ok(request) => execute(&ctx, &mut session, &head, request, payload).await,
-                    Err(e) => Outcome::Error(status::from_decode(&e)),
-                };
-                write_outcome(&mut stream, Some(&head), outcome).await
-            }
+            Ok(head) => self.answer(head, payload).await,
             Err(e) => {
-                tracing::warn!("request from {peer}: {e}");
-                write_outcome(&mut stream, None, Outcome::Error(IggyError::InvalidCommand)).await
+                self.ctx.counters.refused(Refusal::Malformed);
+                tracing::debug!("request from {:?}: {e}", self.peer);
+                let outcome = Outcome::Error(IggyError::InvalidCommand);
+                self.write_outcome(None, outcome).await
             }
         };
-        ctx.in_flight.fetch_sub(1, Ordering::SeqCst);
-        if let Err(e) = written {
-            tracing::debug!("connection from {peer}: {e}");
-            break;
+        self.ctx.in_flight.fetch_sub(1, Ordering::SeqCst);
+        drop(grant);
+        written.map_err(|e| io_reason(&e))?;
+        if self.session.failed_logins >= self.ctx.limits.max_failed_logins {
+            return Err(CloseReason::LoginFailures);
+        }
+        self.login_deadline = match (self.session.id, self.login_deadline) {
+            (Some(_), _) => None,
+            (None, None) => Some(Instant::now() + self.ctx.limits.login_timeout),
+            (None, Some(d)) => Some(d),
+        };
+        Ok(())
+    }
+
+    /// Decodes and executes a routed request and writes its reply.
+    async fn answer(&mut self, head: RequestHead, payload: Bytes) -> std::io::Result<()> {
+        let outcome = match decode_request(head.code, &payload) {
+            Ok(request) => {
+                let kind = match request {
+                    Request::SendMessages(_) => Refusal::Send,
+                    _ => Refusal::Other,
+                };
+                let login = matches!(request, Request::Login { .. });
+                let outcome = execute(&self.ctx, &mut self.session, &head, request, payload).await;
+                match &outcome {
+                    Outcome::Error(IggyError::Unauthenticated) => {
+                        self.ctx.counters.refused(Refusal::Unauthenticated);
+                    }
+                    Outcome::Error(_) if !login => self.ctx.counters.refused(kind),
+                    _ => {}
+                }
+                outcome
+            }
+            Err(e) => {
+                self.ctx.counters.refused(Refusal::Malformed);
+                Outcome::Error(status::from_decode(&e))
+            }
+        };
+        self.write_outcome(Some(&head), outcome).await
+    }
+
+    /// Waits for the first bytes of the next request: for as long as it
+    /// takes once signed in, until the login deadline before.
+    async fn wait_for_request(&mut self, header: &mut Vec<u8>) -> Result<(), CloseReason> {
+        let read = self
+            .transport
+            .read_into(header, HEADER_LEN, self.login_deadline)
+            .await;
+        self.count_read(read, CloseReason::LoginTimeout)
+    }
+
+    /// Reads until `buf` holds `len` bytes: each read within the stall
+    /// timeout, all of them before `deadline`.
+    async fn read_to(
+        &mut self,
+        buf: &mut Vec<u8>,
+        len: usize,
+        deadline: Instant,
+    ) -> Result<(), CloseReason> {
+        while buf.len() < len {
+            let stall = Instant::now() + self.ctx.limits.stall_timeout;
+            let (until, reason) = if stall < deadline {
+                (stall, CloseReason::Stalled)
+            } else {
+                (deadline, CloseReason::TooSlow)
+            };
+            let want = len - buf.len();
+            let read = self.transport.read_into(buf, want, Some(until)).await;
+            self.count_read(read, reason)?;
+        }
+        Ok(())
+    }
+
+    /// Reads a payload of `len` bytes into room taken from the budget,
+    /// [`READ_CHUNK`] at a time. Time spent waiting for room moves the
+    /// deadline: the client is not the one holding things up.
+    async fn read_payload(
+        &mut self,
+        len: usize,
+        grant: &mut Grant,
+        mut deadline: Instant,
+    ) -> Result<Bytes, CloseReason> {
+        let mut buf = Vec::with_capacity(len.min(READ_CHUNK));
+        while buf.len() < len {
+            let target = (buf.len() + READ_CHUNK).min(len);
+            let held = grant.bytes() as usize;
+            if held < target {
+                let waited = Instant::now();
+                self.ctx.budget.grow(grant, (target - held) as u64).await;
+                deadline += waited.elapsed();
+            }
+            self.read_to(&mut buf, target, deadline).await?;
+        }
+        Ok(Bytes::from(buf))
+    }
+
+    fn count_read(
+        &self,
+        read: Result<usize, ReadError>,
+        late: CloseReason,
+    ) -> Result<(), CloseReason> {
+        match read {
+            Ok(0) => Err(CloseReason::ClientLeft),
+            Ok(n) => {
+                Counters::add(&self.ctx.counters.bytes_in, n as u64);
+                Ok(())
+            }
+            Err(ReadError::TimedOut) => Err(late),
+            Err(ReadError::Io(e)) => Err(io_reason(&e)),
         }
     }
-    tracing::debug!("connection from {peer} ends");
-}
 
-async fn read_payload(stream: &mut TcpStream, len: usize) -> Option<Bytes> {
-    if len == 0 {
-        return Some(Bytes::new());
+    async fn write_outcome(
+        &mut self,
+        head: Option<&RequestHead>,
+        outcome: Outcome,
+    ) -> std::io::Result<()> {
+        let (status, body) = match outcome {
+            Outcome::Poll(wire) => {
+                let n = wire.remaining() as u64;
+                self.transport
+                    .write_wire(wire, self.ctx.limits.stall_timeout)
+                    .await?;
+                Counters::add(&self.ctx.counters.bytes_out, n);
+                return Ok(());
+            }
+            Outcome::Body(body) => (0, body),
+            Outcome::Error(e) => (e.as_code(), Bytes::new()),
+        };
+        // Replies to metadata and consumer-offset operations, and a successful
+        // login, carry a result section: `[count = 0]` before the payload.
+        let framed = status == 0
+            && head.is_some_and(|h| {
+                h.operation.is_result_framed() || h.operation == Operation::Register
+            });
+        let section = if framed { 4 } else { 0 };
+        let mut out = Vec::with_capacity(HEADER_LEN + section + body.len());
+        out.extend_from_slice(&reply_header(head, status, section + body.len()));
+        out.resize(HEADER_LEN + section, 0);
+        out.extend_from_slice(&body);
+        let n = out.len() as u64;
+        self.transport
+            .write_all(out, self.ctx.limits.stall_timeout)
+            .await?;
+        Counters::add(&self.ctx.counters.bytes_out, n);
+        Ok(())
     }
-    let buf = Vec::with_capacity(len).slice_mut(0..len);
-    let (read, buf) = stream.read_exact(buf).await;
-    read.ok()?;
-    Some(Bytes::from(buf.into_inner()))
 }
 
-async fn write_outcome(
-    stream: &mut TcpStream,
-    head: Option<&crate::wire::header::RequestHead>,
-    outcome: Outcome,
-) -> std::io::Result<()> {
-    let (status, body) = match outcome {
-        Outcome::Poll(wire) => return write_vectored(stream, wire).await,
-        Outcome::Body(body) => (0, body),
-        Outcome::Error(e) => (e.as_code(), Bytes::new()),
-    };
-    // Replies to metadata and consumer-offset operations, and a successful
-    // login, carry a result section: `[count = 0]` before the payload.
-    let framed = status == 0
-        && head
-            .is_some_and(|h| h.operation.is_result_framed() || h.operation == Operation::Register);
-    let section = if framed { 4 } else { 0 };
-    let mut out = Vec::with_capacity(HEADER_LEN + section + body.len());
-    out.extend_from_slice(&reply_header(head, status, section + body.len()));
-    out.resize(HEADER_LEN + section, 0);
-    out.extend_from_slice(&body);
-    let (written, _) = stream.write_all(out).await;
-    written.map(|_| ())
-}
-
-/// Writes all of `wire`, looping over short writes; the kernel reads the
-/// batch bytes from the mappings `wire` owns.
-async fn write_vectored(stream: &mut TcpStream, mut wire: WireVec) -> std::io::Result<()> {
-    while wire.remaining() > 0 {
-        let (res, back) = stream.writev(wire).await;
-        wire = back;
-        match res {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => wire.advance(n),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
+/// The close reason of a failed read or write.
+fn io_reason(e: &std::io::Error) -> CloseReason {
+    match e.kind() {
+        std::io::ErrorKind::ConnectionReset
+        | std::io::ErrorKind::ConnectionAborted
+        | std::io::ErrorKind::BrokenPipe
+        | std::io::ErrorKind::UnexpectedEof => CloseReason::ClientLeft,
+        std::io::ErrorKind::InvalidData => CloseReason::Tls,
+        std::io::ErrorKind::TimedOut => CloseReason::Stalled,
+        _ => CloseReason::Io,
     }
-    Ok(())
 }

@@ -1,5 +1,12 @@
 //! What every connection, on every shard, shares.
 
+use crate::budget::Budget;
+use crate::clients::Clients;
+use crate::counters::Counters;
+use crate::limits::Limits;
+use crate::login::log_limit::LogLimit;
+use crate::login::Logins;
+use crate::membership::Memberships;
 use crate::metadata::MetadataStore;
 use crate::users::Users;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -29,12 +36,26 @@ pub struct Context {
     pub in_flight: AtomicUsize,
     /// Whether a send is answered only once durable (`--fsync batch`).
     pub durable_acks: bool,
+    /// The connected clients.
+    pub clients: Arc<Clients>,
+    /// What each client, and all of them, may hold.
+    pub limits: Limits,
+    /// The bytes of requests in flight (`limits.max_inflight_bytes`).
+    pub budget: Arc<Budget>,
+    /// Password checks and their throttle.
+    pub logins: Logins,
+    /// What happened to clients.
+    pub counters: Counters,
+    /// Log lines about closed connections, a few a second.
+    pub close_log: LogLimit,
+    /// Consumer-group members: this node's connections, in memory.
+    pub groups: Memberships,
     sessions: AtomicU64,
     balanced: AtomicU64,
 }
 
 impl Context {
-    /// A context over a running engine.
+    /// A context over a running engine; starts the login pool.
     pub fn new(
         engine: corelog::Handle,
         metadata: Arc<MetadataStore>,
@@ -42,8 +63,14 @@ impl Context {
         max_request: u64,
         listen: std::net::SocketAddr,
         durable_acks: bool,
-    ) -> Context {
-        Context {
+        limits: Limits,
+    ) -> std::io::Result<Context> {
+        let logins = Logins::new(
+            limits.login_concurrency,
+            limits.login_failure_burst,
+            limits.login_failure_rate,
+        )?;
+        Ok(Context {
             engine,
             metadata,
             cluster: None,
@@ -54,9 +81,16 @@ impl Context {
             closing: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             durable_acks,
+            clients: Arc::new(Clients::default()),
+            budget: Budget::new(limits.max_inflight_bytes),
+            limits,
+            logins,
+            counters: Counters::default(),
+            close_log: LogLimit::new(5),
+            groups: Memberships::default(),
             sessions: AtomicU64::new(0),
             balanced: AtomicU64::new(0),
-        }
+        })
     }
 
     /// A new, non-zero session number.
@@ -157,6 +191,42 @@ impl Context {
                 .store_offset(partition, consumer, offset)
                 .await?),
         }
+    }
+
+    /// Durably forgets `consumer`'s offset in `partition`; resolves to
+    /// whether there was one.
+    pub async fn delete_offset(&self, partition: u64, consumer: u64) -> Result<bool, StoreError> {
+        match self.replica() {
+            Some(r) => Ok(r.delete_offset(partition, consumer).await?),
+            None => Ok(self.engine.delete_offset(partition, consumer).await?),
+        }
+    }
+
+    /// Deletes the oldest `count` sealed segments of `partition` (never
+    /// its active one); resolves to how many were deleted.
+    pub async fn delete_segments(&self, partition: u64, count: usize) -> Result<usize, StoreError> {
+        match self.replica() {
+            Some(r) => Ok(r.delete_segments(partition, count).await?),
+            None => Ok(self.engine.delete_segments(partition, count).await?.len()),
+        }
+    }
+
+    /// Sets the retention of engine partitions (derived from their topic's
+    /// settings in the catalog: every node applies it from its own copy,
+    /// at start and after each topic change).
+    pub async fn set_retention(
+        &self,
+        partitions: &[u64],
+        retention: corelog::Retention,
+    ) -> Result<(), corelog::RequestError> {
+        let sets: Vec<_> = partitions
+            .iter()
+            .map(|p| self.engine.set_retention(*p, retention))
+            .collect();
+        for s in sets {
+            s.await?;
+        }
+        Ok(())
     }
 
     /// Applies `change` to the catalog and persists it (see

@@ -6,15 +6,27 @@
 //! wire too); a poll reply leaves from the mapped segments in one vectored
 //! write. See the README for how to run it and point Iggy's tools at it.
 
+pub mod accounts;
+pub mod budget;
 pub mod catalog;
+pub mod catalog_groups;
+pub mod catalog_topics;
+pub mod clients;
 pub mod cluster;
 pub mod commands;
 pub mod connection;
 pub mod context;
+pub mod counters;
+pub mod deadline;
+pub mod limits;
+pub mod login;
+pub mod membership;
 pub mod metadata;
+pub mod permissions;
 pub mod poll_reply;
 pub mod server;
 pub mod status;
+pub mod transport;
 pub mod users;
 pub mod wire;
 

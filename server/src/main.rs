@@ -2,10 +2,12 @@
 
 use clap::Parser;
 use corelog::FsyncPolicy;
+use corelog_server::limits::Limits;
 use corelog_server::users::{DEFAULT_PASSWORD, DEFAULT_USERNAME};
 use corelog_server::{Server, ServerConfig};
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Serve Apache Iggy's TCP protocol (0.11.0-edge.4) from a corelog data
 /// directory.
@@ -32,12 +34,84 @@ struct Args {
     /// When a send is acknowledged: never | batch | interval:MS.
     #[arg(long, default_value = "never")]
     fsync: FsyncPolicy,
+    /// Segment size in bytes: a partition's segment is sealed past it
+    /// (retention and DELETE_SEGMENTS delete whole sealed segments).
+    #[arg(long, default_value_t = corelog::LogConfig::default().segment_bytes)]
+    segment_bytes: u64,
     /// The user clients sign in as.
     #[arg(long, env = "CORELOG_SERVER_USERNAME", default_value = DEFAULT_USERNAME)]
     username: String,
     /// Its password (prefer the environment variable to the flag).
     #[arg(long, env = "CORELOG_SERVER_PASSWORD", default_value = DEFAULT_PASSWORD, hide_env_values = true)]
     password: String,
+    /// Connections served at once; past it new ones are closed at once.
+    #[arg(long, default_value_t = Limits::default().max_connections)]
+    max_connections: usize,
+    /// Largest request, header included (K/M/G suffixes, powers of 1024);
+    /// default and most: the largest batch (64 MiB) plus 4 KiB.
+    #[arg(long, value_parser = parse_bytes)]
+    max_request_bytes: Option<u64>,
+    /// Request bytes all connections may hold at once; a connection waits
+    /// for room before reading more.
+    #[arg(long, default_value = "256M", value_parser = parse_bytes)]
+    max_inflight_bytes: u64,
+    /// Close a connection that sent part of a request, then nothing for
+    /// this long (e.g. 10s, 500ms).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    stall_timeout: Duration,
+    /// A request must arrive whole within this of its first byte, plus 1 s
+    /// per MiB it declares.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    request_timeout: Duration,
+    /// Close a connection not signed in this long after connecting (or
+    /// signing out).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    login_timeout: Duration,
+    /// Threads checking passwords (argon2); other sign-ins wait their turn.
+    #[arg(long, default_value_t = Limits::default().login_concurrency)]
+    login_concurrency: usize,
+    /// Close a connection after this many failed sign-ins.
+    #[arg(long, default_value_t = Limits::default().max_failed_logins)]
+    max_failed_logins: u32,
+    /// Failed sign-ins one peer address may have at once...
+    #[arg(long, default_value_t = Limits::default().login_failure_burst)]
+    login_failure_burst: u32,
+    /// ...and then per second; past them its sign-ins are refused unchecked.
+    #[arg(long, default_value_t = Limits::default().login_failure_rate)]
+    login_failure_rate: f64,
+    /// Once listening, write `[tcp] address = "<bound address>"` here: the
+    /// `runtime/current_config.toml` Iggy's test harness waits for.
+    #[arg(long)]
+    runtime_config: Option<PathBuf>,
+}
+
+/// `N`, `NK`, `NM` or `NG` (powers of 1024; a trailing `B` or `iB` is allowed).
+fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim().trim_end_matches("iB").trim_end_matches('B');
+    let (digits, shift) = match t.chars().last() {
+        Some('K' | 'k') => (&t[..t.len() - 1], 10),
+        Some('M' | 'm') => (&t[..t.len() - 1], 20),
+        Some('G' | 'g') => (&t[..t.len() - 1], 30),
+        _ => (t, 0),
+    };
+    let n: u64 = digits.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    n.checked_mul(1 << shift)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+/// `Nms`, `Ns` or `N` (seconds).
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (digits, millis) = match t.strip_suffix("ms") {
+        Some(d) => (d, true),
+        None => (t.strip_suffix('s').unwrap_or(t), false),
+    };
+    let n: u64 = digits.parse().map_err(|e| format!("{s:?}: {e}"))?;
+    Ok(if millis {
+        Duration::from_millis(n)
+    } else {
+        Duration::from_secs(n)
+    })
 }
 
 fn main() -> std::process::ExitCode {
@@ -92,9 +166,22 @@ fn main() -> std::process::ExitCode {
     let config = ServerConfig {
         shards: args.shards,
         fsync: args.fsync,
+        segment_bytes: args.segment_bytes,
         username: args.username,
         password: args.password,
         cluster,
+        limits: Limits {
+            max_connections: args.max_connections,
+            max_request_bytes: args.max_request_bytes,
+            max_inflight_bytes: args.max_inflight_bytes,
+            stall_timeout: args.stall_timeout,
+            request_timeout: args.request_timeout,
+            login_timeout: args.login_timeout,
+            login_concurrency: args.login_concurrency,
+            max_failed_logins: args.max_failed_logins,
+            login_failure_burst: args.login_failure_burst,
+            login_failure_rate: args.login_failure_rate,
+        },
         ..ServerConfig::new(args.dir, listen)
     };
     let server = match Server::start(config) {
@@ -104,6 +191,13 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
+    if let Some(path) = &args.runtime_config {
+        if let Err(e) = write_runtime_config(path, server.local_addr()) {
+            tracing::error!("writing {}: {e}", path.display());
+            let _ = server.shutdown();
+            return std::process::ExitCode::FAILURE;
+        }
+    }
     let mut signals = signals;
     if let Some(sig) = signals.forever().next() {
         tracing::info!("signal {sig}: shutting down");
@@ -115,4 +209,14 @@ fn main() -> std::process::ExitCode {
             std::process::ExitCode::FAILURE
         }
     }
+}
+
+/// Writes the bound address as Iggy's server writes its runtime config.
+fn write_runtime_config(path: &std::path::Path, addr: SocketAddr) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, format!("[tcp]\naddress = \"{addr}\"\n"))?;
+    std::fs::rename(&tmp, path)
 }

@@ -4,6 +4,8 @@
 
 use crate::connection;
 use crate::context::Context;
+use crate::counters::Counters;
+use crate::limits::{Limits, LimitsError};
 use crate::metadata::{MetadataError, MetadataStore};
 use crate::users::{Users, UsersError};
 use corelog::{Config, Engine, FsyncPolicy, LogConfig};
@@ -27,10 +29,18 @@ pub struct ServerConfig {
     pub pin_threads: bool,
     /// When an append is acknowledged.
     pub fsync: FsyncPolicy,
+    /// Size at which a partition's segment is sealed and the next begins
+    /// (retention and DELETE_SEGMENTS delete whole sealed segments).
+    pub segment_bytes: u64,
+    /// How often topics' retention (`message_expiry`, `max_topic_size`)
+    /// is applied.
+    pub retention_check: Duration,
     /// The user's name.
     pub username: String,
     /// The user's password (hashed at start, then dropped).
     pub password: String,
+    /// What each client, and all of them, may hold.
+    pub limits: Limits,
     /// In a cluster: this node, every node, and the replication's timing.
     pub cluster: Option<ClusterSetup>,
 }
@@ -55,9 +65,12 @@ impl ServerConfig {
             shards: None,
             pin_threads: true,
             fsync: FsyncPolicy::Never,
+            segment_bytes: LogConfig::default().segment_bytes,
+            retention_check: Duration::from_secs(30),
             username: crate::users::DEFAULT_USERNAME.into(),
             password: crate::users::DEFAULT_PASSWORD.into(),
             cluster: None,
+            limits: Limits::default(),
         }
     }
 }
@@ -84,6 +97,12 @@ pub enum ServerError {
     /// The settings contradict each other.
     #[error("{0}")]
     Config(String),
+    /// The limits do not fit together.
+    #[error(transparent)]
+    Limits(#[from] LimitsError),
+    /// A thread (acceptor, login pool) cannot be started.
+    #[error("start a thread: {0}")]
+    Thread(std::io::Error),
     /// The listener cannot be set up.
     #[error("listen on {addr}: {source}")]
     Listen {
@@ -130,8 +149,10 @@ impl Server {
             pin_threads: config.pin_threads,
             log: LogConfig {
                 fsync: partition_fsync,
+                segment_bytes: config.segment_bytes,
                 ..LogConfig::default()
             },
+            retention_check: config.retention_check,
             ..Config::new(&config.dir)
         })?;
         let metadata = Arc::new(MetadataStore::open(&config.dir)?);
@@ -159,7 +180,8 @@ impl Server {
             }
             None => None,
         };
-        let max_request = engine.limits().max_batch_bytes + (1 << 20);
+        apply_retention(&engine, &metadata)?;
+        let max_request = config.limits.resolve(engine.limits().max_batch_bytes)?;
         let listener = TcpListener::bind(config.listen).map_err(|source| ServerError::Listen {
             addr: config.listen,
             source,
@@ -177,7 +199,9 @@ impl Server {
             max_request,
             addr,
             config.fsync.acks_durable(),
-        );
+            config.limits.clone(),
+        )
+        .map_err(ServerError::Thread)?;
         if let (Some(r), Some(c)) = (&replica, &config.cluster) {
             ctx.cluster = Some(crate::context::Cluster::new(r.handle(), c.config.clone()));
         }
@@ -189,7 +213,7 @@ impl Server {
                 let (ctx, stop) = (ctx.clone(), stop.clone());
                 move || accept(listener, ctx, stop)
             })
-            .map_err(|source| ServerError::Listen { addr, source })?;
+            .map_err(ServerError::Thread)?;
         tracing::info!(
             "corelog-server listening on {addr}, data in {}, {} shards, fsync={}",
             config.dir.display(),
@@ -204,6 +228,16 @@ impl Server {
             stop,
             addr,
         })
+    }
+
+    /// What happened to clients so far.
+    pub fn counters(&self) -> crate::counters::CountersSnapshot {
+        self.ctx.counters.snapshot()
+    }
+
+    /// Bytes of requests in flight now.
+    pub fn inflight_bytes(&self) -> u64 {
+        self.ctx.budget.in_use()
     }
 
     /// The address it listens on.
@@ -236,7 +270,7 @@ impl Server {
         let stopped = engine.shutdown();
         flushed?;
         stopped?;
-        tracing::info!("corelog-server stopped");
+        tracing::info!("corelog-server stopped: {}", self.ctx.counters.snapshot());
         Ok(())
     }
 
@@ -261,10 +295,12 @@ impl Drop for Server {
     }
 }
 
-/// Accepts until `stop`, handing connections to shards round robin.
+/// Accepts until `stop`, handing connections to shards round robin; past
+/// `max_connections` open, a new connection is closed at once.
 fn accept(listener: TcpListener, ctx: Arc<Context>, stop: Arc<AtomicBool>) {
     let shards = ctx.engine.shards().max(1);
     let mut next = 0usize;
+    let refusals = crate::login::log_limit::LogLimit::new(1);
     for conn in listener.incoming() {
         if stop.load(Ordering::SeqCst) {
             break;
@@ -277,6 +313,24 @@ fn accept(listener: TcpListener, ctx: Arc<Context>, stop: Arc<AtomicBool>) {
                 continue;
             }
         };
+        let open = ctx.counters.open.load(Ordering::Relaxed);
+        if open >= ctx.limits.max_connections as u64 {
+            Counters::add(&ctx.counters.refused, 1);
+            if let Some(left_out) = refusals.allow(Instant::now()) {
+                let peer = stream
+                    .peer_addr()
+                    .map(|a| a.to_string())
+                    .unwrap_or_default();
+                tracing::warn!(
+                    "refused a connection from {peer}: {open} open, --max-connections {} ({left_out} more refused since the last line)",
+                    ctx.limits.max_connections
+                );
+            }
+            drop(stream);
+            continue;
+        }
+        Counters::add(&ctx.counters.open, 1);
+        Counters::add(&ctx.counters.opened, 1);
         let shard = next % shards;
         next = next.wrapping_add(1);
         let c = ctx.clone();
@@ -285,6 +339,7 @@ fn accept(listener: TcpListener, ctx: Arc<Context>, stop: Arc<AtomicBool>) {
             .spawn_on(shard, move || connection::serve(c, stream))
             .wait();
         if let Err(e) = spawned {
+            ctx.counters.open.fetch_sub(1, Ordering::Relaxed);
             tracing::warn!("cannot hand a connection to shard {shard}: {e}");
         }
     }
@@ -305,6 +360,22 @@ fn delete_orphans(
         if !held.contains(&p) && !unknown_yet {
             tracing::warn!("deleting partition {p}: no topic holds it");
             engine.delete_partition(p).wait()?;
+        }
+    }
+    Ok(())
+}
+
+/// Gives every topic's partitions the retention its settings ask for.
+fn apply_retention(engine: &Engine, metadata: &MetadataStore) -> Result<(), corelog::RequestError> {
+    let catalog = metadata.snapshot();
+    let handle = engine.handle();
+    for t in catalog.streams.iter().flat_map(|s| s.topics.iter()) {
+        let retention = t.retention();
+        if retention == corelog::Retention::default() {
+            continue;
+        }
+        for p in &t.partitions {
+            handle.set_retention(*p, retention).wait()?;
         }
     }
     Ok(())

@@ -1,11 +1,12 @@
-//! The server's user: a name and an argon2 hash of its password (the
-//! password itself is not kept). Verification is slow by design, so it runs
-//! on a thread of its own, never on a shard.
+//! The root user: a name and an argon2 hash of its password (the password
+//! itself is not kept), from the server's configuration. Other users live in
+//! the catalog ([`crate::accounts`]). Hashing and verification are slow by
+//! design, so they run on the login pool ([`crate::login`]), never on a
+//! shard.
 
-use argon2::password_hash::rand_core::OsRng;
+use argon2::password_hash::rand_core::{OsRng, RngCore};
 use argon2::password_hash::{PasswordHash, PasswordHasher, PasswordVerifier, SaltString};
 use argon2::Argon2;
-use std::sync::Arc;
 
 /// Iggy's default credentials, used when none are configured.
 pub const DEFAULT_USERNAME: &str = "iggy";
@@ -24,7 +25,7 @@ pub enum UsersError {
     Hash(String),
 }
 
-/// The one user this server knows (Iggy's root user, id 0).
+/// Iggy's root user, id 0: every permission, configured at start.
 #[derive(Debug)]
 pub struct Users {
     username: String,
@@ -37,43 +38,53 @@ impl Users {
         if username.is_empty() || password.is_empty() {
             return Err(UsersError::Empty);
         }
-        let salt = SaltString::generate(&mut OsRng);
-        let hash = Argon2::default()
-            .hash_password(password.as_bytes(), &salt)
-            .map_err(|e| UsersError::Hash(e.to_string()))?
-            .to_string();
+        let hash = hash_secret(password)?;
         Ok(Users {
             username: username.to_owned(),
             hash,
         })
     }
 
-    /// Whether these are the user's credentials.
-    pub fn verify(&self, username: &str, password: &str) -> bool {
-        let Ok(hash) = PasswordHash::new(&self.hash) else {
-            return false;
-        };
-        let password_ok = Argon2::default()
-            .verify_password(password.as_bytes(), &hash)
-            .is_ok();
-        password_ok && username == self.username
+    /// The root user's name.
+    pub fn username(&self) -> &str {
+        &self.username
     }
 
-    /// [`Users::verify`] on a thread of its own; resolves to false if that
-    /// thread cannot be started.
-    pub async fn verify_off_thread(self: &Arc<Self>, username: String, password: String) -> bool {
-        let (tx, rx) = futures_channel::oneshot::channel();
-        let users = self.clone();
-        let spawned = std::thread::Builder::new()
-            .name("corelog-login".into())
-            .spawn(move || {
-                let _ = tx.send(users.verify(&username, &password));
-            });
-        if spawned.is_err() {
-            return false;
-        }
-        rx.await.unwrap_or(false)
+    /// The argon2 hash of the root user's password.
+    pub fn hash(&self) -> &str {
+        &self.hash
     }
+
+    /// Whether these are the root user's credentials (slow).
+    pub fn verify(&self, username: &str, password: &str) -> bool {
+        verify_hash(&self.hash, password) && username == self.username
+    }
+}
+
+/// argon2id of `secret` with a fresh random salt, as a PHC string (slow).
+pub fn hash_secret(secret: &str) -> Result<String, UsersError> {
+    let salt = SaltString::generate(&mut OsRng);
+    Argon2::default()
+        .hash_password(secret.as_bytes(), &salt)
+        .map(|h| h.to_string())
+        .map_err(|e| UsersError::Hash(e.to_string()))
+}
+
+/// Whether `secret` matches the PHC string `hash` (slow).
+pub fn verify_hash(hash: &str, secret: &str) -> bool {
+    let Ok(parsed) = PasswordHash::new(hash) else {
+        return false;
+    };
+    Argon2::default()
+        .verify_password(secret.as_bytes(), &parsed)
+        .is_ok()
+}
+
+/// A new personal access token: 48 random hex digits (192 bits).
+pub fn new_token() -> String {
+    let mut bytes = [0u8; 24];
+    OsRng.fill_bytes(&mut bytes);
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
@@ -87,5 +98,16 @@ mod tests {
         assert!(!users.verify("iggy", "Secret"));
         assert!(!users.verify("other", "secret"));
         assert!(!users.hash.contains("secret"));
+    }
+
+    #[test]
+    fn tokens_are_fresh_and_hashes_verify() {
+        let (a, b) = (new_token(), new_token());
+        assert_eq!(a.len(), 48);
+        assert_ne!(a, b);
+        let h = hash_secret(&a).expect("hash");
+        assert!(verify_hash(&h, &a));
+        assert!(!verify_hash(&h, &b));
+        assert!(!verify_hash("not a hash", &a));
     }
 }

@@ -63,7 +63,7 @@ impl std::fmt::Debug for Inbox {
 /// A client waiting for its entry.
 enum Waiter {
     Append(oneshot::Sender<Result<AppendAck, ReplicaError>>),
-    Offset(oneshot::Sender<Result<(), ReplicaError>>),
+    Count(oneshot::Sender<Result<u64, ReplicaError>>),
     Meta(oneshot::Sender<Result<bool, ReplicaError>>),
 }
 
@@ -71,7 +71,7 @@ impl Waiter {
     fn fail(self, e: ReplicaError) {
         let _ = match self {
             Waiter::Append(tx) => tx.send(Err(e)).map_err(|_| ()),
-            Waiter::Offset(tx) => tx.send(Err(e)).map_err(|_| ()),
+            Waiter::Count(tx) => tx.send(Err(e)).map_err(|_| ()),
             Waiter::Meta(tx) => tx.send(Err(e)).map_err(|_| ()),
         };
     }
@@ -544,11 +544,11 @@ impl Group {
                 continue;
             }
             match (p.waiter, &result) {
-                (Waiter::Append(tx), Ok(Some(ack))) => {
+                (Waiter::Append(tx), Ok(apply::Done::Appended(ack))) => {
                     let _ = tx.send(Ok(*ack));
                 }
-                (Waiter::Offset(tx), Ok(_)) => {
-                    let _ = tx.send(Ok(()));
+                (Waiter::Count(tx), Ok(apply::Done::Count(n))) => {
+                    let _ = tx.send(Ok(*n));
                 }
                 (w, Err(e)) => w.fail(ReplicaError::Apply(e.to_string())),
                 (w, Ok(_)) => w.fail(ReplicaError::Apply(
@@ -576,6 +576,19 @@ fn to_apply(group: u32, e: &Entry, meta: &dyn MetaMachine) -> ApplyCmd {
             consumer,
             offset,
         },
+        Ok(Command::DeleteOffset {
+            partition,
+            consumer,
+        }) if meta.keeps(partition) => ApplyCmd::DeleteOffset {
+            partition,
+            consumer,
+        },
+        Ok(Command::DeleteSegments { partition, count }) if meta.keeps(partition) => {
+            ApplyCmd::DeleteSegments {
+                partition,
+                count: usize::try_from(count).unwrap_or(usize::MAX),
+            }
+        }
         Ok(_) => ApplyCmd::Skip,
         Err(err) => {
             tracing::error!("group {group}: entry {}: {err}", e.index);

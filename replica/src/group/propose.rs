@@ -22,12 +22,11 @@ pub(crate) enum Proposal {
         request: u64,
         reply: oneshot::Sender<Result<AppendAck, ReplicaError>>,
     },
-    /// A consumer's offset.
-    StoreOffset {
-        partition: u64,
-        consumer: u64,
-        offset: u64,
-        reply: oneshot::Sender<Result<(), ReplicaError>>,
+    /// A command on a partition with a count for an answer (offsets,
+    /// deletions).
+    Partition {
+        cmd: Command,
+        reply: oneshot::Sender<Result<u64, ReplicaError>>,
     },
     /// A metadata change made from the metadata as of `base`.
     Meta {
@@ -44,7 +43,7 @@ impl Proposal {
             Proposal::Append { reply, .. } => {
                 let _ = reply.send(Err(e));
             }
-            Proposal::StoreOffset { reply, .. } => {
+            Proposal::Partition { reply, .. } => {
                 let _ = reply.send(Err(e));
             }
             Proposal::Meta { reply, .. } => {
@@ -110,19 +109,7 @@ impl Group {
                 };
                 (cmd.encode(), Vec::from(stamped), Waiter::Append(reply))
             }
-            Proposal::StoreOffset {
-                partition,
-                consumer,
-                offset,
-                reply,
-            } => {
-                let cmd = Command::StoreOffset {
-                    partition,
-                    consumer,
-                    offset,
-                };
-                (cmd.encode(), Vec::new(), Waiter::Offset(reply))
-            }
+            Proposal::Partition { cmd, reply } => (cmd.encode(), Vec::new(), Waiter::Count(reply)),
             Proposal::Meta { base, data, reply } => (
                 Command::Meta { base }.encode(),
                 Vec::from(data),

@@ -13,13 +13,13 @@
 //! otherwise). `inflight` holds the writes not yet under the written mark,
 //! in the order of their sequence numbers, with no gap.
 
-use super::config::{FsyncPolicy, LogConfig};
+use super::config::{FsyncPolicy, LogConfig, Retention};
 use super::error::Poison;
 use super::event;
 use super::map_slot;
 use super::segment::{SegState, Segment};
 use crate::io::Storage;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -97,6 +97,9 @@ pub(super) struct Inner<S: Storage> {
     pub(super) partition: u64,
     pub(super) dir: PathBuf,
     pub(super) config: LogConfig,
+    /// Which sealed segments may be deleted: `config.retention` until
+    /// [`PartitionLog::set_retention`] changes it.
+    pub(super) retention: Cell<Retention>,
     pub(super) storage: S,
     /// Set when the log is closed: cuts short a seal's wait for write-back.
     pub(super) closing: Rc<event::Event>,
@@ -224,6 +227,18 @@ impl<S: Storage> PartitionLog<S> {
         &self.inner.config
     }
 
+    /// The retention limits in force (see [`PartitionLog::set_retention`]).
+    pub fn retention(&self) -> Retention {
+        self.inner.retention.get()
+    }
+
+    /// Replaces the retention limits for this log (until it is closed; the
+    /// next open takes its configuration's again). The next
+    /// [`PartitionLog::enforce_retention`] applies them.
+    pub fn set_retention(&self, retention: Retention) {
+        self.inner.retention.set(retention);
+    }
+
     /// Sizes and offsets.
     pub fn stats(&self) -> LogStats {
         let st = self.inner.st.borrow();
@@ -327,6 +342,7 @@ impl<S: Storage> PartitionLog<S> {
             inner: Rc::new(Inner {
                 partition,
                 dir,
+                retention: Cell::new(config.retention),
                 config,
                 storage,
                 closing: Rc::new(event::Event::default()),

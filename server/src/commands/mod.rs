@@ -1,13 +1,19 @@
 //! Executing decoded requests. Each command answers with an [`Outcome`]:
 //! a body, a poll reply to write from the mappings, or an Iggy error.
 
+pub mod authz;
+mod clients;
+mod groups;
+mod lifecycle;
 mod offsets;
 mod poll;
 mod send;
 mod session;
 mod streams;
 mod system;
+mod tokens;
 mod topics;
+mod users;
 
 use crate::catalog::CatalogError;
 use crate::context::Context;
@@ -22,10 +28,34 @@ use iggy_common::{Identifier, IggyError};
 use std::sync::Arc;
 
 /// A connection's sign-in state.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Session {
     /// The session number once signed in.
     pub id: Option<u64>,
+    /// The connection's number (its client id): its id as a
+    /// consumer-group member.
+    pub connection: u64,
+    /// The signed-in user ([`crate::clients::NO_USER`] when none).
+    pub user: u32,
+    /// The connection's entry in the client registry.
+    pub client: Option<Arc<crate::clients::Client>>,
+    /// The client's address (sign-in failures are throttled by it).
+    pub peer: Option<std::net::IpAddr>,
+    /// Failed sign-ins on this connection.
+    pub failed_logins: u32,
+}
+
+impl Default for Session {
+    fn default() -> Session {
+        Session {
+            id: None,
+            connection: 0,
+            user: crate::clients::NO_USER,
+            client: None,
+            peer: None,
+            failed_logins: 0,
+        }
+    }
 }
 
 /// A command's answer.
@@ -66,12 +96,37 @@ pub async fn execute(
 ) -> Outcome {
     let signed_in = session.id.is_some();
     match request {
-        Request::Ping => Outcome::empty(),
-        Request::Login { username, password } => {
-            session::login(ctx, session, username, password).await
+        Request::Ping => return Outcome::empty(),
+        Request::Login(login) => return session::login(ctx, session, login).await,
+        _ if !signed_in => return Outcome::Error(IggyError::Unauthenticated),
+        _ => {}
+    }
+    let need = authz::need(&request);
+    if let Err(e) = authz::authorize(&ctx.metadata.snapshot(), session.user, need) {
+        tracing::debug!("user {} refused command {}: {e}", session.user, head.code);
+        return Outcome::Error(e);
+    }
+    let user = session.user;
+    match request {
+        Request::Ping | Request::Login(_) => Outcome::Error(IggyError::InvalidCommand),
+        Request::Logout => {
+            // Signing out ends its consumer-group memberships.
+            ctx.groups.remove_connection(session.connection);
+            session::logout(session)
         }
-        _ if !signed_in => Outcome::Error(IggyError::Unauthenticated),
-        Request::Logout => session::logout(session),
+        Request::GetMe => clients::get_me(session),
+        Request::GetClients => clients::get_all(ctx),
+        Request::GetClient(r) => clients::get(ctx, r.client_id),
+        Request::GetUsers => users::get_all(ctx).into(),
+        Request::GetUser(r) => users::get(ctx, &r.user_id).into(),
+        Request::CreateUser(r) => users::create(ctx, r).await.into(),
+        Request::DeleteUser(r) => users::delete(ctx, &r.user_id).await.into(),
+        Request::UpdateUser(r) => users::update(ctx, r).await.into(),
+        Request::UpdatePermissions(r) => users::update_permissions(ctx, r).await.into(),
+        Request::ChangePassword(r) => users::change_password(ctx, r).await.into(),
+        Request::GetTokens => tokens::get_all(ctx, user),
+        Request::CreateToken(r) => tokens::create(ctx, user, r).await.into(),
+        Request::DeleteToken(r) => tokens::delete(ctx, user, &r.name).await.into(),
         Request::GetStats => system::stats(ctx),
         Request::GetClusterMetadata => system::cluster_metadata(ctx),
         // In a cluster, everything else is served by the node leading
@@ -89,10 +144,27 @@ pub async fn execute(
         Request::CreateTopic(r) => topics::create(ctx, r).await.into(),
         Request::DeleteTopic(r) => topics::delete(ctx, &r.stream_id, &r.topic_id).await.into(),
         Request::SendMessages(r) => send::send(ctx, r, payload).await.into(),
-        Request::PollMessages(r) => poll::poll(ctx, head, r).await.into(),
+        Request::PollMessages(r) => poll::poll(ctx, session, head, r).await.into(),
         Request::Flush(r) => send::flush(ctx, r).await.into(),
-        Request::StoreConsumerOffset(r) => offsets::store(ctx, r).await.into(),
-        Request::GetConsumerOffset(r) => offsets::get(ctx, r).await.into(),
+        Request::StoreConsumerOffset(r) => offsets::store(ctx, session, r).await.into(),
+        Request::GetConsumerOffset(r) => offsets::get(ctx, session, r).await.into(),
+        Request::DeleteConsumerOffset(r) => offsets::delete(ctx, session, r).await.into(),
+        Request::UpdateStream(r) => lifecycle::update_stream(ctx, r).await.into(),
+        Request::PurgeStream(r) => lifecycle::purge(ctx, &r.stream_id, None).await.into(),
+        Request::UpdateTopic(r) => lifecycle::update_topic(ctx, r).await.into(),
+        Request::PurgeTopic(r) => lifecycle::purge(ctx, &r.stream_id, Some(&r.topic_id))
+            .await
+            .into(),
+        Request::CreatePartitions(r) => lifecycle::create_partitions(ctx, r).await.into(),
+        Request::DeletePartitions(r) => lifecycle::delete_partitions_of(ctx, r).await.into(),
+        Request::DeleteSegments(r) => lifecycle::delete_segments(ctx, r).await.into(),
+        Request::GetConsumerGroup(r) => groups::get(ctx, r).await.into(),
+        Request::GetConsumerGroups(r) => groups::get_all(ctx, r).await.into(),
+        Request::CreateConsumerGroup(r) => groups::create(ctx, r).await.into(),
+        Request::DeleteConsumerGroup(r) => groups::delete(ctx, r).await.into(),
+        Request::JoinConsumerGroup(r) => groups::join(ctx, session, r).await.into(),
+        Request::LeaveConsumerGroup(r) => groups::leave(ctx, session, r).await.into(),
+        Request::SyncConsumerGroup(r) => groups::sync(ctx, session, r).await.into(),
         Request::Unsupported { code } => {
             tracing::debug!("unsupported command {code}");
             Outcome::Error(IggyError::FeatureUnavailable)
@@ -109,6 +181,11 @@ fn identifier(id: &WireIdentifier) -> Identifier {
     .unwrap_or_default()
 }
 
+/// An identifier for a name (error payloads).
+fn named(name: &str) -> Identifier {
+    Identifier::named(name).unwrap_or_default()
+}
+
 /// The status for a catalog refusal.
 fn from_catalog(e: CatalogError, stream: &WireIdentifier) -> IggyError {
     match e {
@@ -120,7 +197,14 @@ fn from_catalog(e: CatalogError, stream: &WireIdentifier) -> IggyError {
         CatalogError::TopicExists { topic, .. } => {
             IggyError::TopicNameAlreadyExists(topic, identifier(stream))
         }
+        CatalogError::NoGroup { topic, group } => {
+            IggyError::ConsumerGroupNameNotFound(group, named(&topic))
+        }
+        CatalogError::GroupExists { topic, group } => {
+            IggyError::ConsumerGroupNameAlreadyExists(group, named(&topic))
+        }
         CatalogError::IdsExhausted("topic") => IggyError::TooManyTopics,
+        CatalogError::IdsExhausted("consumer group") => IggyError::InvalidConsumerGroupId,
         CatalogError::IdsExhausted("partition") => IggyError::PartitionIdSpaceExhausted,
         CatalogError::IdsExhausted(_) => IggyError::TooManyStreams,
     }

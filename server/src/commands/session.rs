@@ -1,7 +1,16 @@
-//! LOGIN_REGISTER and LOGOUT_USER.
+//! LOGIN_REGISTER (password or personal access token) and LOGOUT_USER.
+//! The check runs on the login pool, throttled per peer address (see
+//! [`crate::login`]).
 
 use super::{Outcome, Session};
-use crate::context::Context;
+use crate::accounts::{ROOT_USER_ID, STATUS_INACTIVE, TOKEN_LOOKUP_LEN};
+use crate::catalog::Catalog;
+use crate::clients::NO_USER;
+use crate::context::{now_micros, Context};
+use crate::counters::Counters;
+use crate::login::Attempt;
+use crate::users::verify_hash;
+use crate::wire::request::Login;
 use iggy_binary_protocol::responses::users::LoginRegisterResponse;
 use iggy_binary_protocol::{WireName, IGGY_PROTOCOL_VERSION};
 use iggy_common::IggyError;
@@ -10,34 +19,141 @@ use std::sync::Arc;
 /// The server version the login reply names.
 const SERVER_VERSION: &str = concat!("corelog-server ", env!("CARGO_PKG_VERSION"));
 
-/// Checks the credentials (off the shard) and opens a session.
-pub(super) async fn login(
-    ctx: &Arc<Context>,
-    session: &mut Session,
-    username: String,
-    password: String,
-) -> Outcome {
-    let who = username.clone();
-    if !ctx.users.verify_off_thread(username, password).await {
-        tracing::warn!("refused sign-in of {who:?}: wrong username or password");
-        session.id = None;
-        return Outcome::Error(IggyError::InvalidCredentials);
+/// Who a sign-in claims to be: the user, the hash to check the secret
+/// against, and the user's status.
+struct Candidate {
+    user: u32,
+    hash: String,
+    status: u8,
+}
+
+/// Checks the credentials, then the token (on the login pool), and opens
+/// a session for the user they belong to.
+pub(super) async fn login(ctx: &Arc<Context>, session: &mut Session, login: Login) -> Outcome {
+    sign_out(session);
+    let catalog = ctx.metadata.snapshot();
+    let mut refusal = None;
+    if let Some((username, password)) = login.credentials {
+        // An unknown name is checked against the root hash too (and fails),
+        // so it takes as long as a wrong password.
+        let c = by_password(ctx, &catalog, &username).unwrap_or(Candidate {
+            user: NO_USER,
+            hash: ctx.users.hash().to_owned(),
+            status: 0,
+        });
+        match check(ctx, session, &username, c, password).await {
+            Ok(user) => return signed_in(ctx, session, user),
+            Err(e) => refusal = Some(e),
+        }
     }
+    if let Some(token) = login.token {
+        let checked = match by_token(&catalog, &token, now_micros()) {
+            Ok(c) => check(ctx, session, "(personal access token)", c, token).await,
+            Err(e) => Err(e),
+        };
+        match checked {
+            Ok(user) => return signed_in(ctx, session, user),
+            Err(e) => refusal = refusal.or(Some(e)),
+        }
+    }
+    session.failed_logins += 1;
+    Outcome::Error(refusal.unwrap_or(IggyError::InvalidCredentials))
+}
+
+/// The root user or the stored user named `username`.
+fn by_password(ctx: &Context, catalog: &Catalog, username: &str) -> Option<Candidate> {
+    if username == ctx.users.username() {
+        return Some(Candidate {
+            user: ROOT_USER_ID,
+            hash: ctx.users.hash().to_owned(),
+            status: 0,
+        });
+    }
+    let u = catalog.users.iter().find(|u| u.username == username)?;
+    Some(Candidate {
+        user: u.id,
+        hash: u.password_hash.clone(),
+        status: u.status,
+    })
+}
+
+/// The token whose lookup key `token` starts with, if it has not expired.
+fn by_token(catalog: &Catalog, token: &str, now: u64) -> Result<Candidate, IggyError> {
+    let lookup = token
+        .get(..TOKEN_LOOKUP_LEN)
+        .ok_or(IggyError::InvalidPersonalAccessToken)?;
+    let (user, meta) = catalog
+        .all_tokens()
+        .find(|(_, t)| t.lookup == lookup)
+        .ok_or(IggyError::InvalidPersonalAccessToken)?;
+    if meta.expired(now) {
+        return Err(IggyError::PersonalAccessTokenExpired(
+            meta.name.clone(),
+            user,
+        ));
+    }
+    let status = catalog.user_by_id(user).map_or(0, |u| u.status);
+    Ok(Candidate {
+        user,
+        hash: meta.hash.clone(),
+        status,
+    })
+}
+
+/// Verifies `secret` against the candidate's hash on the login pool,
+/// unless the peer is throttled.
+async fn check(
+    ctx: &Context,
+    session: &Session,
+    who: &str,
+    c: Candidate,
+    secret: String,
+) -> Result<u32, IggyError> {
+    let (hash, known) = (c.hash, c.user != NO_USER);
+    let check = move || verify_hash(&hash, &secret) && known;
+    let attempt = ctx.logins.attempt(session.peer, who, check).await;
+    if attempt != Attempt::SignedIn {
+        let counter = match attempt {
+            Attempt::Throttled => &ctx.counters.logins_throttled,
+            _ => &ctx.counters.logins_failed,
+        };
+        Counters::add(counter, 1);
+        return Err(IggyError::InvalidCredentials);
+    }
+    if c.status == STATUS_INACTIVE {
+        return Err(IggyError::UserInactive);
+    }
+    Ok(c.user)
+}
+
+fn signed_in(ctx: &Context, session: &mut Session, user: u32) -> Outcome {
     let id = ctx.next_session();
     session.id = Some(id);
+    session.user = user;
+    if let Some(client) = &session.client {
+        client.set_user(user);
+    }
     let Ok(server_version) = WireName::new(SERVER_VERSION) else {
         return Outcome::Error(IggyError::InvalidConfiguration);
     };
     Outcome::encoded(&LoginRegisterResponse {
-        user_id: 0,
+        user_id: user,
         session: id,
         server_protocol_version: IGGY_PROTOCOL_VERSION,
         server_version,
     })
 }
 
+fn sign_out(session: &mut Session) {
+    session.id = None;
+    session.user = NO_USER;
+    if let Some(client) = &session.client {
+        client.set_user(NO_USER);
+    }
+}
+
 /// Closes the session; the connection stays open.
 pub(super) fn logout(session: &mut Session) -> Outcome {
-    session.id = None;
+    sign_out(session);
     Outcome::empty()
 }

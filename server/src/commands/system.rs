@@ -38,7 +38,7 @@ pub(super) fn stats(ctx: &Context) -> Outcome {
         partitions_count: count(partitions),
         segments_count: 0,
         messages_count: 0,
-        clients_count: 0,
+        clients_count: count(ctx.clients.count()),
         consumer_groups_count: 0,
         hostname: read("/proc/sys/kernel/hostname"),
         os_name: "Linux".into(),

@@ -45,9 +45,9 @@ pub(super) fn header(
         id: topic.id,
         created_at: topic.created_at,
         partitions_count: u32::try_from(topic.partitions.len()).unwrap_or(u32::MAX),
-        message_expiry: 0,
+        message_expiry: topic.limits().message_expiry,
         compression_algorithm: COMPRESSION_NONE,
-        max_topic_size: 0,
+        max_topic_size: topic.limits().max_topic_size,
         size_bytes,
         messages_count,
         name: WireName::new(topic.name.as_str()).map_err(|_| IggyError::InvalidTopicName)?,
@@ -152,8 +152,9 @@ pub(super) async fn create(
     })
     .await
     .map_err(|e| e.status(stream))?;
-    let catalog = ctx.metadata.snapshot();
     let topic = WireIdentifier::String(r.name.clone());
+    super::lifecycle::apply_retention(ctx, stream, &topic).await?;
+    let catalog = ctx.metadata.snapshot();
     let (_, t) = catalog
         .topic(stream, &topic)
         .map_err(|e| from_catalog(e, stream))?;

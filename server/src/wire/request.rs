@@ -4,25 +4,53 @@
 
 use iggy_binary_protocol::codec::{read_u32_le, WireDecode};
 use iggy_binary_protocol::codes::{
-    CREATE_STREAM_CODE, CREATE_TOPIC_CODE, DELETE_STREAM_CODE, DELETE_TOPIC_CODE,
-    FLUSH_UNSAVED_BUFFER_CODE, GET_CLUSTER_METADATA_CODE, GET_CONSUMER_OFFSET_CODE, GET_STATS_CODE,
-    GET_STREAMS_CODE, GET_STREAM_CODE, GET_TOPICS_CODE, GET_TOPIC_CODE, LOGIN_REGISTER_CODE,
-    LOGOUT_USER_CODE, PING_CODE, POLL_MESSAGES_CODE, SEND_MESSAGES_CODE,
-    STORE_CONSUMER_OFFSET_CODE,
+    CHANGE_PASSWORD_CODE, CREATE_CONSUMER_GROUP_CODE, CREATE_PARTITIONS_CODE,
+    CREATE_PERSONAL_ACCESS_TOKEN_CODE, CREATE_STREAM_CODE, CREATE_TOPIC_CODE, CREATE_USER_CODE,
+    DELETE_CONSUMER_GROUP_CODE, DELETE_CONSUMER_OFFSET_CODE, DELETE_PARTITIONS_CODE,
+    DELETE_PERSONAL_ACCESS_TOKEN_CODE, DELETE_SEGMENTS_CODE, DELETE_STREAM_CODE, DELETE_TOPIC_CODE,
+    DELETE_USER_CODE, FLUSH_UNSAVED_BUFFER_CODE, GET_CLIENTS_CODE, GET_CLIENT_CODE,
+    GET_CLUSTER_METADATA_CODE, GET_CONSUMER_GROUPS_CODE, GET_CONSUMER_GROUP_CODE,
+    GET_CONSUMER_OFFSET_CODE, GET_ME_CODE, GET_PERSONAL_ACCESS_TOKENS_CODE, GET_STATS_CODE,
+    GET_STREAMS_CODE, GET_STREAM_CODE, GET_TOPICS_CODE, GET_TOPIC_CODE, GET_USERS_CODE,
+    GET_USER_CODE, JOIN_CONSUMER_GROUP_CODE, LEAVE_CONSUMER_GROUP_CODE, LOGIN_REGISTER_CODE,
+    LOGIN_REGISTER_WITH_PAT_CODE, LOGIN_WITH_PERSONAL_ACCESS_TOKEN_CODE, LOGOUT_USER_CODE,
+    PING_CODE, POLL_MESSAGES_CODE, PURGE_STREAM_CODE, PURGE_TOPIC_CODE, SEND_MESSAGES_CODE,
+    STORE_CONSUMER_OFFSET_CODE, SYNC_CONSUMER_GROUP_CODE, UPDATE_PERMISSIONS_CODE,
+    UPDATE_STREAM_CODE, UPDATE_TOPIC_CODE, UPDATE_USER_CODE,
+};
+use iggy_binary_protocol::requests::consumer_groups::{
+    CreateConsumerGroupRequest, DeleteConsumerGroupRequest, GetConsumerGroupRequest,
+    GetConsumerGroupsRequest, JoinConsumerGroupRequest, LeaveConsumerGroupRequest,
+    SyncConsumerGroupRequest,
 };
 use iggy_binary_protocol::requests::consumer_offsets::{
-    GetConsumerOffsetRequest, StoreConsumerOffsetRequest,
+    DeleteConsumerOffsetRequest, GetConsumerOffsetRequest, StoreConsumerOffsetRequest,
 };
 use iggy_binary_protocol::requests::messages::{
     FlushUnsavedBufferRequest, PollMessagesRequest, SendMessagesHeader,
 };
+use iggy_binary_protocol::requests::partitions::{
+    CreatePartitionsRequest, DeletePartitionsRequest,
+};
+use iggy_binary_protocol::requests::personal_access_tokens::{
+    CreatePersonalAccessTokenRequest, DeletePersonalAccessTokenRequest,
+    LoginWithPersonalAccessTokenRequest,
+};
+use iggy_binary_protocol::requests::segments::DeleteSegmentsRequest;
 use iggy_binary_protocol::requests::streams::{
-    CreateStreamRequest, DeleteStreamRequest, GetStreamRequest,
+    CreateStreamRequest, DeleteStreamRequest, GetStreamRequest, PurgeStreamRequest,
+    UpdateStreamRequest,
 };
+use iggy_binary_protocol::requests::system::GetClientRequest;
 use iggy_binary_protocol::requests::topics::{
-    CreateTopicRequest, DeleteTopicRequest, GetTopicRequest, GetTopicsRequest,
+    CreateTopicRequest, DeleteTopicRequest, GetTopicRequest, GetTopicsRequest, PurgeTopicRequest,
+    UpdateTopicRequest,
 };
-use iggy_binary_protocol::requests::users::LoginRegisterRequest;
+use iggy_binary_protocol::requests::users::{
+    ChangePasswordRequest, CreateUserRequest, DeleteUserRequest, GetUserRequest,
+    LoginRegisterRequest, LoginRegisterWithPatRequest, UpdatePermissionsRequest, UpdateUserRequest,
+};
+use iggy_binary_protocol::version::ClientVersionInfo;
 use iggy_binary_protocol::{WireError, WireIdentifier, WirePartitioning};
 use secrecy::ExposeSecret;
 
@@ -36,15 +64,37 @@ pub enum Request {
     GetStats,
     /// GET_CLUSTER_METADATA.
     GetClusterMetadata,
-    /// LOGIN_REGISTER: sign in and open a session.
-    Login {
-        /// the user
-        username: String,
-        /// the password, as sent
-        password: String,
-    },
+    /// LOGIN_REGISTER (with a password or a personal access token), or the
+    /// legacy LOGIN_WITH_PERSONAL_ACCESS_TOKEN: sign in, open a session.
+    Login(Login),
     /// LOGOUT_USER.
     Logout,
+    /// GET_ME: the caller's connection.
+    GetMe,
+    /// GET_CLIENT.
+    GetClient(GetClientRequest),
+    /// GET_CLIENTS.
+    GetClients,
+    /// GET_USER.
+    GetUser(GetUserRequest),
+    /// GET_USERS.
+    GetUsers,
+    /// CREATE_USER.
+    CreateUser(CreateUserRequest),
+    /// DELETE_USER.
+    DeleteUser(DeleteUserRequest),
+    /// UPDATE_USER.
+    UpdateUser(UpdateUserRequest),
+    /// UPDATE_PERMISSIONS.
+    UpdatePermissions(UpdatePermissionsRequest),
+    /// CHANGE_PASSWORD.
+    ChangePassword(ChangePasswordRequest),
+    /// GET_PERSONAL_ACCESS_TOKENS: the caller's.
+    GetTokens,
+    /// CREATE_PERSONAL_ACCESS_TOKEN: for the caller.
+    CreateToken(CreatePersonalAccessTokenRequest),
+    /// DELETE_PERSONAL_ACCESS_TOKEN: the caller's.
+    DeleteToken(DeletePersonalAccessTokenRequest),
     /// GET_STREAMS.
     GetStreams,
     /// GET_STREAM.
@@ -71,11 +121,61 @@ pub enum Request {
     StoreConsumerOffset(StoreConsumerOffsetRequest),
     /// GET_CONSUMER_OFFSET.
     GetConsumerOffset(GetConsumerOffsetRequest),
+    /// DELETE_CONSUMER_OFFSET.
+    DeleteConsumerOffset(DeleteConsumerOffsetRequest),
+    /// UPDATE_STREAM.
+    UpdateStream(UpdateStreamRequest),
+    /// PURGE_STREAM.
+    PurgeStream(PurgeStreamRequest),
+    /// UPDATE_TOPIC.
+    UpdateTopic(UpdateTopicRequest),
+    /// PURGE_TOPIC.
+    PurgeTopic(PurgeTopicRequest),
+    /// CREATE_PARTITIONS.
+    CreatePartitions(CreatePartitionsRequest),
+    /// DELETE_PARTITIONS.
+    DeletePartitions(DeletePartitionsRequest),
+    /// DELETE_SEGMENTS.
+    DeleteSegments(DeleteSegmentsRequest),
+    /// GET_CONSUMER_GROUP.
+    GetConsumerGroup(GetConsumerGroupRequest),
+    /// GET_CONSUMER_GROUPS.
+    GetConsumerGroups(GetConsumerGroupsRequest),
+    /// CREATE_CONSUMER_GROUP.
+    CreateConsumerGroup(CreateConsumerGroupRequest),
+    /// DELETE_CONSUMER_GROUP.
+    DeleteConsumerGroup(DeleteConsumerGroupRequest),
+    /// JOIN_CONSUMER_GROUP.
+    JoinConsumerGroup(JoinConsumerGroupRequest),
+    /// LEAVE_CONSUMER_GROUP.
+    LeaveConsumerGroup(LeaveConsumerGroupRequest),
+    /// SYNC_CONSUMER_GROUP: the member's partitions and the generation.
+    SyncConsumerGroup(SyncConsumerGroupRequest),
     /// A command this server does not implement.
     Unsupported {
         /// its code
         code: u32,
     },
+}
+
+/// What a sign-in carries: a username and password, a personal access
+/// token, or (a body both shapes decode) both to try in that order, as
+/// Iggy's server does.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Login {
+    /// username and password
+    pub credentials: Option<(String, String)>,
+    /// a personal access token
+    pub token: Option<String>,
+}
+
+impl std::fmt::Debug for Login {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Login")
+            .field("username", &self.credentials.as_ref().map(|c| &c.0))
+            .field("token", &self.token.as_ref().map(|_| "…"))
+            .finish()
+    }
 }
 
 /// The routing part of a SEND_MESSAGES payload; the batch is the rest.
@@ -127,20 +227,35 @@ pub enum DecodeError {
 
 /// Decodes the payload of command `code`.
 pub fn decode_request(code: u32, payload: &[u8]) -> Result<Request, DecodeError> {
-    let wire = |source| DecodeError::Wire { code, source };
     Ok(match code {
         PING_CODE => Request::Ping,
         GET_STATS_CODE => Request::GetStats,
         GET_CLUSTER_METADATA_CODE => Request::GetClusterMetadata,
         LOGOUT_USER_CODE => Request::Logout,
         GET_STREAMS_CODE => Request::GetStreams,
-        LOGIN_REGISTER_CODE => {
-            let (login, _) = LoginRegisterRequest::decode(payload).map_err(wire)?;
-            Request::Login {
-                username: login.username.as_str().to_owned(),
-                password: login.password.expose_secret().to_owned(),
-            }
+        LOGIN_REGISTER_CODE | LOGIN_REGISTER_WITH_PAT_CODE => {
+            Request::Login(login_register(code, payload)?)
         }
+        LOGIN_WITH_PERSONAL_ACCESS_TOKEN_CODE => {
+            let r: LoginWithPersonalAccessTokenRequest = exact(code, payload)?;
+            Request::Login(Login {
+                credentials: None,
+                token: Some(r.token.as_str().to_owned()),
+            })
+        }
+        GET_ME_CODE => Request::GetMe,
+        GET_CLIENTS_CODE => Request::GetClients,
+        GET_USERS_CODE => Request::GetUsers,
+        GET_PERSONAL_ACCESS_TOKENS_CODE => Request::GetTokens,
+        GET_CLIENT_CODE => Request::GetClient(exact(code, payload)?),
+        GET_USER_CODE => Request::GetUser(exact(code, payload)?),
+        CREATE_USER_CODE => Request::CreateUser(exact(code, payload)?),
+        DELETE_USER_CODE => Request::DeleteUser(exact(code, payload)?),
+        UPDATE_USER_CODE => Request::UpdateUser(exact(code, payload)?),
+        UPDATE_PERMISSIONS_CODE => Request::UpdatePermissions(exact(code, payload)?),
+        CHANGE_PASSWORD_CODE => Request::ChangePassword(exact(code, payload)?),
+        CREATE_PERSONAL_ACCESS_TOKEN_CODE => Request::CreateToken(exact(code, payload)?),
+        DELETE_PERSONAL_ACCESS_TOKEN_CODE => Request::DeleteToken(exact(code, payload)?),
         GET_STREAM_CODE => Request::GetStream(exact(code, payload)?),
         CREATE_STREAM_CODE => Request::CreateStream(exact(code, payload)?),
         DELETE_STREAM_CODE => Request::DeleteStream(exact(code, payload)?),
@@ -152,6 +267,21 @@ pub fn decode_request(code: u32, payload: &[u8]) -> Result<Request, DecodeError>
         FLUSH_UNSAVED_BUFFER_CODE => Request::Flush(exact(code, payload)?),
         STORE_CONSUMER_OFFSET_CODE => Request::StoreConsumerOffset(exact(code, payload)?),
         GET_CONSUMER_OFFSET_CODE => Request::GetConsumerOffset(exact(code, payload)?),
+        DELETE_CONSUMER_OFFSET_CODE => Request::DeleteConsumerOffset(exact(code, payload)?),
+        UPDATE_STREAM_CODE => Request::UpdateStream(exact(code, payload)?),
+        PURGE_STREAM_CODE => Request::PurgeStream(exact(code, payload)?),
+        UPDATE_TOPIC_CODE => Request::UpdateTopic(exact(code, payload)?),
+        PURGE_TOPIC_CODE => Request::PurgeTopic(exact(code, payload)?),
+        CREATE_PARTITIONS_CODE => Request::CreatePartitions(exact(code, payload)?),
+        DELETE_PARTITIONS_CODE => Request::DeletePartitions(exact(code, payload)?),
+        DELETE_SEGMENTS_CODE => Request::DeleteSegments(exact(code, payload)?),
+        GET_CONSUMER_GROUP_CODE => Request::GetConsumerGroup(exact(code, payload)?),
+        GET_CONSUMER_GROUPS_CODE => Request::GetConsumerGroups(exact(code, payload)?),
+        CREATE_CONSUMER_GROUP_CODE => Request::CreateConsumerGroup(exact(code, payload)?),
+        DELETE_CONSUMER_GROUP_CODE => Request::DeleteConsumerGroup(exact(code, payload)?),
+        JOIN_CONSUMER_GROUP_CODE => Request::JoinConsumerGroup(exact(code, payload)?),
+        LEAVE_CONSUMER_GROUP_CODE => Request::LeaveConsumerGroup(exact(code, payload)?),
+        SYNC_CONSUMER_GROUP_CODE => Request::SyncConsumerGroup(exact(code, payload)?),
         SEND_MESSAGES_CODE => Request::SendMessages(send_messages(payload)?),
         code => Request::Unsupported { code },
     })
@@ -167,6 +297,35 @@ fn exact<T: WireDecode>(code: u32, payload: &[u8]) -> Result<T, DecodeError> {
         });
     }
     Ok(value)
+}
+
+/// `[ClientVersionInfo]` then a password body or a token body (both run to
+/// the end of the payload); whichever decodes exactly.
+fn login_register(code: u32, payload: &[u8]) -> Result<Login, DecodeError> {
+    let (version, prefix) =
+        ClientVersionInfo::decode(payload).map_err(|source| DecodeError::Wire { code, source })?;
+    let tail = payload.get(prefix..).unwrap_or(&[]);
+    let credentials = match LoginRegisterRequest::decode_after_prefix(version.clone(), tail) {
+        Ok((r, used)) if used == tail.len() => Some((
+            r.username.as_str().to_owned(),
+            r.password.expose_secret().to_owned(),
+        )),
+        _ => None,
+    };
+    let token = match LoginRegisterWithPatRequest::decode_after_prefix(version, tail) {
+        Ok((r, used)) if used == tail.len() => Some(r.token.expose_secret().to_owned()),
+        _ => None,
+    };
+    if credentials.is_none() && token.is_none() {
+        // Neither shape: say what the password shape found wrong.
+        let source = LoginRegisterRequest::decode(payload)
+            .err()
+            .unwrap_or(WireError::Validation(
+                "trailing bytes after the login".into(),
+            ));
+        return Err(DecodeError::Wire { code, source });
+    }
+    Ok(Login { credentials, token })
 }
 
 /// `[metadata_length u32][stream][topic][partitioning][messages_count u32][batch]`.
@@ -261,6 +420,55 @@ mod tests {
         // kind 1 (numeric) must carry 4 bytes.
         assert!(decode_request(GET_STREAM_CODE, &[1, 2, 0, 0]).is_err());
         assert!(decode_request(GET_STREAM_CODE, &[9, 4, 0, 0, 0, 0]).is_err());
+    }
+
+    #[test]
+    fn group_lifecycle_and_offset_requests_decode_whole_and_refuse_truncation() {
+        let s = WireIdentifier::numeric(1);
+        let t = WireIdentifier::named("t").expect("name");
+        let g = WireIdentifier::named("g").expect("name");
+        let join = JoinConsumerGroupRequest {
+            stream_id: s.clone(),
+            topic_id: t.clone(),
+            group_id: g.clone(),
+        }
+        .to_bytes();
+        let segments = DeleteSegmentsRequest {
+            stream_id: s.clone(),
+            topic_id: t.clone(),
+            partition_id: 2,
+            segments_count: 3,
+        }
+        .to_bytes();
+        let partitions = CreatePartitionsRequest {
+            stream_id: s,
+            topic_id: t,
+            partitions_count: 4,
+        }
+        .to_bytes();
+        for (code, bytes) in [
+            (JOIN_CONSUMER_GROUP_CODE, &join),
+            (SYNC_CONSUMER_GROUP_CODE, &join),
+            (DELETE_SEGMENTS_CODE, &segments),
+            (CREATE_PARTITIONS_CODE, &partitions),
+        ] {
+            assert!(decode_request(code, bytes).is_ok(), "{code}");
+            for cut in 0..bytes.len() {
+                assert!(
+                    decode_request(code, &bytes[..cut]).is_err(),
+                    "{code} cut at {cut}"
+                );
+            }
+        }
+        let Ok(Request::SyncConsumerGroup(r)) = decode_request(SYNC_CONSUMER_GROUP_CODE, &join)
+        else {
+            panic!("not a sync");
+        };
+        assert_eq!(r.group_id, g);
+        let Ok(Request::DeleteSegments(r)) = decode_request(DELETE_SEGMENTS_CODE, &segments) else {
+            panic!("not a delete");
+        };
+        assert_eq!((r.partition_id, r.segments_count), (2, 3));
     }
 
     #[test]

@@ -27,7 +27,22 @@ pub struct RawReply {
 
 impl Raw {
     pub fn connect(addr: std::net::SocketAddr) -> Raw {
-        let stream = TcpStream::connect(addr).expect("connect");
+        Raw::over(TcpStream::connect(addr).expect("connect"))
+    }
+
+    /// A connection from `source` (another loopback address, say).
+    pub fn connect_from(source: std::net::IpAddr, addr: std::net::SocketAddr) -> Raw {
+        let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None)
+            .expect("socket");
+        socket
+            .bind(&std::net::SocketAddr::new(source, 0).into())
+            .expect("bind");
+        socket.connect(&addr.into()).expect("connect");
+        Raw::over(socket.into())
+    }
+
+    /// Over a connected stream.
+    pub fn over(stream: TcpStream) -> Raw {
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
             .expect("timeout");

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# Apache Iggy's own integration suite (core/integration: tests/sdk, tests/server, tests/cli) run
+# against corelog-server, and docs/iggy-suite.md generated from the run.
+#
+#   scripts/iggy-suite.sh            # prepare + build + run + report
+#   scripts/iggy-suite.sh build      # only make the trimmed copy and build it (long: start early)
+#   scripts/iggy-suite.sh run        # run the TCP tests (builds what is missing first)
+#   scripts/iggy-suite.sh report     # regenerate docs/iggy-suite.md from the last run's log
+#   scripts/iggy-suite.sh run FILTER # only the tests whose names contain FILTER (report left alone)
+#
+# Nothing of Iggy is committed to this project. The script works on an Iggy checkout outside the
+# tree: IGGY_SRC (default /work/iggy-src, the commit whose iggy_binary_protocol is 0.11.0-edge.4,
+# the one corelog-server pins). It makes a TRIMMED COPY of it in SUITE_DIR (default
+# /work/iggy-suite/src) and builds there, with a persistent target dir SUITE_TARGET (default
+# /work/iggy-suite-target), at `nice -n 15`.
+#
+# What the trimmed copy drops (so the crate builds in reasonable time on 2 cores):
+#   * from core/integration/Cargo.toml the connector and MCP dependencies: deltalake, mongodb,
+#     sqlx, testcontainers, testcontainers-modules, rmcp, rust-s3, iggy_connector_doris_sink,
+#     iggy_connector_sdk, reqwest-middleware, reqwest-retry, and the crate's `[lints]`
+#     (warnings = deny) so the patch below cannot fail the build on an unused import;
+#   * the test modules that need them or that are about clustering: tests/connectors,
+#     tests/mcp, tests/cluster, tests/config_provider, tests/data_integrity (tests/mod.rs keeps
+#     `mod cli; mod sdk; mod server;`);
+#   * in the harness, src/harness/handle/mcp.rs loses its rmcp client: `McpClient` becomes an
+#     empty type and `create_client` an error (only the dropped tests/mcp use it).
+# Everything else (the harness, its server handle and the sdk/server/cli tests) is Iggy's code
+# as it is at that commit.
+#
+# In place of `iggy-server` the harness finds LAUNCHER (written into the suite's target dir as
+# target/debug/iggy-server): a few lines of shell that `exec` the real corelog-server of this
+# project with the harness's settings: IGGY_SYSTEM_PATH (its data under <path>/corelog),
+# IGGY_TCP_ADDRESS, IGGY_ROOT_USERNAME/PASSWORD, and --runtime-config
+# <path>/runtime/current_config.toml, the file the harness waits for: corelog-server writes it
+# (`[tcp] address = "<bound address>"`) once it listens.
+#
+# Which tests run: every test whose harness transport is TCP (names ending in `tcp`,
+# `tcp_tls_*`) and the tests without a transport matrix that talk TCP (the CLI tests and the
+# server scenarios). Not applicable, listed but not run: HTTP, QUIC and WebSocket tests,
+# clustering (`cluster`, `vsr`, replica tests), and the features corelog-server lists as
+# unimplemented in the README (see NA_RULES below: each rule says why).
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+IGGY_SRC=${IGGY_SRC:-/work/iggy-src}
+SUITE_DIR=${SUITE_DIR:-/work/iggy-suite/src}
+SUITE_TARGET=${SUITE_TARGET:-/work/iggy-suite-target}
+SUITE_LOG=${SUITE_LOG:-/work/iggy-suite/last-run.log}
+TEST_THREADS=${TEST_THREADS:-2}
+TEST_TIMEOUT=${TEST_TIMEOUT:-180}
+OUT=${OUT:-$root/docs/iggy-suite.md}
+export RUSTUP_TOOLCHAIN=${RUSTUP_TOOLCHAIN:-stable}
+export CARGO_TARGET_DIR=$SUITE_TARGET
+
+phase=${1:-all}
+filter=${2:-}
+
+log() { echo "iggy-suite: $*" >&2; }
+
+prepare() {
+    [[ -f $IGGY_SRC/core/integration/Cargo.toml ]] || {
+        log "no Iggy checkout at IGGY_SRC=$IGGY_SRC (fetch apache/iggy at the pinned commit there)"
+        exit 2
+    }
+    case "$SUITE_DIR" in "$root"/*) log "SUITE_DIR must be outside the project"; exit 2 ;; esac
+    # Copied once per IGGY_SRC (a stamp says from where); the patches below are idempotent and
+    # write a file only when it changes, so the persistent target stays warm between runs.
+    local stamp=$SUITE_DIR/.copied-from
+    if [[ ! -f $stamp || $(cat "$stamp") != "$IGGY_SRC" ]]; then
+        rm -rf "$SUITE_DIR"
+        mkdir -p "$SUITE_DIR"
+        (cd "$IGGY_SRC" && tar -cf - --exclude=./target --exclude=./.git --exclude=./web \
+            --exclude=./foreign --exclude=node_modules .) | tar -xf - -C "$SUITE_DIR"
+        echo "$IGGY_SRC" >"$stamp"
+    fi
+    local it=$SUITE_DIR/core/integration
+    python3 - "$it" <<'PY'
+import re, sys, pathlib
+it = pathlib.Path(sys.argv[1])
+dropped = ["deltalake", "mongodb", "sqlx", "testcontainers", "testcontainers-modules",
+           "rust-s3", "iggy_connector_doris_sink", "iggy_connector_sdk",
+           "reqwest-middleware", "reqwest-retry"]
+toml = (it / "Cargo.toml").read_text()
+out, skip = [], False
+for line in toml.splitlines():
+    name = line.split("=")[0].strip()
+    if skip:
+        skip = not line.startswith("] }")
+        continue
+    if name == "rmcp":
+        skip = True          # a multi-line entry, ends with "] }"
+        continue
+    if name in dropped:
+        continue
+    out.append(line)
+toml = "\n".join(out) + "\n"
+toml = toml.replace("[lints]\nworkspace = true\n", "")
+def put(path, text):
+    if path.read_text() != text:
+        path.write_text(text)
+put(it / "Cargo.toml", toml)
+
+mod = (it / "tests" / "mod.rs").read_text()
+for m in ["cluster", "config_provider", "connectors", "data_integrity", "mcp"]:
+    mod = mod.replace(f"mod {m};\n", "")
+put(it / "tests" / "mod.rs", mod)
+
+mcp = it / "src" / "harness" / "handle" / "mcp.rs"
+src = mcp.read_text()
+src = re.sub(r"use rmcp::\{.*?\};\n", "", src, flags=re.S)
+src = re.sub(r"pub type McpClient = .*?;\n",
+             "/// Trimmed copy: the rmcp client is dropped (only tests/mcp used it).\n"
+             "#[derive(Debug)]\npub struct McpClient;\n", src)
+src = re.sub(r"(pub async fn create_client\(&self\) -> Result<McpClient, TestBinaryError> \{).*?\n    \}\n",
+             r"""\1
+        Err(TestBinaryError::ClientCreation {
+            transport: "MCP".to_string(),
+            address: self.mcp_url(),
+            source: "MCP is dropped from the trimmed suite".to_string(),
+        })
+    }
+""", src, count=1, flags=re.S)
+put(mcp, src)
+PY
+    log "trimmed copy ready in $SUITE_DIR"
+}
+
+build() {
+    prepare
+    cd "$SUITE_DIR"
+    log "building the suite (target $SUITE_TARGET); this is long the first time"
+    nice -n 15 cargo test --no-run -p integration --test mod
+    nice -n 15 cargo build -p iggy-cli --bin iggy
+}
+
+suite_binary() {
+    cd "$SUITE_DIR"
+    RUSTUP_TOOLCHAIN=$RUSTUP_TOOLCHAIN cargo test --no-run -p integration --test mod \
+        --message-format=json 2>/dev/null |
+        python3 -c 'import json,sys
+for l in sys.stdin:
+    try: m = json.loads(l)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["name"] == "mod":
+        print(m["executable"])' | tail -1
+}
+
+case "$phase" in
+    prepare) prepare ;;
+    build) build ;;
+    *) log "unknown phase $phase"; exit 2 ;;
+esac

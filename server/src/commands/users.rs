@@ -1,0 +1,295 @@
+//! GET_USER(S), CREATE_USER, DELETE_USER, UPDATE_USER, UPDATE_PERMISSIONS,
+//! CHANGE_PASSWORD. Passwords are hashed (argon2, off the shard) before the
+//! catalog change, which is then deterministic.
+
+use super::Outcome;
+use crate::accounts::{
+    AccountError, NewUser, UserMeta, ROOT_USER_ID, STATUS_ACTIVE, STATUS_INACTIVE,
+};
+use crate::catalog::Catalog;
+use crate::context::{now_micros, Context};
+use crate::metadata::MetadataError;
+use crate::permissions::Permissions;
+use crate::users::{hash_secret, verify_hash};
+use iggy_binary_protocol::requests::users::{
+    ChangePasswordRequest, CreateUserRequest, UpdatePermissionsRequest, UpdateUserRequest,
+};
+use iggy_binary_protocol::responses::users::{GetUsersResponse, UserDetailsResponse, UserResponse};
+use iggy_binary_protocol::{WireIdentifier, WireName, WireOptions, WirePermissions};
+use iggy_common::IggyError;
+use std::sync::Arc;
+
+/// Iggy's bounds on names and passwords (`iggy_common` users defaults).
+const USERNAME_LEN: std::ops::RangeInclusive<usize> = 3..=50;
+const PASSWORD_LEN: std::ops::RangeInclusive<usize> = 3..=100;
+
+/// A user or token change's failure: a refusal or a failed write.
+#[derive(Debug)]
+pub(super) enum AccountUpdate {
+    Refused(AccountError),
+    Write(MetadataError),
+}
+
+impl From<MetadataError> for AccountUpdate {
+    fn from(e: MetadataError) -> AccountUpdate {
+        AccountUpdate::Write(e)
+    }
+}
+
+impl From<AccountError> for AccountUpdate {
+    fn from(e: AccountError) -> AccountUpdate {
+        AccountUpdate::Refused(e)
+    }
+}
+
+impl AccountUpdate {
+    /// The status the client gets.
+    pub(super) fn status(self) -> IggyError {
+        match self {
+            AccountUpdate::Refused(e) => match e {
+                AccountError::NoUser(u) => IggyError::ResourceNotFound(format!("user {u}")),
+                AccountError::UserExists(_) => IggyError::UserAlreadyExists,
+                AccountError::Root => IggyError::CannotChangePermissions(ROOT_USER_ID),
+                AccountError::TokenExists { user, name } => {
+                    IggyError::PersonalAccessTokenAlreadyExists(name, user)
+                }
+                AccountError::NoToken { name, .. } => {
+                    IggyError::ResourceNotFound(format!("personal access token {name}"))
+                }
+                AccountError::TooManyTokens(user) => IggyError::PersonalAccessTokensLimitReached(
+                    user,
+                    crate::accounts::MAX_TOKENS_PER_USER as u32,
+                ),
+                AccountError::PasswordChanged => IggyError::InvalidCredentials,
+                AccountError::LookupTaken => IggyError::Error,
+                AccountError::IdsExhausted => IggyError::UsersLimitReached,
+            },
+            AccountUpdate::Write(e) => {
+                tracing::error!("metadata: {e}");
+                IggyError::Error
+            }
+        }
+    }
+}
+
+/// The user `id` names: `Some(ROOT_USER_ID)` for the root user.
+fn resolve(ctx: &Context, catalog: &Catalog, id: &WireIdentifier) -> Option<u32> {
+    let root = match id {
+        WireIdentifier::Numeric(n) => *n == ROOT_USER_ID,
+        WireIdentifier::String(name) => name.as_str() == ctx.users.username(),
+    };
+    if root {
+        return Some(ROOT_USER_ID);
+    }
+    catalog.user(id).map(|u| u.id)
+}
+
+fn header(
+    id: u32,
+    created_at: u64,
+    status: u8,
+    name: &str,
+    options: &[u8],
+) -> Result<UserResponse, IggyError> {
+    Ok(UserResponse {
+        id,
+        created_at,
+        status,
+        username: WireName::new(name).map_err(|_| IggyError::InvalidUsername)?,
+        options: WireOptions::from_validated(options.to_vec().into()),
+    })
+}
+
+fn root_details(ctx: &Context) -> Result<UserDetailsResponse, IggyError> {
+    Ok(UserDetailsResponse {
+        user: header(
+            ROOT_USER_ID,
+            ctx.started_at,
+            STATUS_ACTIVE,
+            ctx.users.username(),
+            &[],
+        )?,
+        permissions: Some(WirePermissions::from(&Permissions::all())),
+    })
+}
+
+fn details(u: &UserMeta) -> Result<UserDetailsResponse, IggyError> {
+    Ok(UserDetailsResponse {
+        user: header(u.id, u.created_at, u.status, &u.username, &u.options)?,
+        permissions: u.permissions.as_ref().map(WirePermissions::from),
+    })
+}
+
+/// Every user, root first.
+pub(super) fn get_all(ctx: &Arc<Context>) -> Result<Outcome, IggyError> {
+    let catalog = ctx.metadata.snapshot();
+    let mut users = vec![root_details(ctx)?.user];
+    for u in &catalog.users {
+        users.push(details(u)?.user);
+    }
+    Ok(Outcome::encoded(&GetUsersResponse { users }))
+}
+
+/// The user with its permissions; an empty body when there is none.
+pub(super) fn get(ctx: &Arc<Context>, id: &WireIdentifier) -> Result<Outcome, IggyError> {
+    let catalog = ctx.metadata.snapshot();
+    Ok(match resolve(ctx, &catalog, id) {
+        Some(ROOT_USER_ID) => Outcome::encoded(&root_details(ctx)?),
+        Some(_) => match catalog.user(id) {
+            Some(u) => Outcome::encoded(&details(u)?),
+            None => Outcome::empty(),
+        },
+        None => Outcome::empty(),
+    })
+}
+
+fn check_username(name: &str) -> Result<(), IggyError> {
+    if USERNAME_LEN.contains(&name.len()) {
+        Ok(())
+    } else {
+        Err(IggyError::InvalidUsername)
+    }
+}
+
+fn check_password(password: &str) -> Result<(), IggyError> {
+    if PASSWORD_LEN.contains(&password.len()) {
+        Ok(())
+    } else {
+        Err(IggyError::InvalidPassword)
+    }
+}
+
+fn check_status(status: u8) -> Result<u8, IggyError> {
+    match status {
+        STATUS_ACTIVE | STATUS_INACTIVE => Ok(status),
+        _ => Err(IggyError::InvalidUserStatus),
+    }
+}
+
+/// argon2 of `secret` on the login pool.
+pub(super) async fn hash(ctx: &Context, secret: String) -> Result<String, IggyError> {
+    match ctx.logins.run(move || hash_secret(&secret)).await {
+        Some(Ok(h)) => Ok(h),
+        Some(Err(e)) => {
+            tracing::error!("{e}");
+            Err(IggyError::Error)
+        }
+        None => Err(IggyError::Error),
+    }
+}
+
+/// Records a new user durably; answers its details.
+pub(super) async fn create(ctx: &Arc<Context>, r: CreateUserRequest) -> Result<Outcome, IggyError> {
+    check_username(r.username.as_str())?;
+    check_password(&r.password)?;
+    let status = check_status(r.status)?;
+    let new = NewUser {
+        username: r.username.as_str().to_owned(),
+        password_hash: hash(ctx, r.password).await?,
+        status,
+        permissions: r.permissions.as_ref().map(Permissions::from),
+        options: r.options.as_bytes().to_vec(),
+        created_at: now_micros(),
+    };
+    let root_name = ctx.users.username().to_owned();
+    let id = ctx
+        .update_catalog(|c| -> Result<u32, AccountUpdate> { Ok(c.add_user(new, &root_name)?) })
+        .await
+        .map_err(AccountUpdate::status)?;
+    let catalog = ctx.metadata.snapshot();
+    let u = catalog.user_by_id(id).ok_or(IggyError::Error)?;
+    Ok(Outcome::encoded(&details(u)?))
+}
+
+/// Forgets the user and its tokens; its open sessions can do nothing more.
+pub(super) async fn delete(ctx: &Arc<Context>, id: &WireIdentifier) -> Result<Outcome, IggyError> {
+    let target = resolve(ctx, &ctx.metadata.snapshot(), id)
+        .ok_or_else(|| IggyError::ResourceNotFound(format!("user {id}")))?;
+    if target == ROOT_USER_ID {
+        return Err(IggyError::CannotDeleteUser(ROOT_USER_ID));
+    }
+    ctx.update_catalog(|c| -> Result<(), AccountUpdate> { Ok(c.remove_user(target)?) })
+        .await
+        .map_err(AccountUpdate::status)?;
+    Ok(Outcome::empty())
+}
+
+/// Renames the user and/or sets its status. The root user is configured,
+/// not stored: it cannot be changed here.
+pub(super) async fn update(ctx: &Arc<Context>, r: UpdateUserRequest) -> Result<Outcome, IggyError> {
+    let target = stored_user(ctx, &r.user_id)?;
+    if let Some(name) = &r.username {
+        check_username(name.as_str())?;
+    }
+    let status = r.status.map(check_status).transpose()?;
+    let username = r.username.map(|n| n.as_str().to_owned());
+    let root_name = ctx.users.username().to_owned();
+    ctx.update_catalog(|c| -> Result<(), AccountUpdate> {
+        Ok(c.update_user(target, username, status, &root_name)?)
+    })
+    .await
+    .map_err(AccountUpdate::status)?;
+    Ok(Outcome::empty())
+}
+
+/// Replaces the user's grants; the root user's are fixed.
+pub(super) async fn update_permissions(
+    ctx: &Arc<Context>,
+    r: UpdatePermissionsRequest,
+) -> Result<Outcome, IggyError> {
+    let target = resolve(ctx, &ctx.metadata.snapshot(), &r.user_id)
+        .ok_or_else(|| IggyError::ResourceNotFound(format!("user {}", r.user_id)))?;
+    if target == ROOT_USER_ID {
+        return Err(IggyError::CannotChangePermissions(ROOT_USER_ID));
+    }
+    let permissions = r.permissions.as_ref().map(Permissions::from);
+    ctx.update_catalog(|c| -> Result<(), AccountUpdate> {
+        Ok(c.set_permissions(target, permissions)?)
+    })
+    .await
+    .map_err(AccountUpdate::status)?;
+    Ok(Outcome::empty())
+}
+
+/// Checks the current password, then stores the new one's hash (if the
+/// password did not change meanwhile).
+pub(super) async fn change_password(
+    ctx: &Arc<Context>,
+    r: ChangePasswordRequest,
+) -> Result<Outcome, IggyError> {
+    let target = stored_user(ctx, &r.user_id)?;
+    check_password(&r.new_password)?;
+    let current = ctx
+        .metadata
+        .snapshot()
+        .user_by_id(target)
+        .map(|u| u.password_hash.clone())
+        .ok_or_else(|| IggyError::ResourceNotFound(format!("user {target}")))?;
+    let checked = current.clone();
+    let password = r.current_password;
+    let ok = ctx
+        .logins
+        .run(move || verify_hash(&checked, &password))
+        .await
+        .unwrap_or(false);
+    if !ok {
+        return Err(IggyError::InvalidCredentials);
+    }
+    let new_hash = hash(ctx, r.new_password).await?;
+    ctx.update_catalog(|c| -> Result<(), AccountUpdate> {
+        Ok(c.set_password(target, &current, new_hash)?)
+    })
+    .await
+    .map_err(AccountUpdate::status)?;
+    Ok(Outcome::empty())
+}
+
+/// A stored (not root) user's id: the root user's name and password come
+/// from the server's configuration and cannot be changed over the wire.
+fn stored_user(ctx: &Context, id: &WireIdentifier) -> Result<u32, IggyError> {
+    match resolve(ctx, &ctx.metadata.snapshot(), id) {
+        Some(ROOT_USER_ID) => Err(IggyError::FeatureUnavailable),
+        Some(target) => Ok(target),
+        None => Err(IggyError::ResourceNotFound(format!("user {id}"))),
+    }
+}

@@ -1,0 +1,213 @@
+//! What the server counts about its clients: connections opened, refused
+//! and closed (by reason), failed sign-ins, refused requests (by kind) and
+//! bytes in and out. Atomics, relaxed: figures, not synchronisation.
+//! Logged at shutdown; GET_STATS carries the ones Iggy has a field for.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Why a connection was closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CloseReason {
+    /// The client closed it (or reset it).
+    ClientLeft,
+    /// Not signed in within `--login-timeout`.
+    LoginTimeout,
+    /// Part of a request, then nothing for `--stall-timeout`.
+    Stalled,
+    /// A request not whole within its deadline (`--request-timeout`).
+    TooSlow,
+    /// A header whose size cannot frame a request (too small or over
+    /// `--max-request-bytes`).
+    Framing,
+    /// `--max-failed-logins` failed sign-ins.
+    LoginFailures,
+    /// The TLS handshake or a record failed.
+    Tls,
+    /// A read or write failed.
+    Io,
+    /// The server is stopping.
+    Shutdown,
+}
+
+impl CloseReason {
+    /// Every reason, in the order of [`Counters::closed`].
+    pub const ALL: [CloseReason; 9] = [
+        CloseReason::ClientLeft,
+        CloseReason::LoginTimeout,
+        CloseReason::Stalled,
+        CloseReason::TooSlow,
+        CloseReason::Framing,
+        CloseReason::LoginFailures,
+        CloseReason::Tls,
+        CloseReason::Io,
+        CloseReason::Shutdown,
+    ];
+
+    /// Its name in logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            CloseReason::ClientLeft => "client_left",
+            CloseReason::LoginTimeout => "login_timeout",
+            CloseReason::Stalled => "stalled",
+            CloseReason::TooSlow => "too_slow",
+            CloseReason::Framing => "framing",
+            CloseReason::LoginFailures => "login_failures",
+            CloseReason::Tls => "tls",
+            CloseReason::Io => "io",
+            CloseReason::Shutdown => "shutdown",
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Why a request was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Over `--max-request-bytes`.
+    TooLarge,
+    /// A header or payload that is not a request.
+    Malformed,
+    /// Before sign-in.
+    Unauthenticated,
+    /// A send whose batch was refused (admission, routing).
+    Send,
+    /// Any other error status.
+    Other,
+}
+
+impl Refusal {
+    /// Every kind, in the order of [`Counters::refused`].
+    pub const ALL: [Refusal; 5] = [
+        Refusal::TooLarge,
+        Refusal::Malformed,
+        Refusal::Unauthenticated,
+        Refusal::Send,
+        Refusal::Other,
+    ];
+
+    /// Its name in logs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Refusal::TooLarge => "too_large",
+            Refusal::Malformed => "malformed",
+            Refusal::Unauthenticated => "unauthenticated",
+            Refusal::Send => "send",
+            Refusal::Other => "other",
+        }
+    }
+}
+
+/// The counters.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Connections accepted and served.
+    pub opened: AtomicU64,
+    /// Connections open now.
+    pub open: AtomicU64,
+    /// Connections closed at once: `--max-connections` reached.
+    pub refused: AtomicU64,
+    closed: [AtomicU64; 9],
+    /// Sign-ins refused: wrong credentials.
+    pub logins_failed: AtomicU64,
+    /// Sign-ins refused unchecked: the peer address was throttled.
+    pub logins_throttled: AtomicU64,
+    refusals: [AtomicU64; 5],
+    /// Bytes read from clients.
+    pub bytes_in: AtomicU64,
+    /// Bytes written to clients.
+    pub bytes_out: AtomicU64,
+}
+
+/// A copy of the counters at one moment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CountersSnapshot {
+    /// see [`Counters::opened`]
+    pub opened: u64,
+    /// see [`Counters::open`]
+    pub open: u64,
+    /// see [`Counters::refused`]
+    pub refused: u64,
+    /// closed connections by reason, in [`CloseReason::ALL`]'s order
+    pub closed: [u64; 9],
+    /// see [`Counters::logins_failed`]
+    pub logins_failed: u64,
+    /// see [`Counters::logins_throttled`]
+    pub logins_throttled: u64,
+    /// refused requests by kind, in [`Refusal::ALL`]'s order
+    pub refusals: [u64; 5],
+    /// see [`Counters::bytes_in`]
+    pub bytes_in: u64,
+    /// see [`Counters::bytes_out`]
+    pub bytes_out: u64,
+}
+
+impl Counters {
+    /// Counts a connection closed for `reason`.
+    pub fn closed(&self, reason: CloseReason) {
+        self.closed[reason.index()].fetch_add(1, Ordering::Relaxed);
+        self.open.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Counts a refused request.
+    pub fn refused(&self, kind: Refusal) {
+        self.refusals[kind as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Adds `n` to `counter`.
+    pub fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> CountersSnapshot {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        CountersSnapshot {
+            opened: get(&self.opened),
+            open: get(&self.open),
+            refused: get(&self.refused),
+            closed: self.closed.each_ref().map(get),
+            logins_failed: get(&self.logins_failed),
+            logins_throttled: get(&self.logins_throttled),
+            refusals: self.refusals.each_ref().map(get),
+            bytes_in: get(&self.bytes_in),
+            bytes_out: get(&self.bytes_out),
+        }
+    }
+}
+
+impl CountersSnapshot {
+    /// Connections closed for `reason`.
+    pub fn closed_for(&self, reason: CloseReason) -> u64 {
+        self.closed[reason.index()]
+    }
+
+    /// Requests refused as `kind`.
+    pub fn refused_as(&self, kind: Refusal) -> u64 {
+        self.refusals[kind as usize]
+    }
+}
+
+impl std::fmt::Display for CountersSnapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "connections opened {} open {} refused {}; closed",
+            self.opened, self.open, self.refused
+        )?;
+        for r in CloseReason::ALL {
+            write!(f, " {}={}", r.name(), self.closed_for(r))?;
+        }
+        write!(
+            f,
+            "; logins failed {} throttled {}; requests refused",
+            self.logins_failed, self.logins_throttled
+        )?;
+        for k in Refusal::ALL {
+            write!(f, " {}={}", k.name(), self.refused_as(k))?;
+        }
+        write!(f, "; bytes in {} out {}", self.bytes_in, self.bytes_out)
+    }
+}
