@@ -220,6 +220,9 @@ async fn partitions_move_when_a_member_leaves_or_disconnects() {
     }
     more.sort_unstable();
     assert_eq!(more, vec![fill_id(0, 0), fill_id(1, 0), fill_id(2, 0)]);
+    // Signing out ends the membership too.
+    c.logout_user().await.expect("logout");
+    assert!(assignment(&admin).await.is_empty(), "no members left");
 }
 
 /// A poll of partition `p` for the group, as an application naming the
@@ -254,6 +257,22 @@ async fn a_stale_owner_and_a_non_member_are_fenced() {
         .await
         .expect("join");
     assert_eq!(explicit(&a, 1).await.messages.len(), 5, "A owns both");
+    let me = a.get_me().await.expect("me");
+    let groups: Vec<(u32, u32, u32)> = me
+        .consumer_groups
+        .iter()
+        .map(|g| (g.stream_id, g.topic_id, g.group_id))
+        .collect();
+    assert_eq!(groups, vec![(0, 0, 0)], "a client lists its groups");
+    assert_eq!(admin.get_me().await.expect("me").consumer_groups.len(), 0);
+    assert_eq!(
+        admin
+            .get_stats()
+            .await
+            .expect("stats")
+            .consumer_groups_count,
+        1
+    );
     // B joins: partition 1 is B's now; A asking for it is fenced.
     let b = client(&server).await;
     b.join_consumer_group(&named("s"), &named("t"), &named("g"))

@@ -114,7 +114,7 @@ pub async fn execute(
             ctx.groups.remove_connection(session.connection);
             session::logout(session)
         }
-        Request::GetMe => clients::get_me(session),
+        Request::GetMe => clients::get_me(ctx, session),
         Request::GetClients => clients::get_all(ctx),
         Request::GetClient(r) => clients::get(ctx, r.client_id),
         Request::GetUsers => users::get_all(ctx).into(),

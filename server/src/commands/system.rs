@@ -39,7 +39,14 @@ pub(super) fn stats(ctx: &Context) -> Outcome {
         segments_count: 0,
         messages_count: 0,
         clients_count: count(ctx.clients.count()),
-        consumer_groups_count: 0,
+        consumer_groups_count: count(
+            catalog
+                .streams
+                .iter()
+                .flat_map(|s| s.topics.iter())
+                .map(|t| t.groups.len())
+                .sum(),
+        ),
         hostname: read("/proc/sys/kernel/hostname"),
         os_name: "Linux".into(),
         os_version: kernel.clone(),
