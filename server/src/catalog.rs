@@ -12,6 +12,15 @@ use serde::{Deserialize, Serialize};
 /// The whole mapping.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Catalog {
+    /// In a cluster: the last metadata entry applied to this catalog
+    /// (entries up to it are not applied again after a restart).
+    #[serde(default)]
+    pub replica_applied: u64,
+    /// In a cluster: the entry that made this catalog what it is; a change
+    /// is proposed with the version it was made from, and refused at
+    /// apply when the catalog moved since.
+    #[serde(default)]
+    pub replica_version: u64,
     /// The id the next stream gets.
     pub next_stream_id: u32,
     /// The engine partition id the next partition gets.

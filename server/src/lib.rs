@@ -12,6 +12,7 @@ pub mod catalog;
 pub mod catalog_groups;
 pub mod catalog_topics;
 pub mod clients;
+pub mod cluster;
 pub mod commands;
 pub mod connection;
 pub mod context;

@@ -42,6 +42,9 @@ pub enum MetadataError {
         /// the error
         source: std::io::Error,
     },
+    /// A replicated change was not made (see the `replica` crate).
+    #[error("replication: {0}")]
+    Replica(#[from] corelog_replica::ReplicaError),
     /// The file is not a whole, intact catalog.
     #[error("{path} is damaged: {why}; restore it or move it away to start empty", path = path.display())]
     Damaged {
@@ -147,6 +150,16 @@ impl MetadataStore {
         Ok(out)
     }
 
+    /// Persists `catalog` as it is and publishes it (a cluster's apply of
+    /// a replicated change, or a snapshot's). Blocks the calling thread for
+    /// the write.
+    pub fn replace(&self, catalog: Catalog) -> Result<(), MetadataError> {
+        let _writer = self.writer.lock_blocking();
+        persist(&self.dir, &encode(&catalog))?;
+        self.publish(catalog);
+        Ok(())
+    }
+
     fn publish(&self, next: Catalog) {
         match self.current.write() {
             Ok(mut c) => *c = Arc::new(next),
@@ -215,6 +228,16 @@ impl Drop for WriterGuard<'_> {
         self.0.held.store(false, Ordering::Release);
         self.0.released.notify(1);
     }
+}
+
+/// The catalog's body as replicated: its JSON.
+pub fn encode_body(catalog: &Catalog) -> Vec<u8> {
+    serde_json::to_vec(catalog).unwrap_or_default()
+}
+
+/// A replicated catalog body.
+pub fn decode_body(body: &[u8]) -> Result<Catalog, String> {
+    serde_json::from_slice(body).map_err(|e| format!("catalog: {e}"))
 }
 
 fn encode(catalog: &Catalog) -> Vec<u8> {

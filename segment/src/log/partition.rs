@@ -44,7 +44,7 @@ pub struct AppendAck {
 }
 
 /// A partition's size and offsets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LogStats {
     /// The partition id.
     pub partition: u64,
@@ -62,6 +62,12 @@ pub struct LogStats {
     pub syncs: u64,
     /// Whether a failed write or sync poisoned the log.
     pub poisoned: bool,
+    /// Offset after the last message appended, visible or in flight: the
+    /// `base_offset` the next append gets.
+    pub end_offset: u64,
+    /// The newest `base_timestamp` stored: the next append's is never
+    /// below it.
+    pub last_timestamp: u64,
 }
 
 /// One partition's log. Cheap to clone; all clones are the same log, and it
@@ -245,6 +251,8 @@ impl<S: Storage> PartitionLog<S> {
             appends: st.appends,
             syncs: st.syncs,
             poisoned: st.poison.is_some(),
+            end_offset: st.next_offset,
+            last_timestamp: st.last_timestamp,
         }
     }
 

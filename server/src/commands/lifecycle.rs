@@ -95,9 +95,7 @@ pub(super) async fn purge(
         .await
         .map_err(|e| purge_status(e, stream, topic))?;
     let ids: Vec<u64> = fresh.iter().flat_map(|(_, p)| p.iter().copied()).collect();
-    ctx.create_partitions(&ids)
-        .await
-        .map_err(|e| status::from_engine(&e))?;
+    ctx.create_partitions(&ids).await.map_err(|e| e.status())?;
     let topics: Vec<u32> = fresh.iter().map(|(t, _)| *t).collect();
     let old = ctx
         .update_catalog(|c| -> Result<_, UpdateError> {
@@ -152,7 +150,7 @@ pub(super) async fn create_partitions(
         .ok_or(IggyError::TooManyPartitions)?;
     ctx.create_partitions(&reserved)
         .await
-        .map_err(|e| status::from_engine(&e))?;
+        .map_err(|e| e.status())?;
     ctx.update_catalog(|c| -> Result<_, UpdateError> {
         Ok(c.add_partitions(stream, topic, reserved.clone())?)
     })
@@ -213,7 +211,7 @@ pub(super) async fn delete_segments(
     let deleted = ctx
         .delete_segments(partition, r.segments_count as usize)
         .await
-        .map_err(|e| status::from_engine(&e))?;
+        .map_err(|e| e.status())?;
     tracing::info!(
         "deleted {deleted} of the {} segments asked for in partition {partition}",
         r.segments_count

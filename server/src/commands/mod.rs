@@ -129,6 +129,12 @@ pub async fn execute(
         Request::DeleteToken(r) => tokens::delete(ctx, user, &r.name).await.into(),
         Request::GetStats => system::stats(ctx),
         Request::GetClusterMetadata => system::cluster_metadata(ctx),
+        // In a cluster, everything else is served by the node leading
+        // every group; elsewhere it is refused before anything is done,
+        // and the SDK asks who leads and goes there.
+        _ if ctx.replica().is_some_and(|r| !r.leads_all()) => {
+            Outcome::Error(IggyError::TransientNotAccepted)
+        }
         Request::GetStreams => streams::get_all(ctx).await.into(),
         Request::GetStream(r) => streams::get(ctx, &r.stream_id).await.into(),
         Request::CreateStream(r) => streams::create(ctx, r).await.into(),
@@ -227,6 +233,9 @@ impl UpdateError {
     fn status(self, stream: &WireIdentifier) -> IggyError {
         match self {
             UpdateError::Catalog(e) => from_catalog(e, stream),
+            UpdateError::Metadata(crate::metadata::MetadataError::Replica(e)) => {
+                crate::status::from_replica(&e)
+            }
             UpdateError::Metadata(e) => {
                 tracing::error!("metadata: {e}");
                 IggyError::Error

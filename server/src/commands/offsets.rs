@@ -107,7 +107,7 @@ pub(super) async fn store(
     )?;
     ctx.store_offset(partition, consumer, r.offset)
         .await
-        .map_err(|e| status::from_engine(&e))?;
+        .map_err(|e| e.status())?;
     Ok(Outcome::empty())
 }
 
@@ -129,7 +129,7 @@ pub(super) async fn delete(
     let existed = ctx
         .delete_offset(partition, consumer)
         .await
-        .map_err(|e| status::from_engine(&e))?;
+        .map_err(|e| e.status())?;
     if !existed {
         return Err(IggyError::ConsumerOffsetNotFound(index as usize));
     }

@@ -183,7 +183,7 @@ async fn read(
     if let (true, Some(last)) = (r.auto_commit, summary.last_offset) {
         ctx.store_offset(partition, poller.consumer, last)
             .await
-            .map_err(engine_err)?;
+            .map_err(|e| e.status())?;
     }
     Ok(Outcome::Poll(wire))
 }
