@@ -32,7 +32,13 @@ pub fn storage_io() -> (u64, u64) {
     let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
     let field = |name: &str| {
         io.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(": ")?.trim().parse().ok())
+            .find_map(|l| {
+                l.strip_prefix(name)?
+                    .strip_prefix(": ")?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
             .unwrap_or(0)
     };
     (field("read_bytes"), field("write_bytes"))
@@ -45,7 +51,9 @@ mod tests {
     #[test]
     fn reads_this_process() {
         let _held: Vec<std::thread::JoinHandle<()>> = (0..3)
-            .map(|_| std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_millis(200))))
+            .map(|_| {
+                std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_millis(200)))
+            })
             .collect();
         assert!(threads() >= 4);
         assert!(resident_bytes() > 1 << 20);
