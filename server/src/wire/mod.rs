@@ -115,3 +115,52 @@ pub fn decode_stream(bytes: &[u8], max_request: u64) -> (Vec<StreamFrame>, Strea
         at += len;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iggy_binary_protocol::codes::PING_CODE;
+    use iggy_binary_protocol::consensus::{Command, Operation, RequestHeader};
+
+    fn request(code: u32, size: u32) -> Vec<u8> {
+        let mut reserved = [0u8; 60];
+        reserved[..4].copy_from_slice(&code.to_le_bytes());
+        let h = RequestHeader {
+            command: Command::Request,
+            operation: Operation::NonReplicated,
+            size,
+            reserved,
+            ..RequestHeader::default()
+        };
+        let mut out = bytemuck::bytes_of(&h).to_vec();
+        out.resize(size.max(256) as usize, 0);
+        out
+    }
+
+    #[test]
+    fn a_stream_splits_into_its_requests_and_stops_where_the_connection_would() {
+        let mut bytes = request(PING_CODE, 256);
+        bytes.extend(request(60_000, 300));
+        bytes.extend(&request(PING_CODE, 256)[..100]);
+        let (frames, end) = decode_stream(&bytes, 4096);
+        assert_eq!(
+            frames.iter().map(|f| (f.at, f.len)).collect::<Vec<_>>(),
+            [(0, 256), (256, 300)]
+        );
+        assert!(matches!(
+            frames[1].decoded,
+            Ok((_, Request::Unsupported { code: 60_000 }))
+        ));
+        assert_eq!(end, StreamEnd::Partial { have: 100 });
+
+        let mut bytes = request(PING_CODE, 256);
+        bytes.extend(request(PING_CODE, 8192));
+        bytes.extend(request(PING_CODE, 256));
+        let (frames, end) = decode_stream(&bytes, 4096);
+        assert_eq!(frames.len(), 1, "nothing after a framing error");
+        assert!(matches!(
+            end,
+            StreamEnd::Framing(FramingError::TooLarge { size: 8192, .. })
+        ));
+    }
+}
