@@ -41,6 +41,24 @@ def first_reason(log_path, rc, secs):
     return f"exit {rc}"
 
 
+def environment(log_path, reason):
+    """Why a failure is this machine's, not the server's, if it is: the CLI's
+    keyring (a D-Bus secret service) is missing and the failing command said so."""
+    try:
+        with open(log_path, errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return None
+    stderr_spoiled = "stderr" in reason and "keyring backend unavailable" in text
+    if (
+        "secret service" in reason
+        or "CommandError(No default store has been set" in text
+        or stderr_spoiled
+    ):
+        return "environment: no secret-service keyring (D-Bus) on this machine, the CLI needs one"
+    return None
+
+
 def unimplemented(reason):
     return "FeatureUnavailable" in reason or "Feature is unavailable" in reason
 
@@ -76,6 +94,9 @@ def main():
             continue
         log = os.path.join(run_dir, "logs", name.replace("::", "__") + ".log")
         reason = first_reason(log, rc, secs)
+        env = environment(log, reason)
+        if env:
+            reason = f"{env}: {reason}"
         if unimplemented(reason):
             rows.append((name, "n/a", "not implemented in corelog-server: " + reason))
             counts["n/a"] += 1

@@ -137,7 +137,11 @@ pub async fn execute(
         Request::GetConsumerOffset(r) => offsets::get(ctx, r).await.into(),
         Request::Unsupported { code } => {
             tracing::debug!("unsupported command {code}");
-            Outcome::Error(IggyError::FeatureUnavailable)
+            // A command of Iggy's protocol this server lacks, or no command.
+            match iggy_binary_protocol::lookup_command(code) {
+                Some(_) => Outcome::Error(IggyError::FeatureUnavailable),
+                None => Outcome::Error(IggyError::InvalidCommand),
+            }
         }
     }
 }
