@@ -199,8 +199,9 @@ run() {
     local bin
     bin=$(suite_binary)
     [[ -x $bin ]] || { log "no suite binary (build first: scripts/iggy-suite.sh build)"; exit 1; }
+    # corelog-server of this checkout, built into the suite's target dir (outside the tree).
     (cd "$root" && nice -n 10 cargo build -q -p corelog-server)
-    local server=$root/target/debug/corelog-server
+    local server=$SUITE_TARGET/debug/corelog-server
     local launcher
     launcher=$(write_launcher "$server")
     local out=${SUITE_LOG%.log}

@@ -8,7 +8,7 @@ use crate::request::{Request, Respond};
 use crate::shard::{self, placement, PartitionRecovery};
 use crate::thread;
 use bytes::Bytes;
-use corelog_segment::log::{AppendAck, LogStats, PollFrom, PollReply};
+use corelog_segment::log::{AppendAck, LogStats, PollFrom, PollReply, Retention};
 use corelog_segment::{Batch, Limits};
 use futures_channel::oneshot;
 use std::future::Future;
@@ -431,6 +431,40 @@ impl Handle {
         self.send(self.shard_of(partition), |reply| Request::LoadOffset {
             partition,
             consumer,
+            reply,
+        })
+    }
+
+    /// Durably forgets `consumer`'s stored offset in `partition`; resolves
+    /// to whether there was one.
+    pub fn delete_offset(&self, partition: u64, consumer: u64) -> Reply<bool> {
+        self.send(self.shard_of(partition), |reply| Request::DeleteOffset {
+            partition,
+            consumer,
+            reply,
+        })
+    }
+
+    /// Deletes the oldest `count` sealed segments of `partition` (fewer
+    /// when fewer are sealed; never the active one), as retention would;
+    /// resolves to the deleted segment files.
+    pub fn delete_segments(&self, partition: u64, count: usize) -> Reply<Vec<PathBuf>> {
+        self.send(self.shard_of(partition), |reply| Request::DeleteSegments {
+            partition,
+            count,
+            reply,
+        })
+    }
+
+    /// Sets `partition`'s retention limits in place of the configuration's
+    /// (`LogConfig::retention`), for as long as the engine runs (set them
+    /// again after a restart): the shards' periodic check
+    /// (`Config::retention_check`) and [`Handle::enforce_retention`] apply
+    /// them. The partition need not be open or exist yet.
+    pub fn set_retention(&self, partition: u64, retention: Retention) -> Reply<()> {
+        self.send(self.shard_of(partition), |reply| Request::SetRetention {
+            partition,
+            retention,
             reply,
         })
     }

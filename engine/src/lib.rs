@@ -48,6 +48,7 @@ pub use error::{Error, OpenError, RequestError};
 pub use queue::Reply;
 pub use shard::PartitionRecovery;
 
+pub use corelog_segment::declared_length;
 pub use corelog_segment::log::{
     AppendAck, AppendError, CleanClose, Damage, FsyncPolicy, LogConfig, LogError, LogStats,
     OpenCheck, OpenError as LogOpenError, ParseFsyncError, Poison, PollFrom, PollReply,
@@ -55,6 +56,7 @@ pub use corelog_segment::log::{
 };
 pub use corelog_segment::{
     Batch, BatchBuilder, BatchError, BatchRef, BuildError, Limits, Message, MessageSpec, Messages,
+    Stamp,
 };
 
 /// Seams for tests, fuzzing and benchmarks (cargo feature `testing`): the

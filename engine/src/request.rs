@@ -1,7 +1,7 @@
 //! What travels to a shard.
 
 use crate::error::RequestError;
-use corelog_segment::log::{AppendAck, LogStats, PollFrom, PollReply};
+use corelog_segment::log::{AppendAck, LogStats, PollFrom, PollReply, Retention};
 use corelog_segment::Batch;
 use futures_channel::oneshot::Sender;
 use std::future::Future;
@@ -42,6 +42,21 @@ pub(crate) enum Request {
         consumer: u64,
         reply: Respond<Option<u64>>,
     },
+    DeleteOffset {
+        partition: u64,
+        consumer: u64,
+        reply: Respond<bool>,
+    },
+    DeleteSegments {
+        partition: u64,
+        count: usize,
+        reply: Respond<Vec<std::path::PathBuf>>,
+    },
+    SetRetention {
+        partition: u64,
+        retention: Retention,
+        reply: Respond<()>,
+    },
     Flush {
         partition: Option<u64>,
         reply: Respond<()>,
@@ -77,6 +92,9 @@ impl Request {
             | Request::PollNext { partition, .. }
             | Request::StoreOffset { partition, .. }
             | Request::LoadOffset { partition, .. }
+            | Request::DeleteOffset { partition, .. }
+            | Request::DeleteSegments { partition, .. }
+            | Request::SetRetention { partition, .. }
             | Request::Stats { partition, .. }
             | Request::Create { partition, .. }
             | Request::Delete { partition, .. } => Some(*partition),
@@ -94,9 +112,12 @@ impl Request {
             }
             Request::StoreOffset { reply, .. }
             | Request::Flush { reply, .. }
+            | Request::SetRetention { reply, .. }
             | Request::Create { reply, .. }
             | Request::Delete { reply, .. } => drop(reply.send(Err(e))),
             Request::LoadOffset { reply, .. } => drop(reply.send(Err(e))),
+            Request::DeleteOffset { reply, .. } => drop(reply.send(Err(e))),
+            Request::DeleteSegments { reply, .. } => drop(reply.send(Err(e))),
             Request::Stats { reply, .. } => drop(reply.send(Err(e))),
             Request::List { reply } => drop(reply.send(Err(e))),
             Request::Retention { reply } => drop(reply.send(Err(e))),

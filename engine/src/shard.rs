@@ -4,6 +4,8 @@
 //! other shards; work for its partitions arrives through its queue (or
 //! directly, from a task already running on it).
 
+mod dispatch;
+
 use crate::config::{Config, OpenPartitions};
 use crate::error::{OpenError, RequestError};
 use crate::partitions::{refused_by_a_new_partition, remove_partition_dir, Log, Lru, Slot};
@@ -13,7 +15,7 @@ use crate::task::{Contained, YieldNow};
 use crate::thread;
 use corelog_segment::io::UringStorage;
 use corelog_segment::log::{
-    LogConfig, LogError, OpenError as LogOpenError, PartitionLog, RecoveryReport,
+    LogConfig, LogError, OpenError as LogOpenError, PartitionLog, RecoveryReport, Retention,
 };
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -46,6 +48,9 @@ pub(crate) struct Shard {
     storage: UringStorage,
     queue: Arc<ShardQueue>,
     partitions: RefCell<HashMap<u64, Slot>>,
+    /// Retention limits set per partition (`Handle::set_retention`),
+    /// applied whenever the partition is opened.
+    retention: RefCell<HashMap<u64, Retention>>,
     /// Open partitions by last use, and how many may be open at once.
     lru: RefCell<Lru>,
     open_cap: usize,
@@ -129,6 +134,7 @@ pub(crate) fn start(
                     storage,
                     queue,
                     partitions: RefCell::new(HashMap::new()),
+                    retention: RefCell::new(HashMap::new()),
                     lru: RefCell::new(Lru::default()),
                     open_cap: (config.max_open_partitions / shards).max(1),
                     closing: Cell::new(false),
@@ -139,8 +145,7 @@ pub(crate) fn start(
                 thread::set_on_shard_thread(true);
                 let recovery = shard.recover(shards, config.open_partitions).await;
                 let _ = ready.send(Ok(Started { recovery }));
-                if config.log.retention.max_age.is_some()
-                    || config.log.retention.max_bytes.is_some()
+                // Always: limits may be set per partition at any time.
                 {
                     let weak = Rc::downgrade(&shard);
                     let every = config.retention_check;
@@ -346,6 +351,17 @@ impl Shard {
                 ids.sort_unstable();
                 let _ = reply.send(Ok(ids));
             }
+            Request::SetRetention {
+                partition,
+                retention,
+                reply,
+            } => {
+                self.retention.borrow_mut().insert(partition, retention);
+                if let Some(Slot::Open(log)) = self.partitions.borrow().get(&partition) {
+                    log.set_retention(retention);
+                }
+                let _ = reply.send(Ok(()));
+            }
             Request::Retention { reply } => {
                 let work = self.enforce_retention();
                 self.spawn_tracked(async move {
@@ -471,6 +487,9 @@ impl Shard {
             };
             match slot {
                 Ok((log, _)) => {
+                    if let Some(r) = shard.retention.borrow().get(&p) {
+                        log.set_retention(*r);
+                    }
                     shard.lru.borrow_mut().touch(p);
                     for req in pending {
                         shard.dispatch(&log, req);
@@ -533,94 +552,6 @@ impl Shard {
             });
         }
     }
-
-    fn dispatch(self: &Rc<Self>, log: &Log, req: Request) {
-        match req {
-            Request::Append {
-                batch,
-                stamped,
-                reply,
-                ..
-            } => {
-                let fut = if stamped {
-                    log.append_stamped(batch)
-                } else {
-                    log.append(batch)
-                };
-                self.spawn_tracked(async move {
-                    let _ = reply.send(fut.await.map_err(RequestError::from));
-                });
-            }
-            Request::Poll {
-                from,
-                max_bytes,
-                reply,
-                ..
-            } => {
-                let _ = reply.send(log.poll(from, max_bytes).map_err(RequestError::from));
-            }
-            Request::PollNext {
-                consumer,
-                max_bytes,
-                reply,
-                ..
-            } => {
-                let log = log.clone();
-                self.spawn_tracked(async move {
-                    let _ = reply.send(
-                        log.poll_next(consumer, max_bytes)
-                            .await
-                            .map_err(RequestError::from),
-                    );
-                });
-            }
-            Request::StoreOffset {
-                consumer,
-                offset,
-                reply,
-                ..
-            } => {
-                let log = log.clone();
-                self.spawn_tracked(async move {
-                    let _ = reply.send(
-                        log.store_offset(consumer, offset)
-                            .await
-                            .map_err(RequestError::from),
-                    );
-                });
-            }
-            Request::LoadOffset {
-                consumer, reply, ..
-            } => {
-                let log = log.clone();
-                self.spawn_tracked(async move {
-                    let _ = reply.send(log.load_offset(consumer).await.map_err(RequestError::from));
-                });
-            }
-            Request::Flush { reply, .. } => {
-                let log = log.clone();
-                self.spawn_tracked(async move {
-                    let _ = reply.send(log.flush().await.map_err(RequestError::from));
-                });
-            }
-            Request::Stats { reply, .. } => {
-                let _ = reply.send(Ok(log.stats()));
-            }
-            Request::Create { reply, .. } => {
-                let _ = reply.send(Ok(()));
-            }
-            req @ Request::Delete { .. } => {
-                let p = log.partition();
-                self.delete_partition(p, Some(log.clone()), req);
-            }
-            Request::Spawn(_)
-            | Request::Shutdown
-            | Request::List { .. }
-            | Request::Retention { .. } => {
-                unreachable!("only requests naming a partition reach a partition log")
-            }
-        }
-    }
 }
 
 impl Shard {
@@ -634,6 +565,7 @@ impl Shard {
             unreachable!("delete_partition is called with Delete requests only");
         };
         self.partitions.borrow_mut().remove(&p);
+        self.retention.borrow_mut().remove(&p);
         self.lru.borrow_mut().forget(p);
         let parent = self.dir.clone();
         self.spawn_tracked(async move {

@@ -289,3 +289,66 @@ fn the_later_of_two_concurrent_stores_wins() {
         });
     }
 }
+
+/// A deleted offset is gone, and stays gone across a reopen and a power
+/// cut; other consumers' offsets stay; deleting what is not there says so.
+async fn a_deleted_offset_is_gone<S: Storage, D: Disk>(
+    storage: impl Fn() -> S,
+    disk: &D,
+    dir: &Path,
+) {
+    let log = open(storage(), dir).await;
+    log.store_offset(1, 10).await.unwrap();
+    log.store_offset(2, 20).await.unwrap();
+    assert!(log.delete_offset(1).await.unwrap(), "there was one");
+    assert_eq!(log.load_offset(1).await.unwrap(), None);
+    assert!(
+        !log.delete_offset(1).await.unwrap(),
+        "nothing left to delete"
+    );
+    assert!(!log.delete_offset(3).await.unwrap(), "never stored");
+    assert_eq!(log.load_offset(2).await.unwrap(), Some(20));
+    assert!(
+        disk.read(&offset_file(dir, 1)).is_none(),
+        "its file is gone"
+    );
+    // poll_next starts over for it.
+    log.append(batch(0, 2, 10)).await.unwrap();
+    assert_eq!(log.poll_next(1, 0).await.unwrap().first_offset(), 0);
+    log.close().await.unwrap();
+    let log = open(storage(), dir).await;
+    assert_eq!(log.load_offset(1).await.unwrap(), None);
+    assert_eq!(log.load_offset(2).await.unwrap(), Some(20));
+    // Stored again after the delete: back.
+    log.store_offset(1, 11).await.unwrap();
+    assert_eq!(log.load_offset(1).await.unwrap(), Some(11));
+}
+on_both!(a_deleted_offset_is_gone);
+
+/// The delete is durable when it returns: a power cut right after it
+/// cannot bring the offset back.
+#[test]
+fn a_power_cut_after_a_delete_keeps_it_deleted() {
+    run_sim(async {
+        let config = config();
+        let disk = sim_for(6, &config);
+        let dir = Path::new("/p");
+        let log = open(disk.clone(), dir).await;
+        log.store_offset(1, 100).await.unwrap();
+        log.store_offset(2, 200).await.unwrap();
+        assert!(log.delete_offset(1).await.unwrap());
+        for copy in 0..20 {
+            let after = open(disk.crash(), dir).await;
+            assert_eq!(
+                after.load_offset(1).await.unwrap(),
+                None,
+                "power cut {copy}"
+            );
+            assert_eq!(
+                after.load_offset(2).await.unwrap(),
+                Some(200),
+                "power cut {copy}"
+            );
+        }
+    });
+}

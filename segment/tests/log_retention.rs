@@ -241,3 +241,49 @@ fn a_power_cut_after_retention_leaves_a_log_that_opens() {
         }
     });
 }
+
+/// `delete_oldest_segments(n)` removes the n oldest sealed segments, and
+/// never the active one however many are asked for.
+async fn deleting_the_oldest_segments_by_count<S: Storage, D: Disk>(
+    storage: impl Fn() -> S,
+    disk: &D,
+    dir: &Path,
+) {
+    let (log, stored) = build(&storage, dir, &config(Retention::default())).await;
+    assert!(log.delete_oldest_segments(0).await.unwrap().is_empty());
+    assert_eq!(
+        log.delete_oldest_segments(2).await.unwrap(),
+        [0, 5].map(|b| dir.join(log_name(b))).to_vec()
+    );
+    assert_eq!(disk.names(dir), names_of(&[10, 15, 20]));
+    assert_eq!(read_all(&log), stored[10..]);
+    assert_eq!(
+        log.delete_oldest_segments(100).await.unwrap(),
+        [10, 15].map(|b| dir.join(log_name(b))).to_vec(),
+        "the active segment stays"
+    );
+    assert_eq!(disk.names(dir), names_of(&[20]));
+    assert_eq!(log.stats().first_offset, 20);
+}
+on_both!(deleting_the_oldest_segments_by_count);
+
+/// Limits set on an open log replace its configuration's: none configured,
+/// a size limit set, the next enforcement applies it.
+async fn retention_set_on_an_open_log_applies<S: Storage, D: Disk>(
+    storage: impl Fn() -> S,
+    disk: &D,
+    dir: &Path,
+) {
+    let (log, stored) = build(&storage, dir, &config(Retention::default())).await;
+    assert!(log.enforce_retention(u64::MAX).await.unwrap().is_empty());
+    let limits = Retention {
+        max_age: None,
+        max_bytes: Some(10_000),
+    };
+    log.set_retention(limits);
+    assert_eq!(log.retention(), limits);
+    assert_eq!(log.enforce_retention(u64::MAX).await.unwrap().len(), 3);
+    assert_eq!(disk.names(dir), names_of(&[15, 20]));
+    assert_eq!(read_all(&log), stored[15..]);
+}
+on_both!(retention_set_on_an_open_log_applies);

@@ -12,6 +12,15 @@ use serde::{Deserialize, Serialize};
 /// The whole mapping.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Catalog {
+    /// In a cluster: the last metadata entry applied to this catalog
+    /// (entries up to it are not applied again after a restart).
+    #[serde(default)]
+    pub replica_applied: u64,
+    /// In a cluster: the entry that made this catalog what it is; a change
+    /// is proposed with the version it was made from, and refused at
+    /// apply when the catalog moved since.
+    #[serde(default)]
+    pub replica_version: u64,
     /// The id the next stream gets.
     pub next_stream_id: u32,
     /// The engine partition id the next partition gets.
@@ -59,6 +68,13 @@ pub struct TopicMeta {
     pub partitions: Vec<u64>,
     /// The options block the client sent, kept verbatim.
     pub options: Vec<u8>,
+    /// Consumer groups, by id (see `catalog_groups.rs`).
+    #[serde(default)]
+    pub groups: Vec<crate::catalog_groups::GroupMeta>,
+    /// The id the next group gets: never reused, since a group's stored
+    /// offsets are keyed by it.
+    #[serde(default)]
+    pub next_group_id: u32,
 }
 
 /// Why a catalog change is refused.
@@ -90,6 +106,22 @@ pub enum CatalogError {
     /// Ids ran out.
     #[error("no {0} ids left")]
     IdsExhausted(&'static str),
+    /// No such consumer group.
+    #[error("consumer group {group} does not exist in topic {topic}")]
+    NoGroup {
+        /// the topic
+        topic: String,
+        /// the group
+        group: String,
+    },
+    /// The group name is taken in the topic.
+    #[error("a consumer group named {group} exists in topic {topic}")]
+    GroupExists {
+        /// the topic
+        topic: String,
+        /// the group
+        group: String,
+    },
 }
 
 impl Catalog {
@@ -185,6 +217,8 @@ impl Catalog {
             created_at: now,
             partitions,
             options,
+            groups: Vec::new(),
+            next_group_id: 0,
         });
         Ok((sid, id))
     }

@@ -45,7 +45,10 @@ pub async fn serve(ctx: Arc<Context>, stream: std::net::TcpStream) {
         Ok(tcp) => {
             let _ = tcp.set_nodelay(true);
             let mut conn = Connection::new(ctx.clone(), Transport::Plain(tcp), peer);
-            conn.run().await
+            let reason = conn.run().await;
+            // Its consumer groups deal its partitions to the members left.
+            ctx.groups.remove_connection(conn.session.connection);
+            reason
         }
         Err(e) => {
             tracing::warn!("connection from {peer:?}: {e}");
@@ -86,10 +89,12 @@ impl Connection {
         let login_deadline = Some(Instant::now() + ctx.limits.login_timeout);
         let address = peer.map(|p| p.to_string()).unwrap_or_default();
         let registration = ctx.clients.register(address, TRANSPORT_TCP);
+        let connection = u64::from(registration.client().id);
         Connection {
             session: Session {
                 peer: peer.map(|p| p.ip()),
                 client: Some(registration.client().clone()),
+                connection,
                 ..Session::default()
             },
             ctx,

@@ -6,6 +6,7 @@ use crate::counters::Counters;
 use crate::limits::Limits;
 use crate::login::log_limit::LogLimit;
 use crate::login::Logins;
+use crate::membership::Memberships;
 use crate::metadata::MetadataStore;
 use crate::users::Users;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -18,7 +19,9 @@ pub struct Context {
     /// The engine.
     pub engine: corelog::Handle,
     /// Streams, topics and their partitions.
-    pub metadata: MetadataStore,
+    pub metadata: Arc<MetadataStore>,
+    /// In a cluster: the replication, and every node.
+    pub cluster: Option<Cluster>,
     /// Who may sign in.
     pub users: Arc<Users>,
     /// Largest request accepted (header included).
@@ -45,6 +48,8 @@ pub struct Context {
     pub counters: Counters,
     /// Log lines about closed connections, a few a second.
     pub close_log: LogLimit,
+    /// Consumer-group members: this node's connections, in memory.
+    pub groups: Memberships,
     sessions: AtomicU64,
     balanced: AtomicU64,
 }
@@ -53,7 +58,7 @@ impl Context {
     /// A context over a running engine; starts the login pool.
     pub fn new(
         engine: corelog::Handle,
-        metadata: MetadataStore,
+        metadata: Arc<MetadataStore>,
         users: Users,
         max_request: u64,
         listen: std::net::SocketAddr,
@@ -68,6 +73,7 @@ impl Context {
         Ok(Context {
             engine,
             metadata,
+            cluster: None,
             users: Arc::new(users),
             max_request,
             started_at: now_micros(),
@@ -81,6 +87,7 @@ impl Context {
             logins,
             counters: Counters::default(),
             close_log: LogLimit::new(5),
+            groups: Memberships::default(),
             sessions: AtomicU64::new(0),
             balanced: AtomicU64::new(0),
         })
@@ -97,20 +104,77 @@ impl Context {
     }
 }
 
+/// In a cluster: the replica, the nodes, and the lock that serialises this
+/// leader's catalog changes.
+#[derive(Debug)]
+pub struct Cluster {
+    /// The replication.
+    pub replica: corelog_replica::ReplicaHandle,
+    /// Every node.
+    pub config: corelog_replica::ClusterConfig,
+    catalog_writer: async_lock::Mutex<()>,
+}
+
+impl Cluster {
+    /// A cluster over a running replica.
+    pub fn new(
+        replica: corelog_replica::ReplicaHandle,
+        config: corelog_replica::ClusterConfig,
+    ) -> Cluster {
+        Cluster {
+            replica,
+            config,
+            catalog_writer: async_lock::Mutex::new(()),
+        }
+    }
+}
+
+/// Why a change of state was not made.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StoreError {
+    /// The engine refused or failed.
+    #[error(transparent)]
+    Engine(#[from] corelog::RequestError),
+    /// The replication refused or failed.
+    #[error(transparent)]
+    Replica(#[from] corelog_replica::ReplicaError),
+}
+
+impl StoreError {
+    /// The Iggy status for it (logged in full where it maps).
+    pub fn status(&self) -> iggy_common::IggyError {
+        match self {
+            StoreError::Engine(e) => crate::status::from_engine(e),
+            StoreError::Replica(e) => crate::status::from_replica(e),
+        }
+    }
+}
+
 /// Every change of state goes through these: a send, a stored offset, a
 /// catalog change and the partitions it creates or deletes. On one node
 /// they go straight to the engine and the catalog file; in a cluster they
-/// are replicated first (see the `replica` crate). Reads use `engine` and
-/// `metadata.snapshot()` directly.
+/// are replicated first (the `corelog-replica` crate), and every node
+/// applies them. Reads use `engine` and `metadata.snapshot()` directly.
 impl Context {
+    /// The replica, in a cluster.
+    pub fn replica(&self) -> Option<&corelog_replica::ReplicaHandle> {
+        self.cluster.as_ref().map(|c| &c.replica)
+    }
+
     /// Stores a producer's batch in `partition`; resolves at the fsync
-    /// policy's durable point.
+    /// policy's durable point (in a cluster: on a majority's).
     pub async fn append(
         &self,
         partition: u64,
         batch: bytes::Bytes,
-    ) -> Result<corelog::AppendAck, corelog::RequestError> {
-        self.engine.append(partition, batch).await
+    ) -> Result<corelog::AppendAck, StoreError> {
+        match self.replica() {
+            Some(r) => Ok(r
+                .append(partition, batch, corelog_replica::Origin::default())
+                .await?),
+            None => Ok(self.engine.append(partition, batch).await?),
+        }
     }
 
     /// Durably stores `consumer`'s offset in `partition`.
@@ -119,21 +183,87 @@ impl Context {
         partition: u64,
         consumer: u64,
         offset: u64,
+    ) -> Result<(), StoreError> {
+        match self.replica() {
+            Some(r) => Ok(r.store_offset(partition, consumer, offset).await?),
+            None => Ok(self
+                .engine
+                .store_offset(partition, consumer, offset)
+                .await?),
+        }
+    }
+
+    /// Durably forgets `consumer`'s offset in `partition`; resolves to
+    /// whether there was one.
+    pub async fn delete_offset(&self, partition: u64, consumer: u64) -> Result<bool, StoreError> {
+        match self.replica() {
+            Some(r) => Ok(r.delete_offset(partition, consumer).await?),
+            None => Ok(self.engine.delete_offset(partition, consumer).await?),
+        }
+    }
+
+    /// Deletes the oldest `count` sealed segments of `partition` (never
+    /// its active one); resolves to how many were deleted.
+    pub async fn delete_segments(&self, partition: u64, count: usize) -> Result<usize, StoreError> {
+        match self.replica() {
+            Some(r) => Ok(r.delete_segments(partition, count).await?),
+            None => Ok(self.engine.delete_segments(partition, count).await?.len()),
+        }
+    }
+
+    /// Sets the retention of engine partitions (derived from their topic's
+    /// settings in the catalog: every node applies it from its own copy,
+    /// at start and after each topic change).
+    pub async fn set_retention(
+        &self,
+        partitions: &[u64],
+        retention: corelog::Retention,
     ) -> Result<(), corelog::RequestError> {
-        self.engine.store_offset(partition, consumer, offset).await
+        let sets: Vec<_> = partitions
+            .iter()
+            .map(|p| self.engine.set_retention(*p, retention))
+            .collect();
+        for s in sets {
+            s.await?;
+        }
+        Ok(())
     }
 
     /// Applies `change` to the catalog and persists it (see
-    /// [`MetadataStore::update`]).
+    /// [`MetadataStore::update_async`]: the file I/O off the shard). In a
+    /// cluster the changed catalog is replicated, and every node applies it
+    /// (creating and deleting the engine partitions it added or dropped)
+    /// before this returns.
     pub async fn update_catalog<T, E: From<crate::metadata::MetadataError>>(
         &self,
         change: impl FnOnce(&mut crate::catalog::Catalog) -> Result<T, E>,
     ) -> Result<T, E> {
-        self.metadata.update(change)
+        let Some(cluster) = &self.cluster else {
+            return self.metadata.update_async(change).await;
+        };
+        let _writer = cluster.catalog_writer.lock().await;
+        let base = self.metadata.snapshot();
+        let mut next = (*base).clone();
+        let out = change(&mut next)?;
+        if next == *base {
+            return Ok(out);
+        }
+        let body = bytes::Bytes::from(crate::metadata::encode_body(&next));
+        cluster
+            .replica
+            .propose_meta(base.replica_version, body)
+            .await
+            .map_err(crate::metadata::MetadataError::from)?;
+        Ok(out)
     }
 
-    /// Creates engine partitions (those that exist stay as they are).
-    pub async fn create_partitions(&self, partitions: &[u64]) -> Result<(), corelog::RequestError> {
+    /// Creates engine partitions (those that exist stay as they are). In a
+    /// cluster, the catalog change that holds them creates them on every
+    /// node.
+    pub async fn create_partitions(&self, partitions: &[u64]) -> Result<(), StoreError> {
+        if self.cluster.is_some() {
+            return Ok(());
+        }
         let creates: Vec<_> = partitions
             .iter()
             .map(|p| self.engine.create_partition(*p))
@@ -144,8 +274,12 @@ impl Context {
         Ok(())
     }
 
-    /// Deletes engine partitions and their data.
-    pub async fn delete_partitions(&self, partitions: &[u64]) -> Result<(), corelog::RequestError> {
+    /// Deletes engine partitions and their data. In a cluster, the catalog
+    /// change that dropped them deletes them on every node.
+    pub async fn delete_partitions(&self, partitions: &[u64]) -> Result<(), StoreError> {
+        if self.cluster.is_some() {
+            return Ok(());
+        }
         let deletes: Vec<_> = partitions
             .iter()
             .map(|p| self.engine.delete_partition(*p))

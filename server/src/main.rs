@@ -17,15 +17,27 @@ struct Args {
     /// Data directory (created if missing; locked while running).
     #[arg(long)]
     dir: PathBuf,
-    /// Address to listen on.
-    #[arg(long, default_value = "127.0.0.1:8090")]
-    listen: SocketAddr,
+    /// Address to listen on (default 127.0.0.1:8090; in a cluster, this
+    /// node's `client` address in the cluster file).
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// In a cluster: this node's id in the cluster file.
+    #[arg(long, requires = "cluster")]
+    node: Option<u64>,
+    /// In a cluster: the cluster file (TOML: `shards`, then `[[node]]` with
+    /// `id`, `client`, `replica`), the same on every node.
+    #[arg(long, requires = "node")]
+    cluster: Option<PathBuf>,
     /// Shards (pinned threads); default one per CPU.
     #[arg(long)]
     shards: Option<usize>,
     /// When a send is acknowledged: never | batch | interval:MS.
     #[arg(long, default_value = "never")]
     fsync: FsyncPolicy,
+    /// Segment size in bytes: a partition's segment is sealed past it
+    /// (retention and DELETE_SEGMENTS delete whole sealed segments).
+    #[arg(long, default_value_t = corelog::LogConfig::default().segment_bytes)]
+    segment_bytes: u64,
     /// The user clients sign in as.
     #[arg(long, env = "CORELOG_SERVER_USERNAME", default_value = DEFAULT_USERNAME)]
     username: String,
@@ -126,11 +138,38 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
+    let cluster = match (args.node, &args.cluster) {
+        (Some(node), Some(path)) => match corelog_replica::ClusterConfig::read(path) {
+            Ok(config) => Some(corelog_server::server::ClusterSetup {
+                node,
+                config,
+                options: corelog_replica::ReplicaOptions::default(),
+            }),
+            Err(e) => {
+                tracing::error!("{e}");
+                return std::process::ExitCode::FAILURE;
+            }
+        },
+        _ => None,
+    };
+    let listen = match (args.listen, &cluster) {
+        (Some(l), _) => l,
+        (None, Some(c)) => match c.config.node(c.node) {
+            Some(n) => n.client,
+            None => {
+                tracing::error!("node {} is not in the cluster file", c.node);
+                return std::process::ExitCode::FAILURE;
+            }
+        },
+        (None, None) => SocketAddr::from(([127, 0, 0, 1], 8090)),
+    };
     let config = ServerConfig {
         shards: args.shards,
         fsync: args.fsync,
+        segment_bytes: args.segment_bytes,
         username: args.username,
         password: args.password,
+        cluster,
         limits: Limits {
             max_connections: args.max_connections,
             max_request_bytes: args.max_request_bytes,
@@ -143,7 +182,7 @@ fn main() -> std::process::ExitCode {
             login_failure_burst: args.login_failure_burst,
             login_failure_rate: args.login_failure_rate,
         },
-        ..ServerConfig::new(args.dir, args.listen)
+        ..ServerConfig::new(args.dir, listen)
     };
     let server = match Server::start(config) {
         Ok(s) => s,

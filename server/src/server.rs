@@ -29,12 +29,31 @@ pub struct ServerConfig {
     pub pin_threads: bool,
     /// When an append is acknowledged.
     pub fsync: FsyncPolicy,
+    /// Size at which a partition's segment is sealed and the next begins
+    /// (retention and DELETE_SEGMENTS delete whole sealed segments).
+    pub segment_bytes: u64,
+    /// How often topics' retention (`message_expiry`, `max_topic_size`)
+    /// is applied.
+    pub retention_check: Duration,
     /// The user's name.
     pub username: String,
     /// The user's password (hashed at start, then dropped).
     pub password: String,
     /// What each client, and all of them, may hold.
     pub limits: Limits,
+    /// In a cluster: this node, every node, and the replication's timing.
+    pub cluster: Option<ClusterSetup>,
+}
+
+/// How a node joins its cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterSetup {
+    /// This node's id.
+    pub node: u64,
+    /// Every node (the cluster file).
+    pub config: corelog_replica::ClusterConfig,
+    /// Timing (durability follows `fsync`).
+    pub options: corelog_replica::ReplicaOptions,
 }
 
 impl ServerConfig {
@@ -46,8 +65,11 @@ impl ServerConfig {
             shards: None,
             pin_threads: true,
             fsync: FsyncPolicy::Never,
+            segment_bytes: LogConfig::default().segment_bytes,
+            retention_check: Duration::from_secs(30),
             username: crate::users::DEFAULT_USERNAME.into(),
             password: crate::users::DEFAULT_PASSWORD.into(),
+            cluster: None,
             limits: Limits::default(),
         }
     }
@@ -69,6 +91,12 @@ pub enum ServerError {
     /// The user cannot be set up.
     #[error(transparent)]
     Users(#[from] UsersError),
+    /// The replication cannot start.
+    #[error("cluster: {0}")]
+    Replica(#[from] corelog_replica::StartError),
+    /// The settings contradict each other.
+    #[error("{0}")]
+    Config(String),
     /// The limits do not fit together.
     #[error(transparent)]
     Limits(#[from] LimitsError),
@@ -89,6 +117,7 @@ pub enum ServerError {
 #[derive(Debug)]
 pub struct Server {
     ctx: Arc<Context>,
+    replica: Option<corelog_replica::Replica>,
     engine: Option<Engine>,
     acceptor: Option<JoinHandle<()>>,
     stop: Arc<AtomicBool>,
@@ -100,17 +129,58 @@ impl Server {
     /// holds (left by a crash mid-change), and starts accepting.
     pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
         let users = Users::new(&config.username, &config.password)?;
+        let (shards, partition_fsync) = match &config.cluster {
+            // In a cluster the journal is the durable point; the partition
+            // logs are written through, and flushed before a compaction.
+            Some(c) => {
+                if config.shards.is_some_and(|s| s != c.config.shards) {
+                    return Err(ServerError::Config(format!(
+                        "--shards {} but the cluster file says shards = {}",
+                        config.shards.unwrap_or_default(),
+                        c.config.shards
+                    )));
+                }
+                (Some(c.config.shards), FsyncPolicy::Never)
+            }
+            None => (config.shards, config.fsync),
+        };
         let engine = Engine::open(Config {
-            shards: config.shards,
+            shards,
             pin_threads: config.pin_threads,
             log: LogConfig {
-                fsync: config.fsync,
+                fsync: partition_fsync,
+                segment_bytes: config.segment_bytes,
                 ..LogConfig::default()
             },
+            retention_check: config.retention_check,
             ..Config::new(&config.dir)
         })?;
-        let metadata = MetadataStore::open(&config.dir)?;
-        delete_orphans(&engine, &metadata)?;
+        let metadata = Arc::new(MetadataStore::open(&config.dir)?);
+        delete_orphans(&engine, &metadata, config.cluster.is_some())?;
+        let replica = match &config.cluster {
+            Some(c) => {
+                let machine = crate::cluster::CatalogMachine {
+                    metadata: metadata.clone(),
+                    engine: engine.handle(),
+                };
+                let options = corelog_replica::ReplicaOptions {
+                    sync: config.fsync == FsyncPolicy::Batch,
+                    ..c.options.clone()
+                };
+                Some(corelog_replica::Replica::start(
+                    engine.handle(),
+                    corelog_replica::ReplicaConfig {
+                        dir: config.dir.clone(),
+                        me: c.node,
+                        cluster: c.config.clone(),
+                        options,
+                    },
+                    Arc::new(machine),
+                )?)
+            }
+            None => None,
+        };
+        apply_retention(&engine, &metadata)?;
         let max_request = config.limits.resolve(engine.limits().max_batch_bytes)?;
         let listener = TcpListener::bind(config.listen).map_err(|source| ServerError::Listen {
             addr: config.listen,
@@ -122,18 +192,20 @@ impl Server {
                 addr: config.listen,
                 source,
             })?;
-        let ctx = Arc::new(
-            Context::new(
-                engine.handle(),
-                metadata,
-                users,
-                max_request,
-                addr,
-                config.fsync.acks_durable(),
-                config.limits.clone(),
-            )
-            .map_err(ServerError::Thread)?,
-        );
+        let mut ctx = Context::new(
+            engine.handle(),
+            metadata,
+            users,
+            max_request,
+            addr,
+            config.fsync.acks_durable(),
+            config.limits.clone(),
+        )
+        .map_err(ServerError::Thread)?;
+        if let (Some(r), Some(c)) = (&replica, &config.cluster) {
+            ctx.cluster = Some(crate::context::Cluster::new(r.handle(), c.config.clone()));
+        }
+        let ctx = Arc::new(ctx);
         let stop = Arc::new(AtomicBool::new(false));
         let acceptor = std::thread::Builder::new()
             .name("corelog-acceptor".into())
@@ -150,6 +222,7 @@ impl Server {
         );
         Ok(Server {
             ctx,
+            replica,
             engine: Some(engine),
             acceptor: Some(acceptor),
             stop,
@@ -172,6 +245,11 @@ impl Server {
         self.addr
     }
 
+    /// In a cluster: the replica's handle (who leads, each group's state).
+    pub fn replica(&self) -> Option<corelog_replica::ReplicaHandle> {
+        self.replica.as_ref().map(|r| r.handle())
+    }
+
     /// Stops accepting, lets requests being served finish (up to 10 s),
     /// makes everything durable, stops the engine and releases the data
     /// directory. Connections are closed.
@@ -181,6 +259,9 @@ impl Server {
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.ctx.in_flight.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(2));
+        }
+        if let Some(r) = self.replica.take() {
+            r.shutdown();
         }
         let Some(engine) = self.engine.take() else {
             return Ok(());
@@ -264,14 +345,37 @@ fn accept(listener: TcpListener, ctx: Arc<Context>, stop: Arc<AtomicBool>) {
     }
 }
 
-/// Deletes engine partitions that no topic holds.
-fn delete_orphans(engine: &Engine, metadata: &MetadataStore) -> Result<(), corelog::RequestError> {
+/// Deletes engine partitions that no topic holds. In a cluster, ids at or
+/// past the catalog's counter are kept: a send may create a partition
+/// before the catalog change that holds it is applied here.
+fn delete_orphans(
+    engine: &Engine,
+    metadata: &MetadataStore,
+    cluster: bool,
+) -> Result<(), corelog::RequestError> {
     let catalog = metadata.snapshot();
     let held: std::collections::HashSet<u64> = catalog.all_partitions().collect();
     for p in engine.partitions().wait()? {
-        if !held.contains(&p) {
+        let unknown_yet = cluster && p >= catalog.next_partition;
+        if !held.contains(&p) && !unknown_yet {
             tracing::warn!("deleting partition {p}: no topic holds it");
             engine.delete_partition(p).wait()?;
+        }
+    }
+    Ok(())
+}
+
+/// Gives every topic's partitions the retention its settings ask for.
+fn apply_retention(engine: &Engine, metadata: &MetadataStore) -> Result<(), corelog::RequestError> {
+    let catalog = metadata.snapshot();
+    let handle = engine.handle();
+    for t in catalog.streams.iter().flat_map(|s| s.topics.iter()) {
+        let retention = t.retention();
+        if retention == corelog::Retention::default() {
+            continue;
+        }
+        for p in &t.partitions {
+            handle.set_retention(*p, retention).wait()?;
         }
     }
     Ok(())

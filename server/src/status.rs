@@ -39,6 +39,33 @@ pub fn from_engine(e: &RequestError) -> IggyError {
     }
 }
 
+/// The status for a failed replicated request: "not accepted" (nothing
+/// stored: the SDK asks who leads and retries there), "not committed" (the
+/// outcome is unknown: the SDK replays), or what the batch or the store
+/// said.
+pub fn from_replica(e: &corelog_replica::ReplicaError) -> IggyError {
+    use corelog_replica::ReplicaError as R;
+    match e {
+        R::NotLeader { .. } | R::Conflict => {
+            tracing::debug!("not accepted: {e}");
+            IggyError::TransientNotAccepted
+        }
+        R::NotCommitted => {
+            tracing::warn!("{e}");
+            IggyError::TransientNotCommitted
+        }
+        R::Admission { error, .. } => {
+            tracing::warn!("batch refused: {e}");
+            from_batch(error)
+        }
+        R::Stopped => IggyError::Disconnected,
+        other => {
+            tracing::error!("replication: {other}");
+            IggyError::CannotAppendMessage
+        }
+    }
+}
+
 /// The status naming what is wrong with a refused batch.
 pub fn from_batch(e: &BatchError) -> IggyError {
     match e {

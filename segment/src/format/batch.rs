@@ -55,6 +55,17 @@ impl Batch {
         })
     }
 
+    /// The batch stamped with `stamp`, in one contiguous buffer (the stamped
+    /// header, then the untouched frames): what a replicated log carries
+    /// and every replica stores with `append_stamped`.
+    pub fn into_stamped(mut self, stamp: Stamp) -> Bytes {
+        let header = self.stamped_header(stamp);
+        let mut out = Vec::with_capacity(self.bytes.len());
+        out.extend_from_slice(&header.0);
+        out.extend_from_slice(self.bytes.get(header.0.len()..).unwrap_or_default());
+        Bytes::from(out)
+    }
+
     /// A view over the batch.
     pub fn as_ref(&self) -> BatchRef<'_> {
         BatchRef::new_checked(&self.bytes)
@@ -78,5 +89,39 @@ impl Batch {
     /// Never true: a batch holds at least its header.
     pub fn is_empty(&self) -> bool {
         self.bytes.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::format::{stamp_in_place, BatchBuilder, MessageSpec};
+
+    #[test]
+    fn into_stamped_is_stamp_in_place() {
+        let mut b = BatchBuilder::new();
+        for i in 0..3u8 {
+            b.push(MessageSpec {
+                id: u128::from(i),
+                timestamp: 1_000 + u64::from(i),
+                payload: &[i; 40],
+                user_headers: &[],
+            });
+        }
+        let bytes = b.build().expect("build");
+        let limits = Limits::default();
+        let stamp = Stamp {
+            partition_id: 7,
+            base_offset: 42,
+            base_timestamp: 99_000,
+        };
+        let mut expected = bytes.clone();
+        stamp_in_place(&mut expected, stamp, &limits).expect("stamp in place");
+        let batch = Batch::admit(bytes, &limits).expect("admit");
+        let stamped = batch.into_stamped(stamp);
+        assert_eq!(&stamped[..], &expected[..]);
+        let view = Batch::admit(stamped, &limits).expect("stamped admits");
+        assert_eq!(view.as_ref().base_offset(), 42);
+        assert_eq!(view.as_ref().partition_id(), 7);
     }
 }

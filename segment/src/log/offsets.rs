@@ -120,12 +120,44 @@ impl<S: Storage> PartitionLog<S> {
         Ok(())
     }
 
+    /// Durably forgets `consumer`'s offset; returns whether there was one.
+    /// A store still in flight when the delete starts is superseded by it
+    /// (it cannot bring the offset back).
+    pub async fn delete_offset(&self, consumer: u64) -> Result<bool, LogError> {
+        let dir = self.consumers_dir();
+        let path = self.offset_path(consumer);
+        let existed = {
+            let mut st = self.inner.st.borrow_mut();
+            st.offsets.next_seq += 1;
+            let seq = st.offsets.next_seq;
+            st.offsets.committed.insert(consumer, seq);
+            st.offsets.cache.remove(&consumer);
+            match self.inner.storage.remove_file(&path) {
+                Ok(()) => true,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+                Err(e) => return Err(LogError::io("remove", &path, e)),
+            }
+        };
+        if existed {
+            self.inner
+                .storage
+                .sync_dir(&dir)
+                .await
+                .map_err(|e| LogError::io("directory sync", &dir, e))?;
+        }
+        Ok(existed)
+    }
+
     /// The stored offset of `consumer`, if any. A torn or damaged offset
     /// file is an error naming it.
     pub async fn load_offset(&self, consumer: u64) -> Result<Option<u64>, LogError> {
-        if let Some(o) = self.inner.st.borrow().offsets.cache.get(&consumer) {
-            return Ok(Some(*o));
-        }
+        let changes_before = {
+            let st = self.inner.st.borrow();
+            if let Some(o) = st.offsets.cache.get(&consumer) {
+                return Ok(Some(*o));
+            }
+            st.offsets.committed.get(&consumer).copied()
+        };
         let path = self.offset_path(consumer);
         let file = match self.inner.storage.open(&path, false) {
             Ok(f) => f,
@@ -141,12 +173,11 @@ impl<S: Storage> PartitionLog<S> {
             position: 0,
             damage: Damage::OffsetFile,
         })?;
-        self.inner
-            .st
-            .borrow_mut()
-            .offsets
-            .cache
-            .insert(consumer, offset);
+        let mut st = self.inner.st.borrow_mut();
+        // A store or delete that landed while this read ran wins.
+        if st.offsets.committed.get(&consumer).copied() == changes_before {
+            st.offsets.cache.insert(consumer, offset);
+        }
         Ok(Some(offset))
     }
 }

@@ -13,13 +13,13 @@
 //! otherwise). `inflight` holds the writes not yet under the written mark,
 //! in the order of their sequence numbers, with no gap.
 
-use super::config::{FsyncPolicy, LogConfig};
+use super::config::{FsyncPolicy, LogConfig, Retention};
 use super::error::Poison;
 use super::event;
 use super::map_slot;
 use super::segment::{SegState, Segment};
 use crate::io::Storage;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
@@ -44,7 +44,7 @@ pub struct AppendAck {
 }
 
 /// A partition's size and offsets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct LogStats {
     /// The partition id.
     pub partition: u64,
@@ -62,6 +62,12 @@ pub struct LogStats {
     pub syncs: u64,
     /// Whether a failed write or sync poisoned the log.
     pub poisoned: bool,
+    /// Offset after the last message appended, visible or in flight: the
+    /// `base_offset` the next append gets.
+    pub end_offset: u64,
+    /// The newest `base_timestamp` stored: the next append's is never
+    /// below it.
+    pub last_timestamp: u64,
 }
 
 /// One partition's log. Cheap to clone; all clones are the same log, and it
@@ -91,6 +97,9 @@ pub(super) struct Inner<S: Storage> {
     pub(super) partition: u64,
     pub(super) dir: PathBuf,
     pub(super) config: LogConfig,
+    /// Which sealed segments may be deleted: `config.retention` until
+    /// [`PartitionLog::set_retention`] changes it.
+    pub(super) retention: Cell<Retention>,
     pub(super) storage: S,
     /// Set when the log is closed: cuts short a seal's wait for write-back.
     pub(super) closing: Rc<event::Event>,
@@ -218,6 +227,18 @@ impl<S: Storage> PartitionLog<S> {
         &self.inner.config
     }
 
+    /// The retention limits in force (see [`PartitionLog::set_retention`]).
+    pub fn retention(&self) -> Retention {
+        self.inner.retention.get()
+    }
+
+    /// Replaces the retention limits for this log (until it is closed; the
+    /// next open takes its configuration's again). The next
+    /// [`PartitionLog::enforce_retention`] applies them.
+    pub fn set_retention(&self, retention: Retention) {
+        self.inner.retention.set(retention);
+    }
+
     /// Sizes and offsets.
     pub fn stats(&self) -> LogStats {
         let st = self.inner.st.borrow();
@@ -230,6 +251,8 @@ impl<S: Storage> PartitionLog<S> {
             appends: st.appends,
             syncs: st.syncs,
             poisoned: st.poison.is_some(),
+            end_offset: st.next_offset,
+            last_timestamp: st.last_timestamp,
         }
     }
 
@@ -319,6 +342,7 @@ impl<S: Storage> PartitionLog<S> {
             inner: Rc::new(Inner {
                 partition,
                 dir,
+                retention: Cell::new(config.retention),
                 config,
                 storage,
                 closing: Rc::new(event::Event::default()),

@@ -1,5 +1,5 @@
-//! Retention: sealed segments past the age or size limits are removed,
-//! oldest first.
+//! Deleting the oldest sealed segments: by the retention limits, or a
+//! number of them on request.
 
 use super::error::LogError;
 use super::partition::PartitionLog;
@@ -8,13 +8,43 @@ use crate::io::Storage;
 use std::path::PathBuf;
 
 impl<S: Storage> PartitionLog<S> {
-    /// Deletes sealed segments past the retention limits (never the active
-    /// one), oldest first, syncing the directory after each removal so a
-    /// power cut can only leave a prefix deleted (no gap). Polls already
-    /// holding a deleted segment keep reading it. Returns the deleted
-    /// segment files.
+    /// Deletes sealed segments past the retention limits in force (see
+    /// [`PartitionLog::set_retention`]; never the active one), oldest first,
+    /// syncing the directory after each removal so a power cut can only
+    /// leave a prefix deleted (no gap). Polls already holding a deleted
+    /// segment keep reading it. Returns the deleted segment files.
     pub async fn enforce_retention(&self, now_us: u64) -> Result<Vec<PathBuf>, LogError> {
-        let retention = self.inner.config.retention;
+        let retention = self.retention();
+        self.remove_oldest_sealed(|last_timestamp, total| {
+            let expired = retention
+                .max_age
+                .map(|age| last_timestamp.saturating_add(age.as_micros() as u64) < now_us)
+                .unwrap_or(false);
+            let oversize = retention.max_bytes.map(|max| total > max).unwrap_or(false);
+            expired || oversize
+        })
+        .await
+    }
+
+    /// Deletes the oldest `count` sealed segments (fewer when fewer are
+    /// sealed; never the active one), like [`PartitionLog::enforce_retention`]
+    /// does. Returns the deleted segment files.
+    pub async fn delete_oldest_segments(&self, count: usize) -> Result<Vec<PathBuf>, LogError> {
+        let mut left = count;
+        self.remove_oldest_sealed(|_, _| {
+            let remove = left > 0;
+            left = left.saturating_sub(1);
+            remove
+        })
+        .await
+    }
+
+    /// Removes the oldest segment while it is sealed, is not the only one,
+    /// and `remove(its newest timestamp, the log's bytes)` says so.
+    async fn remove_oldest_sealed(
+        &self,
+        mut remove: impl FnMut(u64, u64) -> bool,
+    ) -> Result<Vec<PathBuf>, LogError> {
         let mut deleted = Vec::new();
         loop {
             let (log_path, index_path) = {
@@ -26,15 +56,7 @@ impl<S: Storage> PartitionLog<S> {
                 let Some(seg) = st.segments.front() else {
                     break;
                 };
-                if seg.state != SegState::Sealed {
-                    break;
-                }
-                let expired = retention
-                    .max_age
-                    .map(|age| seg.last_timestamp.saturating_add(age.as_micros() as u64) < now_us)
-                    .unwrap_or(false);
-                let oversize = retention.max_bytes.map(|max| total > max).unwrap_or(false);
-                if !expired && !oversize {
+                if seg.state != SegState::Sealed || !remove(seg.last_timestamp, total) {
                     break;
                 }
                 let paths = (seg.log_path.clone(), seg.index_path.clone());

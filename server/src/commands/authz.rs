@@ -74,6 +74,21 @@ pub fn need(request: &Request) -> Need<'_> {
         Request::PollMessages(r) => Need::Topic(A::Poll, &r.stream_id, &r.topic_id),
         Request::StoreConsumerOffset(r) => Need::Topic(A::Poll, &r.stream_id, &r.topic_id),
         Request::GetConsumerOffset(r) => Need::Topic(A::Poll, &r.stream_id, &r.topic_id),
+        Request::DeleteConsumerOffset(r) => Need::Topic(A::Poll, &r.stream_id, &r.topic_id),
+        Request::UpdateStream(r) => Need::Stream(A::ManageStream, &r.stream_id),
+        Request::PurgeStream(r) => Need::Stream(A::ManageStream, &r.stream_id),
+        Request::UpdateTopic(r) => Need::Topic(A::ManageTopic, &r.stream_id, &r.topic_id),
+        Request::PurgeTopic(r) => Need::Topic(A::ManageTopic, &r.stream_id, &r.topic_id),
+        Request::CreatePartitions(r) => Need::Topic(A::ManageTopic, &r.stream_id, &r.topic_id),
+        Request::DeletePartitions(r) => Need::Topic(A::ManageTopic, &r.stream_id, &r.topic_id),
+        Request::DeleteSegments(r) => Need::Topic(A::ManageTopic, &r.stream_id, &r.topic_id),
+        Request::GetConsumerGroup(r) => Need::Topic(A::ReadTopic, &r.stream_id, &r.topic_id),
+        Request::GetConsumerGroups(r) => Need::Topic(A::ReadTopic, &r.stream_id, &r.topic_id),
+        Request::CreateConsumerGroup(r) => Need::Topic(A::ReadTopic, &r.stream_id, &r.topic_id),
+        Request::DeleteConsumerGroup(r) => Need::Topic(A::ReadTopic, &r.stream_id, &r.topic_id),
+        Request::JoinConsumerGroup(r) => Need::Topic(A::ReadTopic, &r.stream_id, &r.topic_id),
+        Request::LeaveConsumerGroup(r) => Need::Topic(A::ReadTopic, &r.stream_id, &r.topic_id),
+        Request::SyncConsumerGroup(r) => Need::Topic(A::ReadTopic, &r.stream_id, &r.topic_id),
     }
 }
 

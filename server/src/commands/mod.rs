@@ -3,6 +3,8 @@
 
 pub mod authz;
 mod clients;
+mod groups;
+mod lifecycle;
 mod offsets;
 mod poll;
 mod send;
@@ -30,6 +32,9 @@ use std::sync::Arc;
 pub struct Session {
     /// The session number once signed in.
     pub id: Option<u64>,
+    /// The connection's number (its client id): its id as a
+    /// consumer-group member.
+    pub connection: u64,
     /// The signed-in user ([`crate::clients::NO_USER`] when none).
     pub user: u32,
     /// The connection's entry in the client registry.
@@ -44,6 +49,7 @@ impl Default for Session {
     fn default() -> Session {
         Session {
             id: None,
+            connection: 0,
             user: crate::clients::NO_USER,
             client: None,
             peer: None,
@@ -106,8 +112,12 @@ pub async fn execute(
     let user = session.user;
     match request {
         Request::Ping | Request::Login(_) => Outcome::Error(IggyError::InvalidCommand),
-        Request::Logout => session::logout(session),
-        Request::GetMe => clients::get_me(session),
+        Request::Logout => {
+            // Signing out ends its consumer-group memberships.
+            ctx.groups.remove_connection(session.connection);
+            session::logout(session)
+        }
+        Request::GetMe => clients::get_me(ctx, session),
         Request::GetClients => clients::get_all(ctx),
         Request::GetClient(r) => clients::get(ctx, r.client_id),
         Request::GetUsers => users::get_all(ctx).into(),
@@ -122,6 +132,12 @@ pub async fn execute(
         Request::DeleteToken(r) => tokens::delete(ctx, user, &r.name).await.into(),
         Request::GetStats => system::stats(ctx),
         Request::GetClusterMetadata => system::cluster_metadata(ctx),
+        // In a cluster, everything else is served by the node leading
+        // every group; elsewhere it is refused before anything is done,
+        // and the SDK asks who leads and goes there.
+        _ if ctx.replica().is_some_and(|r| !r.leads_all()) => {
+            Outcome::Error(IggyError::TransientNotAccepted)
+        }
         Request::GetStreams => streams::get_all(ctx).await.into(),
         Request::GetStream(r) => streams::get(ctx, &r.stream_id).await.into(),
         Request::CreateStream(r) => streams::create(ctx, r).await.into(),
@@ -131,10 +147,27 @@ pub async fn execute(
         Request::CreateTopic(r) => topics::create(ctx, r).await.into(),
         Request::DeleteTopic(r) => topics::delete(ctx, &r.stream_id, &r.topic_id).await.into(),
         Request::SendMessages(r) => send::send(ctx, r, payload).await.into(),
-        Request::PollMessages(r) => poll::poll(ctx, head, r).await.into(),
+        Request::PollMessages(r) => poll::poll(ctx, session, head, r).await.into(),
         Request::Flush(r) => send::flush(ctx, r).await.into(),
-        Request::StoreConsumerOffset(r) => offsets::store(ctx, r).await.into(),
-        Request::GetConsumerOffset(r) => offsets::get(ctx, r).await.into(),
+        Request::StoreConsumerOffset(r) => offsets::store(ctx, session, r).await.into(),
+        Request::GetConsumerOffset(r) => offsets::get(ctx, session, r).await.into(),
+        Request::DeleteConsumerOffset(r) => offsets::delete(ctx, session, r).await.into(),
+        Request::UpdateStream(r) => lifecycle::update_stream(ctx, r).await.into(),
+        Request::PurgeStream(r) => lifecycle::purge(ctx, &r.stream_id, None).await.into(),
+        Request::UpdateTopic(r) => lifecycle::update_topic(ctx, r).await.into(),
+        Request::PurgeTopic(r) => lifecycle::purge(ctx, &r.stream_id, Some(&r.topic_id))
+            .await
+            .into(),
+        Request::CreatePartitions(r) => lifecycle::create_partitions(ctx, r).await.into(),
+        Request::DeletePartitions(r) => lifecycle::delete_partitions_of(ctx, r).await.into(),
+        Request::DeleteSegments(r) => lifecycle::delete_segments(ctx, r).await.into(),
+        Request::GetConsumerGroup(r) => groups::get(ctx, r).await.into(),
+        Request::GetConsumerGroups(r) => groups::get_all(ctx, r).await.into(),
+        Request::CreateConsumerGroup(r) => groups::create(ctx, r).await.into(),
+        Request::DeleteConsumerGroup(r) => groups::delete(ctx, r).await.into(),
+        Request::JoinConsumerGroup(r) => groups::join(ctx, session, r).await.into(),
+        Request::LeaveConsumerGroup(r) => groups::leave(ctx, session, r).await.into(),
+        Request::SyncConsumerGroup(r) => groups::sync(ctx, session, r).await.into(),
         Request::Unsupported { code } => {
             tracing::debug!("unsupported command {code}");
             // A command of Iggy's protocol this server lacks, or no command.
@@ -155,6 +188,11 @@ fn identifier(id: &WireIdentifier) -> Identifier {
     .unwrap_or_default()
 }
 
+/// An identifier for a name (error payloads).
+fn named(name: &str) -> Identifier {
+    Identifier::named(name).unwrap_or_default()
+}
+
 /// The status for a catalog refusal.
 fn from_catalog(e: CatalogError, stream: &WireIdentifier) -> IggyError {
     match e {
@@ -166,7 +204,14 @@ fn from_catalog(e: CatalogError, stream: &WireIdentifier) -> IggyError {
         CatalogError::TopicExists { topic, .. } => {
             IggyError::TopicNameAlreadyExists(topic, identifier(stream))
         }
+        CatalogError::NoGroup { topic, group } => {
+            IggyError::ConsumerGroupNameNotFound(group, named(&topic))
+        }
+        CatalogError::GroupExists { topic, group } => {
+            IggyError::ConsumerGroupNameAlreadyExists(group, named(&topic))
+        }
         CatalogError::IdsExhausted("topic") => IggyError::TooManyTopics,
+        CatalogError::IdsExhausted("consumer group") => IggyError::InvalidConsumerGroupId,
         CatalogError::IdsExhausted("partition") => IggyError::PartitionIdSpaceExhausted,
         CatalogError::IdsExhausted(_) => IggyError::TooManyStreams,
     }
@@ -195,6 +240,9 @@ impl UpdateError {
     fn status(self, stream: &WireIdentifier) -> IggyError {
         match self {
             UpdateError::Catalog(e) => from_catalog(e, stream),
+            UpdateError::Metadata(crate::metadata::MetadataError::Replica(e)) => {
+                crate::status::from_replica(&e)
+            }
             UpdateError::Metadata(e) => {
                 tracing::error!("metadata: {e}");
                 IggyError::Error

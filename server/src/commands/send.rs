@@ -55,10 +55,7 @@ pub(super) async fn send(
             return Err(IggyError::InvalidMessagesCount);
         }
     }
-    let ack = ctx
-        .append(partition, batch)
-        .await
-        .map_err(|e| status::from_engine(&e))?;
+    let ack = ctx.append(partition, batch).await.map_err(|e| e.status())?;
     Ok(Outcome::encoded(&SendMessagesResponse {
         confirmations: vec![SendMessagesConfirmationResponse {
             stream_id: s.id,

@@ -39,7 +39,14 @@ pub(super) fn stats(ctx: &Context) -> Outcome {
         segments_count: 0,
         messages_count: 0,
         clients_count: count(ctx.clients.count()),
-        consumer_groups_count: 0,
+        consumer_groups_count: count(
+            catalog
+                .streams
+                .iter()
+                .flat_map(|s| s.topics.iter())
+                .map(|t| t.groups.len())
+                .sum(),
+        ),
         hostname: read("/proc/sys/kernel/hostname"),
         os_name: "Linux".into(),
         os_version: kernel.clone(),
@@ -57,9 +64,12 @@ fn count(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-/// One healthy leader node, this one: the SDK then stays on this
-/// connection instead of looking for a leader.
+/// Alone: one healthy leader node, this one (the SDK then stays on this
+/// connection). In a cluster: every node, and which one leads.
 pub(super) fn cluster_metadata(ctx: &Context) -> Outcome {
+    if let Some(c) = &ctx.cluster {
+        return Outcome::encoded(&crate::cluster::metadata_response(&c.config, &c.replica));
+    }
     Outcome::encoded(&ClusterMetadataResponse {
         name: "corelog".into(),
         nodes: vec![ClusterNodeResponse {

@@ -3,7 +3,6 @@
 use super::{from_catalog, identifier, Outcome, UpdateError};
 use crate::catalog::TopicMeta;
 use crate::context::{now_micros, Context};
-use crate::status;
 use corelog::LogStats;
 use iggy_binary_protocol::requests::topics::CreateTopicRequest;
 use iggy_binary_protocol::responses::streams::get_stream::TopicHeader;
@@ -46,9 +45,9 @@ pub(super) fn header(
         id: topic.id,
         created_at: topic.created_at,
         partitions_count: u32::try_from(topic.partitions.len()).unwrap_or(u32::MAX),
-        message_expiry: 0,
+        message_expiry: topic.limits().message_expiry,
         compression_algorithm: COMPRESSION_NONE,
-        max_topic_size: 0,
+        max_topic_size: topic.limits().max_topic_size,
         size_bytes,
         messages_count,
         name: WireName::new(topic.name.as_str()).map_err(|_| IggyError::InvalidTopicName)?,
@@ -63,16 +62,7 @@ async fn details(ctx: &Context, topic: &TopicMeta) -> Result<GetTopicResponse, I
         .iter()
         .enumerate()
         .map(|(i, s)| {
-            let s = s.unwrap_or(LogStats {
-                partition: 0,
-                first_offset: 0,
-                next_offset: 0,
-                segments: 0,
-                bytes: 0,
-                appends: 0,
-                syncs: 0,
-                poisoned: false,
-            });
+            let s = s.unwrap_or_default();
             PartitionResponse {
                 id: i as u32,
                 created_at: topic.created_at,
@@ -155,15 +145,16 @@ pub(super) async fn create(
         .map_err(|e| e.status(stream))?;
     ctx.create_partitions(&reserved)
         .await
-        .map_err(|e| status::from_engine(&e))?;
+        .map_err(|e| e.status())?;
     let options = r.options.as_bytes().to_vec();
     ctx.update_catalog(|c| -> Result<_, UpdateError> {
         Ok(c.add_topic(stream, name, reserved.clone(), options, now_micros())?)
     })
     .await
     .map_err(|e| e.status(stream))?;
-    let catalog = ctx.metadata.snapshot();
     let topic = WireIdentifier::String(r.name.clone());
+    super::lifecycle::apply_retention(ctx, stream, &topic).await?;
+    let catalog = ctx.metadata.snapshot();
     let (_, t) = catalog
         .topic(stream, &topic)
         .map_err(|e| from_catalog(e, stream))?;
@@ -193,7 +184,7 @@ pub(super) async fn delete(
 pub(super) async fn delete_partitions(ctx: &Context, partitions: &[u64]) -> Result<(), IggyError> {
     ctx.delete_partitions(partitions)
         .await
-        .map_err(|e| status::from_engine(&e))
+        .map_err(|e| e.status())
 }
 
 /// Whether topic options ask for an fsync per write (`enforce_fsync` true,

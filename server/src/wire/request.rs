@@ -4,30 +4,46 @@
 
 use iggy_binary_protocol::codec::{read_u32_le, WireDecode};
 use iggy_binary_protocol::codes::{
-    CHANGE_PASSWORD_CODE, CREATE_PERSONAL_ACCESS_TOKEN_CODE, CREATE_STREAM_CODE, CREATE_TOPIC_CODE,
-    CREATE_USER_CODE, DELETE_PERSONAL_ACCESS_TOKEN_CODE, DELETE_STREAM_CODE, DELETE_TOPIC_CODE,
+    CHANGE_PASSWORD_CODE, CREATE_CONSUMER_GROUP_CODE, CREATE_PARTITIONS_CODE,
+    CREATE_PERSONAL_ACCESS_TOKEN_CODE, CREATE_STREAM_CODE, CREATE_TOPIC_CODE, CREATE_USER_CODE,
+    DELETE_CONSUMER_GROUP_CODE, DELETE_CONSUMER_OFFSET_CODE, DELETE_PARTITIONS_CODE,
+    DELETE_PERSONAL_ACCESS_TOKEN_CODE, DELETE_SEGMENTS_CODE, DELETE_STREAM_CODE, DELETE_TOPIC_CODE,
     DELETE_USER_CODE, FLUSH_UNSAVED_BUFFER_CODE, GET_CLIENTS_CODE, GET_CLIENT_CODE,
-    GET_CLUSTER_METADATA_CODE, GET_CONSUMER_OFFSET_CODE, GET_ME_CODE,
-    GET_PERSONAL_ACCESS_TOKENS_CODE, GET_STATS_CODE, GET_STREAMS_CODE, GET_STREAM_CODE,
-    GET_TOPICS_CODE, GET_TOPIC_CODE, GET_USERS_CODE, GET_USER_CODE, LOGIN_REGISTER_CODE,
+    GET_CLUSTER_METADATA_CODE, GET_CONSUMER_GROUPS_CODE, GET_CONSUMER_GROUP_CODE,
+    GET_CONSUMER_OFFSET_CODE, GET_ME_CODE, GET_PERSONAL_ACCESS_TOKENS_CODE, GET_STATS_CODE,
+    GET_STREAMS_CODE, GET_STREAM_CODE, GET_TOPICS_CODE, GET_TOPIC_CODE, GET_USERS_CODE,
+    GET_USER_CODE, JOIN_CONSUMER_GROUP_CODE, LEAVE_CONSUMER_GROUP_CODE, LOGIN_REGISTER_CODE,
     LOGIN_REGISTER_WITH_PAT_CODE, LOGOUT_USER_CODE, PING_CODE, POLL_MESSAGES_CODE,
-    SEND_MESSAGES_CODE, STORE_CONSUMER_OFFSET_CODE, UPDATE_PERMISSIONS_CODE, UPDATE_USER_CODE,
+    PURGE_STREAM_CODE, PURGE_TOPIC_CODE, SEND_MESSAGES_CODE, STORE_CONSUMER_OFFSET_CODE,
+    SYNC_CONSUMER_GROUP_CODE, UPDATE_PERMISSIONS_CODE, UPDATE_STREAM_CODE, UPDATE_TOPIC_CODE,
+    UPDATE_USER_CODE,
+};
+use iggy_binary_protocol::requests::consumer_groups::{
+    CreateConsumerGroupRequest, DeleteConsumerGroupRequest, GetConsumerGroupRequest,
+    GetConsumerGroupsRequest, JoinConsumerGroupRequest, LeaveConsumerGroupRequest,
+    SyncConsumerGroupRequest,
 };
 use iggy_binary_protocol::requests::consumer_offsets::{
-    GetConsumerOffsetRequest, StoreConsumerOffsetRequest,
+    DeleteConsumerOffsetRequest, GetConsumerOffsetRequest, StoreConsumerOffsetRequest,
 };
 use iggy_binary_protocol::requests::messages::{
     FlushUnsavedBufferRequest, PollMessagesRequest, SendMessagesHeader,
 };
+use iggy_binary_protocol::requests::partitions::{
+    CreatePartitionsRequest, DeletePartitionsRequest,
+};
 use iggy_binary_protocol::requests::personal_access_tokens::{
     CreatePersonalAccessTokenRequest, DeletePersonalAccessTokenRequest,
 };
+use iggy_binary_protocol::requests::segments::DeleteSegmentsRequest;
 use iggy_binary_protocol::requests::streams::{
-    CreateStreamRequest, DeleteStreamRequest, GetStreamRequest,
+    CreateStreamRequest, DeleteStreamRequest, GetStreamRequest, PurgeStreamRequest,
+    UpdateStreamRequest,
 };
 use iggy_binary_protocol::requests::system::GetClientRequest;
 use iggy_binary_protocol::requests::topics::{
-    CreateTopicRequest, DeleteTopicRequest, GetTopicRequest, GetTopicsRequest,
+    CreateTopicRequest, DeleteTopicRequest, GetTopicRequest, GetTopicsRequest, PurgeTopicRequest,
+    UpdateTopicRequest,
 };
 use iggy_binary_protocol::requests::users::{
     ChangePasswordRequest, CreateUserRequest, DeleteUserRequest, GetUserRequest,
@@ -105,6 +121,36 @@ pub enum Request {
     StoreConsumerOffset(StoreConsumerOffsetRequest),
     /// GET_CONSUMER_OFFSET.
     GetConsumerOffset(GetConsumerOffsetRequest),
+    /// DELETE_CONSUMER_OFFSET.
+    DeleteConsumerOffset(DeleteConsumerOffsetRequest),
+    /// UPDATE_STREAM.
+    UpdateStream(UpdateStreamRequest),
+    /// PURGE_STREAM.
+    PurgeStream(PurgeStreamRequest),
+    /// UPDATE_TOPIC.
+    UpdateTopic(UpdateTopicRequest),
+    /// PURGE_TOPIC.
+    PurgeTopic(PurgeTopicRequest),
+    /// CREATE_PARTITIONS.
+    CreatePartitions(CreatePartitionsRequest),
+    /// DELETE_PARTITIONS.
+    DeletePartitions(DeletePartitionsRequest),
+    /// DELETE_SEGMENTS.
+    DeleteSegments(DeleteSegmentsRequest),
+    /// GET_CONSUMER_GROUP.
+    GetConsumerGroup(GetConsumerGroupRequest),
+    /// GET_CONSUMER_GROUPS.
+    GetConsumerGroups(GetConsumerGroupsRequest),
+    /// CREATE_CONSUMER_GROUP.
+    CreateConsumerGroup(CreateConsumerGroupRequest),
+    /// DELETE_CONSUMER_GROUP.
+    DeleteConsumerGroup(DeleteConsumerGroupRequest),
+    /// JOIN_CONSUMER_GROUP.
+    JoinConsumerGroup(JoinConsumerGroupRequest),
+    /// LEAVE_CONSUMER_GROUP.
+    LeaveConsumerGroup(LeaveConsumerGroupRequest),
+    /// SYNC_CONSUMER_GROUP: the member's partitions and the generation.
+    SyncConsumerGroup(SyncConsumerGroupRequest),
     /// A command this server does not implement.
     Unsupported {
         /// its code
@@ -214,6 +260,21 @@ pub fn decode_request(code: u32, payload: &[u8]) -> Result<Request, DecodeError>
         FLUSH_UNSAVED_BUFFER_CODE => Request::Flush(exact(code, payload)?),
         STORE_CONSUMER_OFFSET_CODE => Request::StoreConsumerOffset(exact(code, payload)?),
         GET_CONSUMER_OFFSET_CODE => Request::GetConsumerOffset(exact(code, payload)?),
+        DELETE_CONSUMER_OFFSET_CODE => Request::DeleteConsumerOffset(exact(code, payload)?),
+        UPDATE_STREAM_CODE => Request::UpdateStream(exact(code, payload)?),
+        PURGE_STREAM_CODE => Request::PurgeStream(exact(code, payload)?),
+        UPDATE_TOPIC_CODE => Request::UpdateTopic(exact(code, payload)?),
+        PURGE_TOPIC_CODE => Request::PurgeTopic(exact(code, payload)?),
+        CREATE_PARTITIONS_CODE => Request::CreatePartitions(exact(code, payload)?),
+        DELETE_PARTITIONS_CODE => Request::DeletePartitions(exact(code, payload)?),
+        DELETE_SEGMENTS_CODE => Request::DeleteSegments(exact(code, payload)?),
+        GET_CONSUMER_GROUP_CODE => Request::GetConsumerGroup(exact(code, payload)?),
+        GET_CONSUMER_GROUPS_CODE => Request::GetConsumerGroups(exact(code, payload)?),
+        CREATE_CONSUMER_GROUP_CODE => Request::CreateConsumerGroup(exact(code, payload)?),
+        DELETE_CONSUMER_GROUP_CODE => Request::DeleteConsumerGroup(exact(code, payload)?),
+        JOIN_CONSUMER_GROUP_CODE => Request::JoinConsumerGroup(exact(code, payload)?),
+        LEAVE_CONSUMER_GROUP_CODE => Request::LeaveConsumerGroup(exact(code, payload)?),
+        SYNC_CONSUMER_GROUP_CODE => Request::SyncConsumerGroup(exact(code, payload)?),
         SEND_MESSAGES_CODE => Request::SendMessages(send_messages(payload)?),
         code => Request::Unsupported { code },
     })
@@ -352,6 +413,55 @@ mod tests {
         // kind 1 (numeric) must carry 4 bytes.
         assert!(decode_request(GET_STREAM_CODE, &[1, 2, 0, 0]).is_err());
         assert!(decode_request(GET_STREAM_CODE, &[9, 4, 0, 0, 0, 0]).is_err());
+    }
+
+    #[test]
+    fn group_lifecycle_and_offset_requests_decode_whole_and_refuse_truncation() {
+        let s = WireIdentifier::numeric(1);
+        let t = WireIdentifier::named("t").expect("name");
+        let g = WireIdentifier::named("g").expect("name");
+        let join = JoinConsumerGroupRequest {
+            stream_id: s.clone(),
+            topic_id: t.clone(),
+            group_id: g.clone(),
+        }
+        .to_bytes();
+        let segments = DeleteSegmentsRequest {
+            stream_id: s.clone(),
+            topic_id: t.clone(),
+            partition_id: 2,
+            segments_count: 3,
+        }
+        .to_bytes();
+        let partitions = CreatePartitionsRequest {
+            stream_id: s,
+            topic_id: t,
+            partitions_count: 4,
+        }
+        .to_bytes();
+        for (code, bytes) in [
+            (JOIN_CONSUMER_GROUP_CODE, &join),
+            (SYNC_CONSUMER_GROUP_CODE, &join),
+            (DELETE_SEGMENTS_CODE, &segments),
+            (CREATE_PARTITIONS_CODE, &partitions),
+        ] {
+            assert!(decode_request(code, bytes).is_ok(), "{code}");
+            for cut in 0..bytes.len() {
+                assert!(
+                    decode_request(code, &bytes[..cut]).is_err(),
+                    "{code} cut at {cut}"
+                );
+            }
+        }
+        let Ok(Request::SyncConsumerGroup(r)) = decode_request(SYNC_CONSUMER_GROUP_CODE, &join)
+        else {
+            panic!("not a sync");
+        };
+        assert_eq!(r.group_id, g);
+        let Ok(Request::DeleteSegments(r)) = decode_request(DELETE_SEGMENTS_CODE, &segments) else {
+            panic!("not a delete");
+        };
+        assert_eq!((r.partition_id, r.segments_count), (2, 3));
     }
 
     #[test]

@@ -87,3 +87,65 @@ pub mod raw;
 pub fn named(s: &str) -> Identifier {
     Identifier::named(s).expect("identifier")
 }
+
+/// A server over `dir` like [`start`], with `segment_bytes` segments
+/// sealed as soon as they are full (`fsync=batch`: under `never` a segment
+/// is deletable 30 s after its rotation) and retention applied every
+/// `retention_check`.
+pub fn start_small_segments(
+    dir: &Path,
+    segment_bytes: u64,
+    retention_check: std::time::Duration,
+) -> Server {
+    let listen = "127.0.0.1:0".parse().expect("address");
+    Server::start(ServerConfig {
+        shards: Some(2),
+        pin_threads: false,
+        fsync: corelog::FsyncPolicy::Batch,
+        segment_bytes,
+        retention_check,
+        ..ServerConfig::new(dir, listen)
+    })
+    .expect("server starts")
+}
+
+/// Sends `per_partition` messages to each of `partitions` partitions of
+/// `stream`/`topic`, in batches of 10; message `i` of partition `p` has
+/// id [`fill_id`]`(p, i)`.
+pub async fn fill(
+    client: &IggyClient,
+    stream: &str,
+    topic: &str,
+    partitions: u32,
+    per_partition: u32,
+    payload: usize,
+) {
+    for p in 0..partitions {
+        for chunk in (0..per_partition).collect::<Vec<_>>().chunks(10) {
+            let mut batch: Vec<IggyMessage> = chunk
+                .iter()
+                .map(|i| message(fill_id(p, *i), &vec![b'x'; payload], None))
+                .collect();
+            client
+                .send_messages(
+                    &named(stream),
+                    &named(topic),
+                    &Partitioning::partition_id(p),
+                    &mut batch,
+                )
+                .await
+                .expect("send");
+        }
+    }
+}
+
+/// The id [`fill`] gives message `i` of partition `p` (never 0: the SDK
+/// replaces id 0 with a random one).
+pub fn fill_id(p: u32, i: u32) -> u128 {
+    u128::from(p) * 1_000_000 + u128::from(i) + 1
+}
+
+/// The partition of a message [`fill`] sent.
+pub fn fill_partition(id: u128) -> u32 {
+    ((id - 1) / 1_000_000) as u32
+}

@@ -1,0 +1,120 @@
+//! What a shard does with a request for an open partition log.
+
+use super::Shard;
+use crate::error::RequestError;
+use crate::partitions::Log;
+use crate::request::Request;
+use std::rc::Rc;
+
+impl Shard {
+    pub(super) fn dispatch(self: &Rc<Self>, log: &Log, req: Request) {
+        match req {
+            Request::Append {
+                batch,
+                stamped,
+                reply,
+                ..
+            } => {
+                let fut = if stamped {
+                    log.append_stamped(batch)
+                } else {
+                    log.append(batch)
+                };
+                self.spawn_tracked(async move {
+                    let _ = reply.send(fut.await.map_err(RequestError::from));
+                });
+            }
+            Request::Poll {
+                from,
+                max_bytes,
+                reply,
+                ..
+            } => {
+                let _ = reply.send(log.poll(from, max_bytes).map_err(RequestError::from));
+            }
+            Request::PollNext {
+                consumer,
+                max_bytes,
+                reply,
+                ..
+            } => {
+                let log = log.clone();
+                self.spawn_tracked(async move {
+                    let _ = reply.send(
+                        log.poll_next(consumer, max_bytes)
+                            .await
+                            .map_err(RequestError::from),
+                    );
+                });
+            }
+            Request::StoreOffset {
+                consumer,
+                offset,
+                reply,
+                ..
+            } => {
+                let log = log.clone();
+                self.spawn_tracked(async move {
+                    let _ = reply.send(
+                        log.store_offset(consumer, offset)
+                            .await
+                            .map_err(RequestError::from),
+                    );
+                });
+            }
+            Request::LoadOffset {
+                consumer, reply, ..
+            } => {
+                let log = log.clone();
+                self.spawn_tracked(async move {
+                    let _ = reply.send(log.load_offset(consumer).await.map_err(RequestError::from));
+                });
+            }
+            Request::DeleteOffset {
+                consumer, reply, ..
+            } => {
+                let log = log.clone();
+                self.spawn_tracked(async move {
+                    let _ = reply.send(
+                        log.delete_offset(consumer)
+                            .await
+                            .map_err(RequestError::from),
+                    );
+                });
+            }
+            Request::DeleteSegments { count, reply, .. } => {
+                let log = log.clone();
+                self.spawn_tracked(async move {
+                    let _ = reply.send(
+                        log.delete_oldest_segments(count)
+                            .await
+                            .map_err(RequestError::from),
+                    );
+                });
+            }
+            Request::Flush { reply, .. } => {
+                let log = log.clone();
+                self.spawn_tracked(async move {
+                    let _ = reply.send(log.flush().await.map_err(RequestError::from));
+                });
+            }
+            Request::Stats { reply, .. } => {
+                let _ = reply.send(Ok(log.stats()));
+            }
+            Request::Create { reply, .. } => {
+                let _ = reply.send(Ok(()));
+            }
+            req @ Request::Delete { .. } => {
+                let p = log.partition();
+                self.delete_partition(p, Some(log.clone()), req);
+            }
+            Request::Spawn(_)
+            | Request::Shutdown
+            | Request::List { .. }
+            | Request::SetRetention { .. }
+            | Request::Retention { .. } => {
+                unreachable!("only requests for a partition's log reach it")
+            }
+        }
+    }
+}

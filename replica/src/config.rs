@@ -1,0 +1,188 @@
+//! The cluster file and the replication settings.
+//!
+//! ```toml
+//! shards = 2            # data groups, one per shard index (the same on every node)
+//! [[node]]
+//! id = 1
+//! client = "127.0.0.1:8091"    # where clients reach this node
+//! replica = "127.0.0.1:9091"   # where its peers reach it
+//! ```
+
+use serde::Deserialize;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+/// One node of the cluster.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeAddr {
+    /// Its id (> 0, unique).
+    pub id: u64,
+    /// Where clients reach it.
+    pub client: SocketAddr,
+    /// Where its peers reach it.
+    pub replica: SocketAddr,
+}
+
+/// Every node of the cluster, and the number of data groups.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterConfig {
+    /// Data groups (one per shard index); every node runs this many shards.
+    #[serde(default = "default_shards")]
+    pub shards: usize,
+    /// The nodes.
+    #[serde(rename = "node")]
+    pub nodes: Vec<NodeAddr>,
+}
+
+fn default_shards() -> usize {
+    2
+}
+
+/// Why a cluster file is refused.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The file cannot be read.
+    #[error("{path}: {source}")]
+    Read {
+        /// the file
+        path: String,
+        /// the error
+        source: std::io::Error,
+    },
+    /// The file is not a cluster description.
+    #[error("{path}: {source}")]
+    Parse {
+        /// the file
+        path: String,
+        /// the error
+        source: toml::de::Error,
+    },
+    /// The description is inconsistent.
+    #[error("cluster: {0}")]
+    Invalid(String),
+}
+
+impl ClusterConfig {
+    /// Reads and checks a cluster file.
+    pub fn read(path: &Path) -> Result<ClusterConfig, ConfigError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        let c: ClusterConfig = toml::from_str(&text).map_err(|source| ConfigError::Parse {
+            path: shown,
+            source,
+        })?;
+        c.check()?;
+        Ok(c)
+    }
+
+    /// Checks ids, addresses and the group count.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let bad = |s: String| Err(ConfigError::Invalid(s));
+        if self.nodes.is_empty() {
+            return bad("no [[node]]".into());
+        }
+        if self.shards == 0 || self.shards > 256 {
+            return bad(format!("shards = {} (1..=256)", self.shards));
+        }
+        let mut ids: Vec<u64> = self.nodes.iter().map(|n| n.id).collect();
+        ids.sort_unstable();
+        if ids.first() == Some(&0) {
+            return bad("node id 0 (ids start at 1)".into());
+        }
+        if ids.windows(2).any(|w| w[0] == w[1]) {
+            return bad("two nodes share an id".into());
+        }
+        let mut addrs: Vec<SocketAddr> = self
+            .nodes
+            .iter()
+            .flat_map(|n| [n.client, n.replica])
+            .collect();
+        addrs.sort_unstable();
+        if addrs.windows(2).any(|w| w[0] == w[1]) {
+            return bad("two endpoints share an address".into());
+        }
+        Ok(())
+    }
+
+    /// The node with `id`.
+    pub fn node(&self, id: u64) -> Option<&NodeAddr> {
+        self.nodes.iter().find(|n| n.id == id)
+    }
+
+    /// Every node id, sorted.
+    pub fn ids(&self) -> Vec<u64> {
+        let mut ids: Vec<u64> = self.nodes.iter().map(|n| n.id).collect();
+        ids.sort_unstable();
+        ids
+    }
+}
+
+/// How the replication runs.
+#[derive(Debug, Clone)]
+pub struct ReplicaOptions {
+    /// One Raft tick.
+    pub tick: Duration,
+    /// Ticks without a leader's heartbeat before an election (randomised up
+    /// to twice this).
+    pub election_ticks: usize,
+    /// Ticks between a leader's heartbeats.
+    pub heartbeat_ticks: usize,
+    /// Whether the journal is fsynced before an entry counts as held
+    /// (`fsync=batch`: a send is acknowledged once on a majority's disks).
+    pub sync: bool,
+    /// A group's journal is compacted past this many bytes (after the
+    /// partitions it applied to are flushed).
+    pub compact_bytes: u64,
+    /// How long a send waits for its entry to commit before it is answered
+    /// "not committed" (its outcome unknown).
+    pub commit_timeout: Duration,
+}
+
+impl Default for ReplicaOptions {
+    fn default() -> Self {
+        ReplicaOptions {
+            tick: Duration::from_millis(50),
+            election_ticks: 10,
+            heartbeat_ticks: 2,
+            sync: true,
+            compact_bytes: 256 << 20,
+            commit_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_issue_example_and_refuses_duplicates() {
+        let text = r#"
+            [[node]]
+            id = 1
+            client = "127.0.0.1:8091"
+            replica = "127.0.0.1:9091"
+            [[node]]
+            id = 2
+            client = "127.0.0.1:8092"
+            replica = "127.0.0.1:9092"
+        "#;
+        let c: ClusterConfig = toml::from_str(text).expect("parse");
+        c.check().expect("valid");
+        assert_eq!(c.ids(), vec![1, 2]);
+        assert_eq!(c.shards, 2);
+        let dup = text.replace("id = 2", "id = 1");
+        let c: ClusterConfig = toml::from_str(&dup).expect("parse");
+        assert!(c.check().is_err());
+        let same = text.replace("8092", "8091");
+        let c: ClusterConfig = toml::from_str(&same).expect("parse");
+        assert!(c.check().is_err());
+    }
+}

@@ -1,0 +1,603 @@
+//! One Raft group's loop, on a thread of its own: it owns the group's
+//! `RawNode` and journal, steps messages from peers, proposes what the
+//! handle sends, ticks, and handles each `Ready` in the order raft-rs
+//! asks: send the leader's messages, install a snapshot, apply committed
+//! entries, append new entries to the journal, record the hard state,
+//! `fdatasync` (under `sync`), send the messages that wait for
+//! persistence, advance.
+//!
+//! Group commit comes for free: every proposal that arrived since the last
+//! `Ready` is written and synced together.
+
+mod propose;
+mod snapshot;
+
+use crate::apply::{self, ApplyCmd, ApplyItem};
+use crate::command::Command;
+use crate::config::{ClusterConfig, ReplicaOptions};
+use crate::journal::storage::JournalStorage;
+use crate::journal::{Journal, JournalError};
+use crate::net::Transport;
+use crate::status::Shared;
+use crate::{MetaMachine, ReplicaError};
+use corelog::AppendAck;
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+use futures_channel::oneshot;
+use raft::eraftpb::{ConfState, Entry, Message};
+use raft::{RawNode, StateRole};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+pub(crate) use propose::Proposal;
+
+/// What a group's loop receives.
+pub(crate) enum Inbox {
+    /// A message from a peer.
+    Raft(Message),
+    /// A proposal from the handle.
+    Propose(Proposal),
+    /// The applier stored an entry.
+    Applied {
+        index: u64,
+        term: u64,
+        result: apply::Applied,
+    },
+    /// Stop the loop.
+    Stop,
+}
+
+impl std::fmt::Debug for Inbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Inbox::Raft(m) => write!(f, "Raft({:?} from {})", m.get_msg_type(), m.from),
+            Inbox::Propose(_) => write!(f, "Propose"),
+            Inbox::Applied { index, .. } => write!(f, "Applied({index})"),
+            Inbox::Stop => write!(f, "Stop"),
+        }
+    }
+}
+
+/// A client waiting for its entry.
+enum Waiter {
+    Append(oneshot::Sender<Result<AppendAck, ReplicaError>>),
+    Count(oneshot::Sender<Result<u64, ReplicaError>>),
+    Meta(oneshot::Sender<Result<bool, ReplicaError>>),
+}
+
+impl Waiter {
+    fn fail(self, e: ReplicaError) {
+        let _ = match self {
+            Waiter::Append(tx) => tx.send(Err(e)).map_err(|_| ()),
+            Waiter::Count(tx) => tx.send(Err(e)).map_err(|_| ()),
+            Waiter::Meta(tx) => tx.send(Err(e)).map_err(|_| ()),
+        };
+    }
+}
+
+struct Pending {
+    term: u64,
+    deadline: Instant,
+    waiter: Waiter,
+}
+
+/// The metadata group's state machine, or a data group's applier.
+pub(crate) enum Role {
+    Meta(Arc<dyn MetaMachine>),
+    Data {
+        shard: usize,
+        applier: futures_channel::mpsc::UnboundedSender<Vec<ApplyItem>>,
+        meta: Arc<dyn MetaMachine>,
+    },
+}
+
+/// How to start a group.
+pub(crate) struct GroupSetup {
+    pub id: u32,
+    pub dir: PathBuf,
+    pub role: Role,
+    pub inbox: Receiver<Inbox>,
+    pub transport: Transport,
+    pub shared: Arc<Shared>,
+    pub engine: corelog::Handle,
+    pub cluster: ClusterConfig,
+    pub opts: ReplicaOptions,
+}
+
+/// Why a group cannot run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GroupError {
+    /// The journal.
+    #[error("group {group}: journal: {source}")]
+    Journal {
+        /// the group
+        group: u32,
+        /// the error
+        source: JournalError,
+    },
+    /// raft-rs refused.
+    #[error("group {group}: raft: {source}")]
+    Raft {
+        /// the group
+        group: u32,
+        /// the error
+        source: raft::Error,
+    },
+    /// The state machine failed.
+    #[error("group {group}: applying: {why}")]
+    Apply {
+        /// the group
+        group: u32,
+        /// what failed
+        why: String,
+    },
+}
+
+pub(crate) struct Group {
+    id: u32,
+    raw: RawNode<JournalStorage>,
+    store: JournalStorage,
+    inbox: Receiver<Inbox>,
+    transport: Transport,
+    shared: Arc<Shared>,
+    role: Role,
+    engine: corelog::Handle,
+    cluster: ClusterConfig,
+    opts: ReplicaOptions,
+    waiters: BTreeMap<u64, Pending>,
+    /// The last entry stored (data) or applied (metadata) here.
+    applied: u64,
+    /// The last entry handed to the applier.
+    sent: u64,
+    /// While leader: the first index of this term (its empty entry).
+    leader_since: Option<u64>,
+    /// While leader: each partition's next offset and last timestamp.
+    stamps: HashMap<u64, (u64, u64)>,
+    /// Proposals waiting for this new leader to apply its predecessors'.
+    held: VecDeque<(Instant, Proposal)>,
+    last_transfer: Instant,
+}
+
+impl Group {
+    /// Opens the journal and builds the node (on the group's thread: the
+    /// journal is not `Send`).
+    pub(crate) fn open(s: GroupSetup) -> Result<Group, GroupError> {
+        let id = s.id;
+        let jerr = |source| GroupError::Journal { group: id, source };
+        let initial = ConfState::from((s.cluster.ids(), vec![]));
+        let (mut journal, recovered) = Journal::open(&s.dir, &initial).map_err(jerr)?;
+        tracing::info!(
+            "group {id}: journal {} opened: {} entries after the snapshot at {}{}",
+            s.dir.display(),
+            recovered.entries,
+            journal.snapshot_index(),
+            recovered
+                .cut
+                .as_ref()
+                .map(|c| format!("; cut {c}"))
+                .unwrap_or_default()
+        );
+        let mut applied = journal.snapshot_index();
+        if let Role::Meta(sm) = &s.role {
+            let sm_applied = sm.applied_index().min(journal.last_index());
+            applied = applied.max(sm_applied);
+        }
+        let mut hs = journal.hard_state().clone();
+        if hs.commit < applied {
+            hs.commit = applied;
+            journal.set_hard_state(&hs).map_err(jerr)?;
+        }
+        let cfg = raft::Config {
+            id: s.shared.me,
+            election_tick: s.opts.election_ticks,
+            heartbeat_tick: s.opts.heartbeat_ticks,
+            applied,
+            max_size_per_msg: 4 << 20,
+            max_inflight_msgs: 64,
+            check_quorum: true,
+            pre_vote: true,
+            max_uncommitted_size: 512 << 20,
+            ..Default::default()
+        };
+        let store = JournalStorage::new(journal);
+        let logger = slog::Logger::root(crate::log::TracingDrain { group: id }, slog::o!());
+        let raw = RawNode::new(&cfg, store.clone(), &logger)
+            .map_err(|source| GroupError::Raft { group: id, source })?;
+        Ok(Group {
+            id,
+            raw,
+            store,
+            inbox: s.inbox,
+            transport: s.transport,
+            shared: s.shared,
+            role: s.role,
+            engine: s.engine,
+            cluster: s.cluster,
+            opts: s.opts,
+            waiters: BTreeMap::new(),
+            applied,
+            sent: applied,
+            leader_since: None,
+            stamps: HashMap::new(),
+            held: VecDeque::new(),
+            last_transfer: Instant::now(),
+        })
+    }
+
+    /// Runs until told to stop or a fatal error (logged).
+    pub(crate) fn run(mut self) {
+        let mut next_tick = Instant::now() + self.opts.tick;
+        'outer: loop {
+            let wait = next_tick.saturating_duration_since(Instant::now());
+            match self.inbox.recv_timeout(wait) {
+                Ok(first) => {
+                    let mut msg = Some(first);
+                    let mut n = 0;
+                    while let Some(m) = msg.take() {
+                        if !self.handle(m) {
+                            break 'outer;
+                        }
+                        n += 1;
+                        if n < 4096 {
+                            msg = self.inbox.try_recv().ok();
+                        }
+                    }
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+            if Instant::now() >= next_tick {
+                self.raw.tick();
+                next_tick = Instant::now() + self.opts.tick;
+                self.on_tick();
+            }
+            if self.raw.has_ready() {
+                if let Err(e) = self.on_ready() {
+                    tracing::error!("{e}; this group stops on this node");
+                    break;
+                }
+            }
+        }
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        if let Err(e) = self.store.wl().sync() {
+            tracing::error!("group {}: final sync: {e}", self.id);
+        }
+        for (_, p) in std::mem::take(&mut self.waiters) {
+            p.waiter.fail(ReplicaError::Stopped);
+        }
+        for (_, p) in std::mem::take(&mut self.held) {
+            p.fail(ReplicaError::Stopped);
+        }
+        self.shared.groups[self.id as usize]
+            .leader
+            .store(0, Ordering::Release);
+    }
+
+    fn handle(&mut self, msg: Inbox) -> bool {
+        match msg {
+            Inbox::Raft(m) => {
+                if let Err(e) = self.raw.step(m) {
+                    tracing::debug!("group {}: step: {e}", self.id);
+                }
+            }
+            Inbox::Propose(p) => self.propose(p),
+            Inbox::Applied {
+                index,
+                term,
+                result,
+            } => self.on_applied(index, term, result),
+            Inbox::Stop => return false,
+        }
+        true
+    }
+
+    fn is_leader(&self) -> bool {
+        self.raw.raft.state == StateRole::Leader
+    }
+
+    fn status(&self) -> &crate::status::GroupStatus {
+        &self.shared.groups[self.id as usize]
+    }
+
+    fn on_tick(&mut self) {
+        let now = Instant::now();
+        let expired: Vec<u64> = self
+            .waiters
+            .iter()
+            .filter(|(_, p)| p.deadline <= now)
+            .map(|(i, _)| *i)
+            .collect();
+        for i in expired {
+            if let Some(p) = self.waiters.remove(&i) {
+                p.waiter.fail(ReplicaError::NotCommitted);
+            }
+        }
+        while self
+            .held
+            .front()
+            .is_some_and(|(t, _)| now.duration_since(*t) > self.opts.commit_timeout)
+        {
+            if let Some((_, p)) = self.held.pop_front() {
+                p.fail(ReplicaError::NotLeader {
+                    leader: self.leader(),
+                });
+            }
+        }
+        self.follow_cluster_leader(now);
+        if let Err(e) = self.maybe_compact() {
+            tracing::error!("group {}: compaction: {e}", self.id);
+        }
+    }
+
+    fn leader(&self) -> Option<u64> {
+        let l = self.raw.raft.leader_id;
+        (l != 0).then_some(l)
+    }
+
+    /// Keeps every data group's leadership on the metadata group's leader,
+    /// the node clients are sent to: a data group led elsewhere hands its
+    /// leadership over.
+    fn follow_cluster_leader(&mut self, now: Instant) {
+        if !matches!(self.role, Role::Data { .. }) || !self.is_leader() {
+            return;
+        }
+        let Some(target) = self.shared.leader_of(0) else {
+            return;
+        };
+        let election = self.opts.tick * self.opts.election_ticks as u32;
+        if target == self.shared.me || now.duration_since(self.last_transfer) < election {
+            return;
+        }
+        // Only to a node this group hears from (the metadata group may not
+        // have noticed yet that its leader is gone), and that is nearly
+        // caught up (a transfer stops proposals until it completes).
+        let last = self.raw.raft.raft_log.last_index();
+        let ready = self
+            .raw
+            .raft
+            .prs()
+            .get(target)
+            .is_some_and(|p| p.recent_active && p.matched + 64 >= last);
+        if !ready {
+            return;
+        }
+        self.last_transfer = now;
+        tracing::info!(
+            "group {}: handing leadership to node {target}, the metadata leader",
+            self.id
+        );
+        self.raw.transfer_leader(target);
+    }
+
+    fn on_ready(&mut self) -> Result<(), GroupError> {
+        let id = self.id;
+        let jerr = |source| GroupError::Journal { group: id, source };
+        let mut rd = self.raw.ready();
+        if let Some(ss) = rd.ss() {
+            let (leader, role) = (ss.leader_id, ss.raft_state);
+            self.on_role(leader, role);
+        }
+        self.send(rd.take_messages());
+        if !rd.snapshot().is_empty() {
+            let snap = rd.snapshot().clone();
+            self.install_snapshot(&snap)?;
+        }
+        let committed = rd.take_committed_entries();
+        self.apply_entries(committed)?;
+        if !rd.entries().is_empty() {
+            self.store.wl().append(rd.entries()).map_err(jerr)?;
+        }
+        if let Some(hs) = rd.hs() {
+            self.store.wl().set_hard_state(hs).map_err(jerr)?;
+            self.status().term.store(hs.term, Ordering::Relaxed);
+        }
+        if self.opts.sync {
+            self.store.wl().sync().map_err(jerr)?;
+        }
+        self.send(rd.take_persisted_messages());
+        let mut light = self.raw.advance(rd);
+        if let Some(commit) = light.commit_index() {
+            let mut hs = self.store.rl().hard_state().clone();
+            hs.commit = commit;
+            self.store.wl().set_hard_state(&hs).map_err(jerr)?;
+        }
+        self.send(light.take_messages());
+        self.apply_entries(light.take_committed_entries())?;
+        self.raw.advance_apply();
+        let st = self.status();
+        st.commit
+            .store(self.raw.raft.raft_log.committed, Ordering::Relaxed);
+        st.last_index
+            .store(self.store.rl().last_index(), Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn send(&self, msgs: Vec<Message>) {
+        for m in msgs {
+            self.transport.send(self.id, &m);
+        }
+    }
+
+    fn on_role(&mut self, leader: u64, role: StateRole) {
+        let st = &self.shared.groups[self.id as usize];
+        let before = st.leader.swap(leader, Ordering::AcqRel);
+        if before != leader {
+            st.leader_changes.fetch_add(1, Ordering::Relaxed);
+            tracing::info!(
+                "group {}: leader is now {} (term {}; this node is {:?})",
+                self.id,
+                if leader == 0 {
+                    "unknown".to_string()
+                } else {
+                    format!("node {leader}")
+                },
+                self.raw.raft.term,
+                role
+            );
+        }
+        if role == StateRole::Leader {
+            if self.leader_since.is_none() {
+                self.leader_since = Some(self.raw.raft.raft_log.last_index());
+                self.stamps.clear();
+            }
+        } else if self.leader_since.take().is_some() {
+            self.stamps.clear();
+            for (_, p) in std::mem::take(&mut self.held) {
+                p.fail(ReplicaError::NotLeader {
+                    leader: (leader != 0).then_some(leader),
+                });
+            }
+        }
+    }
+
+    /// Applies committed entries: the metadata group here and now, a data
+    /// group through its applier on the shard.
+    fn apply_entries(&mut self, entries: Vec<Entry>) -> Result<(), GroupError> {
+        let Some(last) = entries.last().map(|e| e.index) else {
+            return Ok(());
+        };
+        match &self.role {
+            Role::Meta(sm) => {
+                let sm = sm.clone();
+                for e in entries {
+                    let effective = match Command::decode(&e.context) {
+                        Ok(Command::Meta { base }) if e.index > sm.applied_index() => sm
+                            .apply(e.index, base, &e.data)
+                            .map_err(|why| GroupError::Apply {
+                                group: self.id,
+                                why,
+                            })?,
+                        Ok(_) => true,
+                        Err(err) => {
+                            tracing::error!("group 0: entry {}: {err}", e.index);
+                            true
+                        }
+                    };
+                    self.applied = e.index;
+                    self.status().applied.store(e.index, Ordering::Relaxed);
+                    if let Some(p) = self.waiters.remove(&e.index) {
+                        match p.waiter {
+                            Waiter::Meta(tx) if p.term == e.term => {
+                                let _ = tx.send(if effective {
+                                    Ok(true)
+                                } else {
+                                    Err(ReplicaError::Conflict)
+                                });
+                            }
+                            w => w.fail(ReplicaError::NotLeader {
+                                leader: self.leader(),
+                            }),
+                        }
+                    }
+                }
+                self.release_held();
+            }
+            Role::Data { applier, meta, .. } => {
+                let items: Vec<ApplyItem> = entries
+                    .into_iter()
+                    .map(|e| ApplyItem {
+                        index: e.index,
+                        term: e.term,
+                        cmd: to_apply(self.id, &e, meta.as_ref()),
+                    })
+                    .collect();
+                if applier.unbounded_send(items).is_err() {
+                    return Err(GroupError::Apply {
+                        group: self.id,
+                        why: "the applier on the shard stopped".into(),
+                    });
+                }
+                self.sent = last;
+            }
+        }
+        Ok(())
+    }
+
+    fn on_applied(&mut self, index: u64, term: u64, result: apply::Applied) {
+        if index <= self.applied {
+            return;
+        }
+        self.applied = index;
+        self.status().applied.store(index, Ordering::Relaxed);
+        if result.is_err() {
+            // The partition's end is no longer what the stamps say.
+            self.resync();
+        }
+        while let Some((&i, _)) = self.waiters.first_key_value() {
+            if i > index {
+                break;
+            }
+            let Some(p) = self.waiters.remove(&i) else {
+                break;
+            };
+            if i < index || p.term != term {
+                // Overwritten by another leader's entry: never stored.
+                p.waiter.fail(ReplicaError::NotLeader {
+                    leader: self.leader(),
+                });
+                continue;
+            }
+            match (p.waiter, &result) {
+                (Waiter::Append(tx), Ok(apply::Done::Appended(ack))) => {
+                    let _ = tx.send(Ok(*ack));
+                }
+                (Waiter::Count(tx), Ok(apply::Done::Count(n))) => {
+                    let _ = tx.send(Ok(*n));
+                }
+                (w, Err(e)) => w.fail(ReplicaError::Apply(e.to_string())),
+                (w, Ok(_)) => w.fail(ReplicaError::Apply(
+                    "the entry was already stored (replayed)".into(),
+                )),
+            }
+        }
+        self.release_held();
+    }
+}
+
+/// What applying entry `e` of data group `group` does to the engine.
+fn to_apply(group: u32, e: &Entry, meta: &dyn MetaMachine) -> ApplyCmd {
+    match Command::decode(&e.context) {
+        Ok(Command::Append { partition, .. }) if meta.keeps(partition) => ApplyCmd::Append {
+            partition,
+            batch: e.data.clone(),
+        },
+        Ok(Command::StoreOffset {
+            partition,
+            consumer,
+            offset,
+        }) if meta.keeps(partition) => ApplyCmd::StoreOffset {
+            partition,
+            consumer,
+            offset,
+        },
+        Ok(Command::DeleteOffset {
+            partition,
+            consumer,
+        }) if meta.keeps(partition) => ApplyCmd::DeleteOffset {
+            partition,
+            consumer,
+        },
+        Ok(Command::DeleteSegments { partition, count }) if meta.keeps(partition) => {
+            ApplyCmd::DeleteSegments {
+                partition,
+                count: usize::try_from(count).unwrap_or(usize::MAX),
+            }
+        }
+        Ok(_) => ApplyCmd::Skip,
+        Err(err) => {
+            tracing::error!("group {group}: entry {}: {err}", e.index);
+            ApplyCmd::Skip
+        }
+    }
+}
+
+/// Where a group's journal lives.
+pub(crate) fn journal_dir(dir: &std::path::Path, group: u32) -> PathBuf {
+    dir.join("replica").join(format!("group-{group}"))
+}

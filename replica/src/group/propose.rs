@@ -1,0 +1,178 @@
+//! Proposals: the leader stamps a send (its partition's next offset and a
+//! timestamp never going back) and proposes the stamped bytes; every
+//! replica stores exactly those bytes. A new leader first applies what its
+//! predecessors committed (its own empty entry marks the point), so the
+//! offsets it stamps continue what is stored.
+
+use super::{Group, Pending, Waiter};
+use crate::command::Command;
+use crate::ReplicaError;
+use bytes::Bytes;
+use corelog::{AppendAck, Batch, RequestError, Stamp};
+use futures_channel::oneshot;
+use std::time::Instant;
+
+/// What the handle asks a group's leader to replicate.
+pub(crate) enum Proposal {
+    /// A producer's admitted batch.
+    Append {
+        partition: u64,
+        batch: Batch,
+        client: u128,
+        request: u64,
+        reply: oneshot::Sender<Result<AppendAck, ReplicaError>>,
+    },
+    /// A command on a partition with a count for an answer (offsets,
+    /// deletions).
+    Partition {
+        cmd: Command,
+        reply: oneshot::Sender<Result<u64, ReplicaError>>,
+    },
+    /// A metadata change made from the metadata as of `base`.
+    Meta {
+        base: u64,
+        data: Bytes,
+        reply: oneshot::Sender<Result<bool, ReplicaError>>,
+    },
+}
+
+impl Proposal {
+    /// Answers the proposal with `e`.
+    pub(crate) fn fail(self, e: ReplicaError) {
+        match self {
+            Proposal::Append { reply, .. } => {
+                let _ = reply.send(Err(e));
+            }
+            Proposal::Partition { reply, .. } => {
+                let _ = reply.send(Err(e));
+            }
+            Proposal::Meta { reply, .. } => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+}
+
+/// Microseconds since the Unix epoch.
+fn now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+impl Group {
+    /// Whether this leader has applied everything before its term.
+    fn caught_up(&self) -> bool {
+        self.leader_since.is_some_and(|s| self.applied >= s)
+    }
+
+    pub(super) fn propose(&mut self, p: Proposal) {
+        if !self.is_leader() {
+            p.fail(ReplicaError::NotLeader {
+                leader: self.leader(),
+            });
+            return;
+        }
+        if !self.caught_up() {
+            self.held.push_back((Instant::now(), p));
+            return;
+        }
+        let term = self.raw.raft.term;
+        let (context, data, waiter) = match p {
+            Proposal::Append {
+                partition,
+                batch,
+                client,
+                request,
+                reply,
+            } => {
+                let (next, last_ts) = match self.stamp_state(partition) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        let _ = reply.send(Err(ReplicaError::Apply(e.to_string())));
+                        return;
+                    }
+                };
+                let ts = now_us().max(last_ts);
+                let count = u64::from(batch.as_ref().message_count());
+                let stamped = batch.into_stamped(Stamp {
+                    partition_id: partition,
+                    base_offset: next,
+                    base_timestamp: ts,
+                });
+                self.stamps.insert(partition, (next + count, ts));
+                let cmd = Command::Append {
+                    partition,
+                    client,
+                    request,
+                };
+                (cmd.encode(), Vec::from(stamped), Waiter::Append(reply))
+            }
+            Proposal::Partition { cmd, reply } => (cmd.encode(), Vec::new(), Waiter::Count(reply)),
+            Proposal::Meta { base, data, reply } => (
+                Command::Meta { base }.encode(),
+                Vec::from(data),
+                Waiter::Meta(reply),
+            ),
+        };
+        let before = self.raw.raft.raft_log.last_index();
+        match self.raw.propose(context, data) {
+            Ok(()) if self.raw.raft.raft_log.last_index() > before => {
+                let index = self.raw.raft.raft_log.last_index();
+                self.waiters.insert(
+                    index,
+                    Pending {
+                        term,
+                        deadline: Instant::now() + self.opts.commit_timeout,
+                        waiter,
+                    },
+                );
+            }
+            Ok(()) | Err(_) => {
+                // Dropped (a leadership transfer in progress, or the
+                // uncommitted log is full): nothing was appended, and the
+                // stamp taken is not used.
+                self.resync();
+                waiter.fail(ReplicaError::NotLeader {
+                    leader: self.leader(),
+                });
+            }
+        }
+    }
+
+    /// Forgets the stamps and waits until everything proposed so far is
+    /// applied before stamping again: the engine's ends are then exact.
+    pub(super) fn resync(&mut self) {
+        self.stamps.clear();
+        if self.leader_since.is_some() {
+            self.leader_since = Some(self.raw.raft.raft_log.last_index());
+        }
+    }
+
+    /// Proposes what waited for this leader to catch up.
+    pub(super) fn release_held(&mut self) {
+        while self.caught_up() {
+            let Some((_, p)) = self.held.pop_front() else {
+                break;
+            };
+            self.propose(p);
+        }
+    }
+
+    /// `partition`'s next offset and last timestamp: known while this node
+    /// leads, read from the engine at the first send of the term (every
+    /// earlier entry is applied by then).
+    fn stamp_state(&mut self, partition: u64) -> Result<(u64, u64), RequestError> {
+        if let Some(&s) = self.stamps.get(&partition) {
+            return Ok(s);
+        }
+        let s = match self.engine.stats(partition).wait() {
+            Ok(stats) => (stats.end_offset, stats.last_timestamp),
+            Err(RequestError::UnknownPartition { .. }) => (0, 0),
+            Err(e) => return Err(e),
+        };
+        self.stamps.insert(partition, s);
+        Ok(s)
+    }
+}

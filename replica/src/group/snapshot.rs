@@ -1,0 +1,178 @@
+//! Snapshots: compacting a journal, and installing what a leader sends.
+//!
+//! The state a group's journal applies to is already on disk (the partition
+//! logs, or the embedder's metadata), so a snapshot is small: for a data
+//! group, each partition's end offset once everything up to the snapshot's
+//! index is flushed; for the metadata group, the embedder's bytes. A node
+//! that installs a data snapshot fetches each partition's missing batches
+//! from the leader (`net::fetch`) and stores them verbatim; the entries
+//! after the snapshot then apply as usual (a batch already stored is
+//! recognised by its offset and skipped).
+//!
+//! ```text
+//! data snapshot = count u32, then count × (partition u64, end offset u64)
+//! ```
+
+use super::{Group, GroupError, Role};
+use crate::net::fetch;
+use bytes::Bytes;
+use raft::eraftpb::Snapshot;
+use std::sync::atomic::Ordering;
+
+/// The metadata journal is compacted past this many bytes.
+const META_COMPACT_BYTES: u64 = 16 << 20;
+
+fn encode_ends(ends: &[(u64, u64)]) -> Bytes {
+    let mut out = Vec::with_capacity(4 + ends.len() * 16);
+    out.extend_from_slice(&(ends.len() as u32).to_le_bytes());
+    for (p, end) in ends {
+        out.extend_from_slice(&p.to_le_bytes());
+        out.extend_from_slice(&end.to_le_bytes());
+    }
+    Bytes::from(out)
+}
+
+fn decode_ends(b: &[u8]) -> Option<Vec<(u64, u64)>> {
+    let n = u32::from_le_bytes(b.get(..4)?.try_into().ok()?) as usize;
+    let rest = b.get(4..)?;
+    if rest.len() != n * 16 {
+        return None;
+    }
+    Some(
+        rest.chunks_exact(16)
+            .map(|c| {
+                let mut p = [0u8; 8];
+                let mut e = [0u8; 8];
+                p.copy_from_slice(&c[..8]);
+                e.copy_from_slice(&c[8..]);
+                (u64::from_le_bytes(p), u64::from_le_bytes(e))
+            })
+            .collect(),
+    )
+}
+
+impl Group {
+    /// Compacts the journal up to the last applied entry once it holds
+    /// more than its limit.
+    pub(super) fn maybe_compact(&mut self) -> Result<(), GroupError> {
+        let (bytes, snap) = {
+            let j = self.store.rl();
+            (j.bytes(), j.snapshot_index())
+        };
+        let limit = match self.role {
+            Role::Meta(_) => META_COMPACT_BYTES.min(self.opts.compact_bytes),
+            Role::Data { .. } => self.opts.compact_bytes,
+        };
+        let index = self.applied;
+        if bytes < limit || index <= snap {
+            return Ok(());
+        }
+        let data = match &self.role {
+            Role::Meta(sm) => sm.snapshot(),
+            Role::Data { shard, .. } => encode_ends(&self.partition_ends(*shard)?),
+        };
+        self.store
+            .wl()
+            .compact(index, data)
+            .map_err(|source| GroupError::Journal {
+                group: self.id,
+                source,
+            })?;
+        tracing::info!(
+            "group {}: journal compacted up to entry {index} ({bytes} bytes before)",
+            self.id
+        );
+        Ok(())
+    }
+
+    /// Flushes the engine, then reads the end of every partition of this
+    /// group's shard (at least what entries up to `applied` stored).
+    fn partition_ends(&self, shard: usize) -> Result<Vec<(u64, u64)>, GroupError> {
+        let err = |e: corelog::RequestError| GroupError::Apply {
+            group: self.id,
+            why: e.to_string(),
+        };
+        self.engine.flush_all().wait().map_err(err)?;
+        let mut ends = Vec::new();
+        for p in self.engine.partitions().wait().map_err(err)? {
+            if self.engine.shard_of(p) != shard {
+                continue;
+            }
+            match self.engine.stats(p).wait() {
+                Ok(s) => ends.push((p, s.end_offset)),
+                Err(corelog::RequestError::UnknownPartition { .. }) => {}
+                Err(e) => return Err(err(e)),
+            }
+        }
+        Ok(ends)
+    }
+
+    /// Installs a snapshot the leader sent: the state it names first (the
+    /// embedder's metadata, or each partition's batches fetched from the
+    /// leader), then the journal.
+    pub(super) fn install_snapshot(&mut self, snap: &Snapshot) -> Result<(), GroupError> {
+        let index = snap.get_metadata().index;
+        tracing::info!(
+            "group {}: installing a snapshot at entry {index} from node {}",
+            self.id,
+            self.raw.raft.leader_id
+        );
+        let fail = |why: String| GroupError::Apply {
+            group: self.id,
+            why,
+        };
+        match &self.role {
+            Role::Meta(sm) => sm.restore(index, &snap.data).map_err(fail)?,
+            Role::Data { .. } => {
+                let ends = decode_ends(&snap.data)
+                    .ok_or_else(|| fail("a data snapshot that does not decode".into()))?;
+                let leader = self.raw.raft.leader_id;
+                let addr = self
+                    .cluster
+                    .node(leader)
+                    .map(|n| n.replica)
+                    .ok_or_else(|| fail(format!("snapshot from unknown node {leader}")))?;
+                for (partition, end) in ends {
+                    let have = match self.engine.stats(partition).wait() {
+                        Ok(s) => s.end_offset,
+                        Err(corelog::RequestError::UnknownPartition { .. }) => 0,
+                        Err(e) => return Err(fail(e.to_string())),
+                    };
+                    if have >= end {
+                        continue;
+                    }
+                    let got = fetch::fetch(addr, self.id, partition, have, end, &self.engine)
+                        .map_err(|e| fail(e.to_string()))?;
+                    tracing::info!(
+                        "group {}: partition {partition}: fetched offsets {have}..{got} from node {leader}",
+                        self.id
+                    );
+                }
+            }
+        }
+        self.store
+            .wl()
+            .apply_snapshot(snap)
+            .map_err(|source| GroupError::Journal {
+                group: self.id,
+                source,
+            })?;
+        self.applied = self.applied.max(index);
+        self.sent = self.sent.max(index);
+        self.status().applied.store(self.applied, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ends_round_trip() {
+        let ends = vec![(1, 10), (3, 0), (u64::MAX, 7)];
+        assert_eq!(decode_ends(&encode_ends(&ends)), Some(ends));
+        assert_eq!(decode_ends(&[1, 0, 0, 0]), None);
+        assert_eq!(decode_ends(&[]), None);
+    }
+}

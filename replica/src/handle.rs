@@ -1,0 +1,184 @@
+//! The embedder's side: propose from any thread or runtime, learn who
+//! leads.
+
+use crate::command::Command;
+use crate::group::{Inbox, Proposal};
+use crate::status::{GroupView, Shared};
+use crate::ReplicaError;
+use bytes::Bytes;
+use corelog::{AppendAck, Batch};
+use crossbeam_channel::Sender;
+use futures_channel::oneshot;
+use std::future::Future;
+use std::sync::Arc;
+
+/// A cheap, cloneable handle to a running replica.
+#[derive(Debug, Clone)]
+pub struct ReplicaHandle {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) inboxes: Arc<Vec<Sender<Inbox>>>,
+    pub(crate) shards: usize,
+    pub(crate) limits: corelog::Limits,
+}
+
+/// How a request reached the leader: the client's id and request number
+/// (from Iggy's request header; zeros when unknown). Stored with the entry.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Origin {
+    /// The client's id.
+    pub client: u128,
+    /// Its request number.
+    pub request: u64,
+}
+
+impl ReplicaHandle {
+    /// The data group of `partition` (1 + its shard).
+    pub fn group_of(&self, partition: u64) -> u32 {
+        1 + (partition % self.shards as u64) as u32
+    }
+
+    fn submit<T>(
+        &self,
+        group: u32,
+        make: impl FnOnce(oneshot::Sender<Result<T, ReplicaError>>) -> Proposal,
+    ) -> impl Future<Output = Result<T, ReplicaError>> + Send + 'static
+    where
+        T: Send + 'static,
+    {
+        let (tx, rx) = oneshot::channel();
+        let sent = self
+            .inboxes
+            .get(group as usize)
+            .map(|i| i.send(Inbox::Propose(make(tx))).is_ok())
+            .unwrap_or(false);
+        async move {
+            if !sent {
+                return Err(ReplicaError::Stopped);
+            }
+            rx.await.unwrap_or(Err(ReplicaError::Stopped))
+        }
+    }
+
+    /// Admits a producer batch (every checksum, on the calling thread) and
+    /// replicates it into `partition`: resolves once a majority holds it at
+    /// the durable point and this node stored it, with the offset the
+    /// leader stamped.
+    pub fn append(
+        &self,
+        partition: u64,
+        bytes: Bytes,
+        origin: Origin,
+    ) -> impl Future<Output = Result<AppendAck, ReplicaError>> + Send + 'static {
+        let admitted = Batch::admit(bytes, &self.limits);
+        let submitted = admitted.map(move |batch| {
+            self.submit(self.group_of(partition), move |reply| Proposal::Append {
+                partition,
+                batch,
+                client: origin.client,
+                request: origin.request,
+                reply,
+            })
+        });
+        async move {
+            match submitted {
+                Ok(f) => f.await,
+                Err(error) => Err(ReplicaError::Admission { partition, error }),
+            }
+        }
+    }
+
+    fn partition_cmd(
+        &self,
+        partition: u64,
+        cmd: Command,
+    ) -> impl Future<Output = Result<u64, ReplicaError>> + Send + 'static {
+        self.submit(self.group_of(partition), move |reply| Proposal::Partition {
+            cmd,
+            reply,
+        })
+    }
+
+    /// Replicates a consumer's offset.
+    pub fn store_offset(
+        &self,
+        partition: u64,
+        consumer: u64,
+        offset: u64,
+    ) -> impl Future<Output = Result<(), ReplicaError>> + Send + 'static {
+        let cmd = Command::StoreOffset {
+            partition,
+            consumer,
+            offset,
+        };
+        let f = self.partition_cmd(partition, cmd);
+        async move { f.await.map(|_| ()) }
+    }
+
+    /// Forgets a consumer's offset on every node; resolves to whether the
+    /// leader had one.
+    pub fn delete_offset(
+        &self,
+        partition: u64,
+        consumer: u64,
+    ) -> impl Future<Output = Result<bool, ReplicaError>> + Send + 'static {
+        let f = self.partition_cmd(
+            partition,
+            Command::DeleteOffset {
+                partition,
+                consumer,
+            },
+        );
+        async move { f.await.map(|n| n > 0) }
+    }
+
+    /// Deletes the oldest `count` sealed segments of `partition` on every
+    /// node (segments end at the same offsets everywhere: the same bytes,
+    /// the same segment size); resolves to how many the leader deleted.
+    pub fn delete_segments(
+        &self,
+        partition: u64,
+        count: usize,
+    ) -> impl Future<Output = Result<usize, ReplicaError>> + Send + 'static {
+        let f = self.partition_cmd(
+            partition,
+            Command::DeleteSegments {
+                partition,
+                count: count as u64,
+            },
+        );
+        async move { f.await.map(|n| usize::try_from(n).unwrap_or(usize::MAX)) }
+    }
+
+    /// Replicates a metadata change the embedder made from its metadata as
+    /// of `base` (its [`crate::MetaMachine::version`]): resolves once applied
+    /// here; [`ReplicaError::Conflict`] when the metadata moved since.
+    pub fn propose_meta(
+        &self,
+        base: u64,
+        data: Bytes,
+    ) -> impl Future<Output = Result<(), ReplicaError>> + Send + 'static {
+        let f = self.submit(0, move |reply| Proposal::Meta { base, data, reply });
+        async move { f.await.map(|_| ()) }
+    }
+
+    /// This node's id.
+    pub fn me(&self) -> u64 {
+        self.shared.me
+    }
+
+    /// The cluster's leader: the metadata group's, which every data group
+    /// follows. `None` during an election.
+    pub fn leader(&self) -> Option<u64> {
+        self.shared.leader_of(0)
+    }
+
+    /// Whether this node leads the metadata group and every data group.
+    pub fn leads_all(&self) -> bool {
+        (0..self.inboxes.len()).all(|g| self.shared.leader_of(g) == Some(self.shared.me))
+    }
+
+    /// Every group's state as this node sees it.
+    pub fn status(&self) -> Vec<GroupView> {
+        self.shared.views()
+    }
+}

@@ -1,0 +1,549 @@
+//! A group's Raft log on disk: the journal.
+//!
+//! ```text
+//! DIR/replica/group-<g>/state                  term, vote, membership, snapshot (state.rs)
+//! DIR/replica/group-<g>/<first index:020>.log  records back to back (record.rs)
+//! ```
+//!
+//! Entries after the snapshot are held in memory too (the leader sends
+//! them from there); the files are for restarts. A conflicting suffix is
+//! cut with `ftruncate` (and later files removed) before the new entries
+//! are written, and all of it is made durable by the same `fdatasync`
+//! that makes the new entries durable; nothing is acknowledged before it.
+//!
+//! Recovery, as a table of cases (`open`):
+//!
+//! | found in the files                                | done                         |
+//! |---------------------------------------------------|------------------------------|
+//! | whole records, indexes consecutive, terms rising  | kept                         |
+//! | records at or below the snapshot                  | skipped (compacted)          |
+//! | a torn or damaged record (length, checksum, type) | cut there, reported          |
+//! | an index gap or a term going back                 | cut there, reported          |
+//! |   (a cut suffix whose truncate a crash undid)     |                              |
+//! | files after a cut                                 | removed, reported            |
+//! | first kept entry beyond snapshot + 1              | refused: entries are missing |
+//!
+//! A cut only ever removes entries this node never acknowledged as
+//! persisted (their fdatasync had not returned), so the group loses
+//! nothing a majority holds.
+
+pub mod record;
+pub mod state;
+pub mod storage;
+
+use bytes::Bytes;
+use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
+use state::{sync_dir, GroupState, StateError};
+use std::collections::VecDeque;
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+
+/// A journal file rolls over past this many bytes.
+const FILE_BYTES: u64 = 64 << 20;
+
+/// Why a journal cannot be opened or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum JournalError {
+    /// An I/O call failed.
+    #[error("{op} {path}: {source}", path = path.display())]
+    Io {
+        /// what was being done
+        op: &'static str,
+        /// the file
+        path: PathBuf,
+        /// the error
+        source: std::io::Error,
+    },
+    /// The state file.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// Entries between the snapshot and the first record are missing.
+    #[error("{dir}: entries {from}..{to} are missing (snapshot at {snapshot})", dir = dir.display())]
+    Gap {
+        /// the journal
+        dir: PathBuf,
+        /// first missing index
+        from: u64,
+        /// first present index
+        to: u64,
+        /// the snapshot's index
+        snapshot: u64,
+    },
+    /// Entries handed to `append` do not continue the log.
+    #[error("append at {first} does not continue a log of {first_index}..={last_index}")]
+    Discontinuous {
+        /// the first appended index
+        first: u64,
+        /// the log's first index
+        first_index: u64,
+        /// the log's last index
+        last_index: u64,
+    },
+}
+
+fn io_err(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> JournalError {
+    let path = path.to_owned();
+    move |source| JournalError::Io { op, path, source }
+}
+
+/// What recovery cut from the files at open.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Recovered {
+    /// Entries kept after the snapshot.
+    pub entries: u64,
+    /// Where the journal was cut, and why (`None`: nothing was cut).
+    pub cut: Option<String>,
+    /// Files removed after the cut.
+    pub removed_files: usize,
+}
+
+/// One journal file.
+#[derive(Debug)]
+struct JFile {
+    first_index: u64,
+    path: PathBuf,
+    len: u64,
+}
+
+/// A group's log: the state, the files, the entries after the snapshot.
+#[derive(Debug)]
+pub struct Journal {
+    dir: PathBuf,
+    state: GroupState,
+    entries: VecDeque<Entry>,
+    /// Byte position of each entry in `entries`: (file number in `files`
+    /// counted from `files_base`, offset).
+    positions: VecDeque<(u64, u64)>,
+    files: VecDeque<JFile>,
+    files_base: u64,
+    active: Option<File>,
+    /// Set when a file was created or removed since the last sync.
+    dir_dirty: bool,
+    unsynced: bool,
+}
+
+impl Journal {
+    /// Opens (or creates) the journal in `dir`. A new journal starts with
+    /// `initial` as its membership, written durably before anything else;
+    /// an existing one keeps the membership it recorded.
+    pub fn open(dir: &Path, initial: &ConfState) -> Result<(Journal, Recovered), JournalError> {
+        std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
+        let state = match GroupState::read(dir)? {
+            Some(s) => s,
+            None => {
+                let s = GroupState {
+                    conf: initial.clone(),
+                    ..GroupState::default()
+                };
+                s.write(dir)?;
+                s
+            }
+        };
+        let mut j = Journal {
+            dir: dir.to_owned(),
+            state,
+            entries: VecDeque::new(),
+            positions: VecDeque::new(),
+            files: VecDeque::new(),
+            files_base: 0,
+            active: None,
+            dir_dirty: false,
+            unsynced: false,
+        };
+        let recovered = j.recover()?;
+        Ok((j, recovered))
+    }
+
+    fn list_files(&self) -> Result<Vec<(u64, PathBuf)>, JournalError> {
+        let mut out = Vec::new();
+        for e in std::fs::read_dir(&self.dir).map_err(io_err("list", &self.dir))? {
+            let e = e.map_err(io_err("list", &self.dir))?;
+            let name = e.file_name();
+            let Some(stem) = name.to_str().and_then(|n| n.strip_suffix(".log")) else {
+                continue;
+            };
+            if let Ok(first) = stem.parse::<u64>() {
+                out.push((first, e.path()));
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Reads every file, keeps the whole consecutive records, cuts at the
+    /// first that is not (see the table above).
+    fn recover(&mut self) -> Result<Recovered, JournalError> {
+        let snap = self.state.snapshot_index;
+        let mut out = Recovered::default();
+        let listed = self.list_files()?;
+        let mut cut_at: Option<(usize, u64)> = None;
+        let mut prev: Option<(u64, u64)> = None; // (index, term)
+        'files: for (n, (first, path)) in listed.iter().enumerate() {
+            let bytes = Bytes::from(std::fs::read(path).map_err(io_err("read", path))?);
+            let mut at = 0usize;
+            while at < bytes.len() {
+                let why = match record::decode(&bytes.slice(at..)) {
+                    Err(e) => Some(format!("{}: byte {at}: {e}", path.display())),
+                    Ok((e, used)) => {
+                        let expected = prev.map(|(i, _)| i + 1);
+                        let term_back = prev.is_some_and(|(_, t)| e.term < t);
+                        if expected.is_some_and(|x| e.index != x) || term_back {
+                            Some(format!(
+                                "{}: byte {at}: entry {} (term {}) after {:?}",
+                                path.display(),
+                                e.index,
+                                e.term,
+                                prev
+                            ))
+                        } else {
+                            prev = Some((e.index, e.term));
+                            if e.index > snap {
+                                self.positions.push_back((n as u64, at as u64));
+                                self.entries.push_back(e);
+                            }
+                            at += used;
+                            None
+                        }
+                    }
+                };
+                if let Some(why) = why {
+                    out.cut = Some(why);
+                    cut_at = Some((n, at as u64));
+                    break 'files;
+                }
+            }
+            self.files.push_back(JFile {
+                first_index: *first,
+                path: path.clone(),
+                len: bytes.len() as u64,
+            });
+        }
+        if let Some((n, at)) = cut_at {
+            let (first, path) = &listed[n];
+            let f = OpenOptions::new()
+                .write(true)
+                .open(path)
+                .map_err(io_err("open", path))?;
+            f.set_len(at).map_err(io_err("truncate", path))?;
+            f.sync_all().map_err(io_err("fsync", path))?;
+            self.files.push_back(JFile {
+                first_index: *first,
+                path: path.clone(),
+                len: at,
+            });
+            for (_, later) in &listed[n + 1..] {
+                std::fs::remove_file(later).map_err(io_err("remove", later))?;
+                out.removed_files += 1;
+            }
+            sync_dir(&self.dir).map_err(io_err("fsync directory", &self.dir))?;
+            tracing::warn!(
+                "journal {}: cut at {} ({} later files removed)",
+                self.dir.display(),
+                out.cut.as_deref().unwrap_or_default(),
+                out.removed_files
+            );
+        }
+        if let Some(first) = self.entries.front() {
+            if first.index != snap + 1 {
+                return Err(JournalError::Gap {
+                    dir: self.dir.clone(),
+                    from: snap + 1,
+                    to: first.index,
+                    snapshot: snap,
+                });
+            }
+        }
+        // The commit index is persisted lazily; what the log holds bounds it.
+        let last = self.last_index();
+        if self.state.hard.commit > last {
+            self.state.hard.commit = last;
+        }
+        out.entries = self.entries.len() as u64;
+        Ok(out)
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Term, vote, commit.
+    pub fn hard_state(&self) -> &HardState {
+        &self.state.hard
+    }
+
+    /// The membership.
+    pub fn conf_state(&self) -> &ConfState {
+        &self.state.conf
+    }
+
+    /// The snapshot's index.
+    pub fn snapshot_index(&self) -> u64 {
+        self.state.snapshot_index
+    }
+
+    /// The snapshot (metadata, membership, data).
+    pub fn snapshot(&self) -> Snapshot {
+        let mut s = Snapshot::default();
+        s.data = self.state.snapshot_data.clone();
+        let m = s.mut_metadata();
+        m.index = self.state.snapshot_index;
+        m.term = self.state.snapshot_term;
+        m.set_conf_state(self.state.conf.clone());
+        s
+    }
+
+    /// The first index held (snapshot + 1).
+    pub fn first_index(&self) -> u64 {
+        self.state.snapshot_index + 1
+    }
+
+    /// The last index held (the snapshot's when no entry follows it).
+    pub fn last_index(&self) -> u64 {
+        self.state.snapshot_index + self.entries.len() as u64
+    }
+
+    /// The entry at `index`, if held.
+    pub fn entry(&self, index: u64) -> Option<&Entry> {
+        let at = index.checked_sub(self.first_index())?;
+        self.entries.get(usize::try_from(at).ok()?)
+    }
+
+    /// Entries `[low, high)` (the caller checked the bounds), at most
+    /// `max_size` bytes but at least one.
+    pub fn slice(&self, low: u64, high: u64, max_size: Option<u64>) -> Vec<Entry> {
+        let first = self.first_index();
+        let from = (low - first) as usize;
+        let to = (high - first) as usize;
+        let mut out = Vec::with_capacity(to - from);
+        let mut size = 0u64;
+        for e in self.entries.range(from..to) {
+            size += record::len(e);
+            if !out.is_empty() && max_size.is_some_and(|m| size > m) {
+                break;
+            }
+            out.push(e.clone());
+        }
+        out
+    }
+
+    /// Bytes of the entries held in memory.
+    pub fn bytes(&self) -> u64 {
+        self.files.iter().map(|f| f.len).sum()
+    }
+
+    /// Records a new hard state: written through when the term or the vote
+    /// changed (an election), otherwise kept (the commit index is
+    /// recovered from the log and the peers).
+    pub fn set_hard_state(&mut self, hs: &HardState) -> Result<(), JournalError> {
+        let durable = hs.term != self.state.hard.term || hs.vote != self.state.hard.vote;
+        self.state.hard = hs.clone();
+        if durable {
+            self.state.write(&self.dir)?;
+        }
+        Ok(())
+    }
+
+    /// Appends `ents`, first cutting any held suffix from `ents[0].index`
+    /// on (a conflict the leader resolved). Not durable until [`sync`].
+    pub fn append(&mut self, ents: &[Entry]) -> Result<(), JournalError> {
+        let Some(first) = ents.first() else {
+            return Ok(());
+        };
+        if first.index < self.first_index() || first.index > self.last_index() + 1 {
+            return Err(JournalError::Discontinuous {
+                first: first.index,
+                first_index: self.first_index(),
+                last_index: self.last_index(),
+            });
+        }
+        if first.index <= self.last_index() {
+            self.truncate_from(first.index)?;
+        }
+        for e in ents {
+            self.write_one(e)?;
+        }
+        Ok(())
+    }
+
+    /// Cuts entries `index..` from memory and from the files.
+    fn truncate_from(&mut self, index: u64) -> Result<(), JournalError> {
+        let keep = (index - self.first_index()) as usize;
+        let Some(&(file_no, at)) = self.positions.get(keep) else {
+            return Ok(());
+        };
+        self.entries.truncate(keep);
+        self.positions.truncate(keep);
+        let n = (file_no - self.files_base) as usize;
+        while self.files.len() > n + 1 {
+            if let Some(f) = self.files.pop_back() {
+                std::fs::remove_file(&f.path).map_err(io_err("remove", &f.path))?;
+                self.dir_dirty = true;
+            }
+        }
+        self.active = None;
+        if let Some(f) = self.files.back_mut() {
+            let file = OpenOptions::new()
+                .write(true)
+                .open(&f.path)
+                .map_err(io_err("open", &f.path))?;
+            file.set_len(at).map_err(io_err("truncate", &f.path))?;
+            f.len = at;
+            self.active = Some(file);
+        }
+        self.unsynced = true;
+        tracing::info!(
+            "journal {}: cut the uncommitted suffix from entry {index} (the leader's log differs)",
+            self.dir.display()
+        );
+        Ok(())
+    }
+
+    fn write_one(&mut self, e: &Entry) -> Result<(), JournalError> {
+        let roll = self.files.back().is_none_or(|f| f.len >= FILE_BYTES);
+        if roll {
+            let path = self.dir.join(format!("{:020}.log", e.index));
+            let file = OpenOptions::new()
+                .create(true)
+                .write(true)
+                .truncate(true)
+                .open(&path)
+                .map_err(io_err("create", &path))?;
+            if let Some(old) = self.active.take() {
+                // The file left behind must be durable before it is no
+                // longer the one `sync` covers.
+                let old_path = self.files.back().map_or(path.clone(), |f| f.path.clone());
+                old.sync_data().map_err(io_err("fsync", &old_path))?;
+            }
+            self.files.push_back(JFile {
+                first_index: e.index,
+                path,
+                len: 0,
+            });
+            self.active = Some(file);
+            self.dir_dirty = true;
+        }
+        let file_no = self.files_base + self.files.len() as u64 - 1;
+        let Some(f) = self.files.back_mut() else {
+            return Ok(());
+        };
+        if self.active.is_none() {
+            self.active = Some(
+                OpenOptions::new()
+                    .write(true)
+                    .open(&f.path)
+                    .map_err(io_err("open", &f.path))?,
+            );
+        }
+        let Some(active) = self.active.as_ref() else {
+            return Ok(());
+        };
+        let at = f.len;
+        let head = record::head(e);
+        write_all_at(active, at, &[&head, &e.context, &e.data])
+            .map_err(io_err("write", &f.path))?;
+        f.len += record::len(e);
+        self.positions.push_back((file_no, at));
+        self.entries.push_back(e.clone());
+        self.unsynced = true;
+        Ok(())
+    }
+
+    /// Makes everything written so far durable (`fdatasync`, and the
+    /// directory when files came or went).
+    pub fn sync(&mut self) -> Result<(), JournalError> {
+        if self.unsynced {
+            if let (Some(active), Some(f)) = (self.active.as_ref(), self.files.back()) {
+                active.sync_data().map_err(io_err("fsync", &f.path))?;
+            }
+            self.unsynced = false;
+        }
+        if self.dir_dirty {
+            sync_dir(&self.dir).map_err(io_err("fsync directory", &self.dir))?;
+            self.dir_dirty = false;
+        }
+        Ok(())
+    }
+
+    /// Whether writes wait for a sync.
+    pub fn unsynced(&self) -> bool {
+        self.unsynced || self.dir_dirty
+    }
+
+    /// Records a snapshot at `index` (its term `term`, state-machine data
+    /// `data`) and drops what it covers: the state file first (durable),
+    /// then whole files below it.
+    pub fn compact(&mut self, index: u64, data: Bytes) -> Result<(), JournalError> {
+        if index <= self.state.snapshot_index {
+            return Ok(());
+        }
+        let Some(term) = self.entry(index).map(|e| e.term) else {
+            return Ok(());
+        };
+        self.sync()?;
+        let first_before = self.first_index();
+        let mut next = self.state.clone();
+        next.snapshot_index = index;
+        next.snapshot_term = term;
+        next.snapshot_data = data;
+        next.hard.commit = next.hard.commit.max(index);
+        next.write(&self.dir)?;
+        self.state = next;
+        let drop = usize::try_from(index + 1 - first_before)
+            .unwrap_or(usize::MAX)
+            .min(self.entries.len());
+        self.entries.drain(..drop);
+        self.positions.drain(..drop);
+        // Remove whole files that hold only compacted entries.
+        while self.files.len() > 1
+            && self
+                .files
+                .get(1)
+                .is_some_and(|f| f.first_index <= index + 1)
+        {
+            if let Some(f) = self.files.pop_front() {
+                std::fs::remove_file(&f.path).map_err(io_err("remove", &f.path))?;
+                self.files_base += 1;
+                self.dir_dirty = true;
+            }
+        }
+        self.sync()
+    }
+
+    /// Replaces everything with a snapshot the leader sent: the state file
+    /// first (durable), then every journal file is removed.
+    pub fn apply_snapshot(&mut self, snap: &Snapshot) -> Result<(), JournalError> {
+        let m = snap.get_metadata();
+        let mut next = self.state.clone();
+        next.snapshot_index = m.index;
+        next.snapshot_term = m.term;
+        next.snapshot_data = snap.data.clone();
+        next.conf = m.get_conf_state().clone();
+        next.hard.commit = next.hard.commit.max(m.index);
+        next.write(&self.dir)?;
+        self.state = next;
+        self.entries.clear();
+        self.positions.clear();
+        self.active = None;
+        while let Some(f) = self.files.pop_front() {
+            std::fs::remove_file(&f.path).map_err(io_err("remove", &f.path))?;
+            self.files_base += 1;
+        }
+        self.unsynced = false;
+        sync_dir(&self.dir).map_err(io_err("fsync directory", &self.dir))?;
+        self.dir_dirty = false;
+        Ok(())
+    }
+}
+
+/// Writes all of `parts` at `at`, in order.
+fn write_all_at(f: &File, at: u64, parts: &[&[u8]]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    let mut pos = at;
+    for p in parts {
+        f.write_all_at(p, pos)?;
+        pos += p.len() as u64;
+    }
+    Ok(())
+}

@@ -1,0 +1,183 @@
+//! One journal record: a Raft entry on disk.
+//!
+//! ```text
+//! 0   body_len      u32   bytes of the body
+//! 4   checksum      u64   XXH3-64 of the body
+//! 12  body:
+//!     0   index         u64
+//!     8   term          u64
+//!     16  entry_type    u8    raft's EntryType (0 normal, 1 conf change, 2 conf change v2)
+//!     17  context_len   u32
+//!     21  context       context_len bytes (the command header)
+//!     ..  data          the rest (for a send: the stamped batch, verbatim)
+//! ```
+//!
+//! All integers little-endian. A record is whole when its body is all there
+//! and hashes to its checksum; the first record that is not ends the
+//! journal (a torn tail).
+
+use bytes::Bytes;
+use raft::eraftpb::{Entry, EntryType};
+
+/// Bytes before the body.
+pub const PREFIX_LEN: usize = 12;
+/// Bytes of the body before the context.
+pub const BODY_FIXED_LEN: usize = 21;
+/// The largest body a record may declare (a batch is at most 64 MiB).
+pub const MAX_BODY: usize = 80 << 20;
+
+/// The record's prefix and fixed body fields for `e`: written before its
+/// context and data, which follow verbatim.
+pub fn head(e: &Entry) -> [u8; PREFIX_LEN + BODY_FIXED_LEN] {
+    let body_len = BODY_FIXED_LEN + e.context.len() + e.data.len();
+    let mut fixed = [0u8; BODY_FIXED_LEN];
+    fixed[0..8].copy_from_slice(&e.index.to_le_bytes());
+    fixed[8..16].copy_from_slice(&e.term.to_le_bytes());
+    fixed[16] = e.get_entry_type() as u8;
+    fixed[17..21].copy_from_slice(&(e.context.len() as u32).to_le_bytes());
+    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
+    hasher.update(&fixed);
+    hasher.update(&e.context);
+    hasher.update(&e.data);
+    let mut out = [0u8; PREFIX_LEN + BODY_FIXED_LEN];
+    out[0..4].copy_from_slice(&(body_len as u32).to_le_bytes());
+    out[4..12].copy_from_slice(&hasher.digest().to_le_bytes());
+    out[12..].copy_from_slice(&fixed);
+    out
+}
+
+/// Bytes `e` takes on disk.
+pub fn len(e: &Entry) -> u64 {
+    (PREFIX_LEN + BODY_FIXED_LEN + e.context.len() + e.data.len()) as u64
+}
+
+/// Why the bytes at a position are not a whole record.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum RecordError {
+    /// Fewer bytes than the prefix or the declared body.
+    #[error("record cut short: {have} bytes of {need}")]
+    Short {
+        /// bytes present
+        have: usize,
+        /// bytes the record needs
+        need: usize,
+    },
+    /// The declared body length is impossible.
+    #[error("record declares a body of {0} bytes")]
+    BadLength(usize),
+    /// The body does not hash to the stored checksum.
+    #[error("checksum {stored:#018x}, body hashes to {computed:#018x}")]
+    Checksum {
+        /// stored in the prefix
+        stored: u64,
+        /// computed from the body
+        computed: u64,
+    },
+    /// The entry type byte is no EntryType.
+    #[error("entry type {0} is unknown")]
+    EntryType(u8),
+}
+
+/// Decodes the record at the start of `buf` (a slice of the file's bytes,
+/// so context and data are zero-copy views). Returns the entry and the
+/// record's length.
+pub fn decode(buf: &Bytes) -> Result<(Entry, usize), RecordError> {
+    if buf.len() < PREFIX_LEN {
+        return Err(RecordError::Short {
+            have: buf.len(),
+            need: PREFIX_LEN,
+        });
+    }
+    let body_len = u32_at(buf, 0) as usize;
+    if !(BODY_FIXED_LEN..=MAX_BODY).contains(&body_len) {
+        return Err(RecordError::BadLength(body_len));
+    }
+    let total = PREFIX_LEN + body_len;
+    if buf.len() < total {
+        return Err(RecordError::Short {
+            have: buf.len(),
+            need: total,
+        });
+    }
+    let body = buf.slice(PREFIX_LEN..total);
+    let stored = u64_at(buf, 4);
+    let computed = xxhash_rust::xxh3::xxh3_64(&body);
+    if stored != computed {
+        return Err(RecordError::Checksum { stored, computed });
+    }
+    let context_len = u32_at(&body, 17) as usize;
+    if BODY_FIXED_LEN + context_len > body_len {
+        return Err(RecordError::BadLength(body_len));
+    }
+    let entry_type = match body[16] {
+        0 => EntryType::EntryNormal,
+        1 => EntryType::EntryConfChange,
+        2 => EntryType::EntryConfChangeV2,
+        other => return Err(RecordError::EntryType(other)),
+    };
+    let mut e = Entry::default();
+    e.index = u64_at(&body, 0);
+    e.term = u64_at(&body, 8);
+    e.set_entry_type(entry_type);
+    e.context = body.slice(BODY_FIXED_LEN..BODY_FIXED_LEN + context_len);
+    e.data = body.slice(BODY_FIXED_LEN + context_len..);
+    Ok((e, total))
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    let mut x = [0u8; 4];
+    x.copy_from_slice(&b[at..at + 4]);
+    u32::from_le_bytes(x)
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(x)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(index: u64, term: u64, context: &[u8], data: &[u8]) -> Entry {
+        let mut e = Entry::default();
+        e.index = index;
+        e.term = term;
+        e.context = Bytes::copy_from_slice(context);
+        e.data = Bytes::copy_from_slice(data);
+        e
+    }
+
+    fn encode(e: &Entry) -> Vec<u8> {
+        let mut out = head(e).to_vec();
+        out.extend_from_slice(&e.context);
+        out.extend_from_slice(&e.data);
+        out
+    }
+
+    #[test]
+    fn round_trips() {
+        let e = entry(7, 3, b"ctx", b"batch bytes");
+        let bytes = Bytes::from(encode(&e));
+        assert_eq!(bytes.len() as u64, len(&e));
+        let (back, used) = decode(&bytes).expect("decode");
+        assert_eq!(used, bytes.len());
+        assert_eq!(back, e);
+    }
+
+    #[test]
+    fn every_flipped_byte_and_every_cut_is_refused() {
+        let e = entry(1, 1, b"c", b"data");
+        let good = encode(&e);
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x40;
+            assert!(decode(&Bytes::from(bad)).is_err(), "flip at {i} accepted");
+        }
+        for cut in 0..good.len() {
+            assert!(decode(&Bytes::copy_from_slice(&good[..cut])).is_err());
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! A group's durable Raft state beside its journal: `DIR/state`.
+//!
+//! ```text
+//! 0   magic        8 B   "CLRPST01"
+//! 8   body_len     u64
+//! 16  checksum     u64   XXH3-64 of the body
+//! 24  body:
+//!     term u64, vote u64, commit u64,
+//!     snapshot_index u64, snapshot_term u64,
+//!     voters: count u32, ids u64 each,
+//!     learners: count u32, ids u64 each,
+//!     snapshot_data: len u32, bytes
+//! ```
+//!
+//! Replaced whole (temporary file, fsync, rename, directory fsync): a crash
+//! leaves the old state or the new one. It is written when the term or the
+//! vote changes, at a snapshot, and at the first start (the initial
+//! membership, set once: a later start reads it and never sets it again).
+
+use bytes::Bytes;
+use raft::eraftpb::{ConfState, HardState};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+const MAGIC: &[u8; 8] = b"CLRPST01";
+const PREFIX_LEN: usize = 24;
+pub(crate) const FILE_NAME: &str = "state";
+
+/// What the state file holds.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GroupState {
+    /// Term, vote and (a lower bound of) the commit index.
+    pub hard: HardState,
+    /// The membership.
+    pub conf: ConfState,
+    /// The last entry the snapshot covers (0: none).
+    pub snapshot_index: u64,
+    /// Its term.
+    pub snapshot_term: u64,
+    /// The snapshot's state-machine data.
+    pub snapshot_data: Bytes,
+}
+
+/// Why the state file cannot be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    /// An I/O call failed.
+    #[error("{op} {path}: {source}", path = path.display())]
+    Io {
+        /// what was being done
+        op: &'static str,
+        /// the file
+        path: PathBuf,
+        /// the error
+        source: std::io::Error,
+    },
+    /// The file is not a whole state record.
+    #[error("{path} is damaged: {why}", path = path.display())]
+    Damaged {
+        /// the file
+        path: PathBuf,
+        /// what is wrong
+        why: String,
+    },
+}
+
+impl GroupState {
+    /// Reads `dir/state`; `None` when there is none (a new group).
+    pub fn read(dir: &Path) -> Result<Option<GroupState>, StateError> {
+        let path = dir.join(FILE_NAME);
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(StateError::Io {
+                    op: "read",
+                    path,
+                    source,
+                })
+            }
+        };
+        decode(&bytes)
+            .map(Some)
+            .map_err(|why| StateError::Damaged { path, why })
+    }
+
+    /// Replaces `dir/state` with this state, durably.
+    pub fn write(&self, dir: &Path) -> Result<(), StateError> {
+        let path = dir.join(FILE_NAME);
+        let tmp = dir.join(format!("{FILE_NAME}.tmp"));
+        let io = |op, path: &Path| {
+            let path = path.to_owned();
+            move |source| StateError::Io { op, path, source }
+        };
+        let mut f = std::fs::File::create(&tmp).map_err(io("create", &tmp))?;
+        f.write_all(&encode(self)).map_err(io("write", &tmp))?;
+        f.sync_all().map_err(io("fsync", &tmp))?;
+        drop(f);
+        std::fs::rename(&tmp, &path).map_err(io("rename", &path))?;
+        sync_dir(dir).map_err(io("fsync directory", dir))
+    }
+}
+
+/// fsyncs a directory (its entries: created, renamed, removed files).
+pub fn sync_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::File::open(dir)?.sync_all()
+}
+
+fn encode(s: &GroupState) -> Vec<u8> {
+    let mut body = Vec::with_capacity(64 + s.snapshot_data.len());
+    for v in [
+        s.hard.term,
+        s.hard.vote,
+        s.hard.commit,
+        s.snapshot_index,
+        s.snapshot_term,
+    ] {
+        body.extend_from_slice(&v.to_le_bytes());
+    }
+    for ids in [&s.conf.voters, &s.conf.learners] {
+        body.extend_from_slice(&(ids.len() as u32).to_le_bytes());
+        for id in ids {
+            body.extend_from_slice(&id.to_le_bytes());
+        }
+    }
+    body.extend_from_slice(&(s.snapshot_data.len() as u32).to_le_bytes());
+    body.extend_from_slice(&s.snapshot_data);
+    let mut out = Vec::with_capacity(PREFIX_LEN + body.len());
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+    out.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(&body).to_le_bytes());
+    out.extend_from_slice(&body);
+    out
+}
+
+/// Reads little-endian fields off the front of a byte slice.
+struct Reader<'a>(&'a [u8]);
+
+impl Reader<'_> {
+    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+        if self.0.len() < n {
+            return Err(format!("body ends {} bytes early", n - self.0.len()));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn u64(&mut self) -> Result<u64, String> {
+        let mut b = [0u8; 8];
+        b.copy_from_slice(self.take(8)?);
+        Ok(u64::from_le_bytes(b))
+    }
+
+    fn u32(&mut self) -> Result<u32, String> {
+        let mut b = [0u8; 4];
+        b.copy_from_slice(self.take(4)?);
+        Ok(u32::from_le_bytes(b))
+    }
+
+    fn ids(&mut self) -> Result<Vec<u64>, String> {
+        let n = self.u32()? as usize;
+        if n > 1024 {
+            return Err(format!("{n} members"));
+        }
+        (0..n).map(|_| self.u64()).collect()
+    }
+}
+
+fn decode(bytes: &[u8]) -> Result<GroupState, String> {
+    let mut r = Reader(bytes);
+    if r.take(8)? != MAGIC {
+        return Err("wrong magic".into());
+    }
+    let len = r.u64()?;
+    let stored = r.u64()?;
+    let body = r.0;
+    if body.len() as u64 != len {
+        return Err(format!("body is {} bytes, prefix says {len}", body.len()));
+    }
+    let computed = xxhash_rust::xxh3::xxh3_64(body);
+    if computed != stored {
+        return Err(format!(
+            "checksum {stored:#018x}, body hashes to {computed:#018x}"
+        ));
+    }
+    let mut r = Reader(body);
+    let mut hard = HardState::default();
+    hard.term = r.u64()?;
+    hard.vote = r.u64()?;
+    hard.commit = r.u64()?;
+    let snapshot_index = r.u64()?;
+    let snapshot_term = r.u64()?;
+    let mut conf = ConfState::default();
+    conf.voters = r.ids()?;
+    conf.learners = r.ids()?;
+    let n = r.u32()? as usize;
+    let snapshot_data = Bytes::copy_from_slice(r.take(n)?);
+    if !r.0.is_empty() {
+        return Err(format!("{} bytes after the snapshot data", r.0.len()));
+    }
+    Ok(GroupState {
+        hard,
+        conf,
+        snapshot_index,
+        snapshot_term,
+        snapshot_data,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_refuses_damage() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        assert!(GroupState::read(dir.path()).expect("read").is_none());
+        let mut s = GroupState::default();
+        s.hard.term = 5;
+        s.hard.vote = 2;
+        s.hard.commit = 9;
+        s.conf.voters = vec![1, 2, 3];
+        s.snapshot_index = 4;
+        s.snapshot_term = 2;
+        s.snapshot_data = Bytes::from_static(b"offsets");
+        s.write(dir.path()).expect("write");
+        assert_eq!(GroupState::read(dir.path()).expect("read"), Some(s));
+        let path = dir.path().join(FILE_NAME);
+        let mut bytes = std::fs::read(&path).expect("read");
+        let at = bytes.len() - 2;
+        bytes[at] ^= 1;
+        std::fs::write(&path, &bytes).expect("write");
+        assert!(matches!(
+            GroupState::read(dir.path()),
+            Err(StateError::Damaged { .. })
+        ));
+    }
+}

@@ -1,0 +1,164 @@
+//! Fetching a partition's stored batches from a peer: how a node installing
+//! a snapshot (its journal is too far behind the leader's, or its data
+//! directory was wiped) gets the data the snapshot names. The batches
+//! travel as stored (stamped, verbatim) and are stored with
+//! `append_stamped`, which checks every checksum and that they continue
+//! the partition.
+
+use super::frame::{self, Kind};
+use bytes::Bytes;
+use corelog::PollFrom;
+use std::io::Write;
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+/// Bytes per poll while serving a fetch.
+const CHUNK: u64 = 4 << 20;
+
+/// Why a fetch failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FetchError {
+    /// The connection failed.
+    #[error("fetch from {addr}: {source}")]
+    Io {
+        /// the peer
+        addr: SocketAddr,
+        /// the error
+        source: std::io::Error,
+    },
+    /// A frame could not be read.
+    #[error("fetch from {addr}: {source}")]
+    Frame {
+        /// the peer
+        addr: SocketAddr,
+        /// the error
+        source: frame::FrameError,
+    },
+    /// The peer refused or failed.
+    #[error("fetch from {addr}: the peer says: {message}")]
+    Refused {
+        /// the peer
+        addr: SocketAddr,
+        /// what it said
+        message: String,
+    },
+    /// Storing a fetched batch failed.
+    #[error("fetch from {addr}: storing partition {partition}: {source}")]
+    Store {
+        /// the peer
+        addr: SocketAddr,
+        /// the partition
+        partition: u64,
+        /// the engine's error
+        source: corelog::RequestError,
+    },
+    /// The peer sent something else.
+    #[error("fetch from {addr}: unexpected {what}")]
+    Protocol {
+        /// the peer
+        addr: SocketAddr,
+        /// what came
+        what: String,
+    },
+}
+
+/// Fetches `partition`'s batches `[from, to)` from the peer at `addr` and
+/// stores each with `append_stamped` on `engine`. Returns the offset after
+/// the last batch stored.
+pub fn fetch(
+    addr: SocketAddr,
+    group: u32,
+    partition: u64,
+    from: u64,
+    to: u64,
+    engine: &corelog::Handle,
+) -> Result<u64, FetchError> {
+    let io = |source| FetchError::Io { addr, source };
+    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(io)?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(io)?;
+    let mut body = Vec::with_capacity(24);
+    for v in [partition, from, to] {
+        body.extend_from_slice(&v.to_le_bytes());
+    }
+    frame::write(&mut s, Kind::Fetch, group, &body).map_err(io)?;
+    let mut next = from;
+    loop {
+        let f = frame::read(&mut s).map_err(|source| FetchError::Frame { addr, source })?;
+        match f.kind {
+            Kind::Batches => {
+                let mut rest = f.body;
+                while !rest.is_empty() {
+                    let len =
+                        batch_len(&rest, &engine.limits()).ok_or_else(|| FetchError::Protocol {
+                            addr,
+                            what: "a cut batch".into(),
+                        })?;
+                    let batch = rest.slice(..len);
+                    rest = rest.slice(len..);
+                    let ack = engine
+                        .append_stamped(partition, batch)
+                        .wait()
+                        .map_err(|source| FetchError::Store {
+                            addr,
+                            partition,
+                            source,
+                        })?;
+                    next = ack.base_offset + u64::from(ack.message_count);
+                }
+            }
+            Kind::FetchEnd => return Ok(next),
+            Kind::FetchFailed => {
+                return Err(FetchError::Refused {
+                    addr,
+                    message: String::from_utf8_lossy(&f.body).into_owned(),
+                })
+            }
+            k => {
+                return Err(FetchError::Protocol {
+                    addr,
+                    what: format!("{k:?} frame"),
+                })
+            }
+        }
+    }
+}
+
+/// Serves a fetch: polls the partition from `from` up to `to` and sends
+/// whole batches as stored.
+pub(super) fn serve(
+    mut s: TcpStream,
+    req: &frame::Frame,
+    engine: &corelog::Handle,
+) -> std::io::Result<()> {
+    let Some([partition, from, to]) = frame::u64s::<3>(&req.body) else {
+        return frame::write(&mut s, Kind::FetchFailed, req.group, b"short fetch request");
+    };
+    let mut at = from;
+    while at < to {
+        let reply = match engine.poll(partition, PollFrom::Offset(at), CHUNK).wait() {
+            Ok(r) => r,
+            Err(e) => {
+                let msg = format!("poll partition {partition} at {at}: {e}");
+                return frame::write(&mut s, Kind::FetchFailed, req.group, msg.as_bytes());
+            }
+        };
+        if reply.is_empty() {
+            break;
+        }
+        let len: usize = reply.slices().map(<[u8]>::len).sum();
+        s.write_all(&frame::head(Kind::Batches, req.group, len))?;
+        for slice in reply.slices() {
+            s.write_all(slice)?;
+        }
+        at = reply.next_offset();
+    }
+    frame::write(&mut s, Kind::FetchEnd, req.group, &at.to_le_bytes())
+}
+
+/// The declared length of the batch at the front of `b`.
+fn batch_len(b: &Bytes, limits: &corelog::Limits) -> Option<usize> {
+    let len = usize::try_from(corelog::declared_length(b, limits).ok()?).ok()?;
+    (len <= b.len()).then_some(len)
+}

@@ -1,0 +1,264 @@
+//! The replica network: plain TCP between nodes, framed by [`frame`].
+//!
+//! - **Peer connections** carry Raft messages one way: each node keeps one
+//!   outgoing connection to every peer (a thread with a bounded queue;
+//!   reconnecting with a pause; a full queue or a broken connection drops
+//!   messages, which Raft retransmits), and reads every incoming one on a
+//!   thread of its own, handing messages to the groups' loops.
+//! - **Fetch connections** (`fetch.rs`) stream a partition's stored batches
+//!   from a leader to a node installing a snapshot.
+
+pub mod fetch;
+pub mod frame;
+
+use crate::group::Inbox;
+use bytes::Bytes;
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use frame::{Frame, Kind};
+use protobuf::Message as _;
+use raft::eraftpb::Message;
+use std::collections::HashMap;
+use std::io::Write;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Frames queued for one peer before new ones are dropped.
+const PEER_QUEUE: usize = 1024;
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
+const IO_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Counters of the replica network.
+#[derive(Debug, Default)]
+pub struct NetStats {
+    /// Messages dropped (queue full or peer unreachable).
+    pub dropped: AtomicU64,
+    /// Connections made to peers.
+    pub connects: AtomicU64,
+}
+
+/// The sending half: a queue per peer.
+#[derive(Debug, Clone)]
+pub struct Transport {
+    peers: Arc<HashMap<u64, Sender<Bytes>>>,
+    stats: Arc<NetStats>,
+}
+
+impl Transport {
+    /// Queues `msg` for its destination (group `group`). Never blocks.
+    pub fn send(&self, group: u32, msg: &Message) {
+        let Some(q) = self.peers.get(&msg.to) else {
+            return;
+        };
+        let body = match msg.write_to_bytes() {
+            Ok(b) => b,
+            Err(e) => {
+                tracing::error!("encode a raft message: {e}");
+                return;
+            }
+        };
+        let mut out = Vec::with_capacity(9 + body.len());
+        out.extend_from_slice(&frame::head(Kind::Raft, group, body.len()));
+        out.extend_from_slice(&body);
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
+            q.try_send(Bytes::from(out))
+        {
+            self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// What the receiving side hands messages to.
+#[derive(Debug, Clone)]
+pub struct Receivers {
+    /// One inbox per group (index = group id).
+    pub inboxes: Vec<Sender<Inbox>>,
+    /// For fetches.
+    pub engine: corelog::Handle,
+    /// This node.
+    pub me: u64,
+    /// Data groups, checked against each peer's hello.
+    pub data_groups: u32,
+}
+
+/// Starts the network: a listener on `listen` and a sender per peer.
+pub fn start(
+    listen: TcpListener,
+    peers: &[(u64, SocketAddr)],
+    rx: Receivers,
+    stop: Arc<AtomicBool>,
+) -> std::io::Result<(Transport, Vec<std::thread::JoinHandle<()>>)> {
+    let stats = Arc::new(NetStats::default());
+    let mut queues = HashMap::new();
+    let mut threads = Vec::new();
+    for &(id, addr) in peers {
+        let (tx, qrx) = crossbeam_channel::bounded(PEER_QUEUE);
+        queues.insert(id, tx);
+        let (stop, stats, hello) = (stop.clone(), stats.clone(), hello(rx.me, rx.data_groups));
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("replica-to-{id}"))
+                .spawn(move || sender(id, addr, qrx, hello, stop, stats))?,
+        );
+    }
+    listen.set_nonblocking(true)?;
+    let stop2 = stop.clone();
+    threads.push(
+        std::thread::Builder::new()
+            .name("replica-accept".into())
+            .spawn(move || acceptor(listen, rx, stop2))?,
+    );
+    Ok((
+        Transport {
+            peers: Arc::new(queues),
+            stats,
+        },
+        threads,
+    ))
+}
+
+fn hello(me: u64, groups: u32) -> Vec<u8> {
+    let mut body = me.to_le_bytes().to_vec();
+    body.extend_from_slice(&groups.to_le_bytes());
+    body
+}
+
+/// One peer's outgoing connection: connect, say hello, write queued
+/// frames; on any failure drop the queue (Raft resends) and reconnect.
+fn sender(
+    id: u64,
+    addr: SocketAddr,
+    q: Receiver<Bytes>,
+    hello: Vec<u8>,
+    stop: Arc<AtomicBool>,
+    stats: Arc<NetStats>,
+) {
+    let mut logged_down = false;
+    while !stop.load(Ordering::Relaxed) {
+        let conn = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).and_then(|mut s| {
+            s.set_nodelay(true)?;
+            s.set_write_timeout(Some(IO_TIMEOUT))?;
+            frame::write(&mut s, Kind::Hello, 0, &hello)?;
+            Ok(s)
+        });
+        let mut s = match conn {
+            Ok(s) => s,
+            Err(e) => {
+                if !logged_down {
+                    tracing::info!("replica: node {id} at {addr} unreachable: {e}");
+                    logged_down = true;
+                }
+                let dropped = q.try_iter().count();
+                stats.dropped.fetch_add(dropped as u64, Ordering::Relaxed);
+                std::thread::sleep(RECONNECT_PAUSE);
+                continue;
+            }
+        };
+        stats.connects.fetch_add(1, Ordering::Relaxed);
+        if logged_down {
+            tracing::info!("replica: node {id} at {addr} reachable again");
+        }
+        logged_down = false;
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            match q.recv_timeout(Duration::from_millis(200)) {
+                Ok(f) => {
+                    if let Err(e) = s.write_all(&f) {
+                        tracing::debug!("replica: to node {id}: {e}");
+                        break;
+                    }
+                }
+                Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
+                Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return,
+            }
+        }
+    }
+}
+
+fn acceptor(listen: TcpListener, rx: Receivers, stop: Arc<AtomicBool>) {
+    while !stop.load(Ordering::Relaxed) {
+        match listen.accept() {
+            Ok((s, peer)) => {
+                let (rx, stop) = (rx.clone(), stop.clone());
+                let spawned = std::thread::Builder::new()
+                    .name("replica-from".into())
+                    .spawn(move || {
+                        if let Err(e) = serve(s, &rx, &stop) {
+                            tracing::debug!("replica: connection from {peer}: {e}");
+                        }
+                    });
+                if let Err(e) = spawned {
+                    tracing::warn!("replica: no thread for a connection from {peer}: {e}");
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => {
+                tracing::warn!("replica: accept: {e}");
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    }
+}
+
+/// Serves one incoming connection: a peer's messages, or a fetch.
+fn serve(mut s: TcpStream, rx: &Receivers, stop: &AtomicBool) -> Result<(), String> {
+    s.set_nonblocking(false).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))
+        .map_err(|e| e.to_string())?;
+    let first = frame::read(&mut s).map_err(|e| e.to_string())?;
+    match first.kind {
+        Kind::Hello => {
+            let [from] = frame::u64s::<1>(&first.body).ok_or("short hello")?;
+            let groups = first
+                .body
+                .get(8..12)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .ok_or("short hello")?;
+            if groups != rx.data_groups {
+                tracing::error!(
+                    "replica: node {from} runs {groups} data groups, this node {}: refusing its messages (set the same `shards` in every node's cluster file)",
+                    rx.data_groups
+                );
+                return Err("group count mismatch".into());
+            }
+            peer_messages(s, from, rx, stop)
+        }
+        Kind::Fetch => fetch::serve(s, &first, &rx.engine).map_err(|e| e.to_string()),
+        k => Err(format!("first frame is {k:?}")),
+    }
+}
+
+fn peer_messages(
+    mut s: TcpStream,
+    from: u64,
+    rx: &Receivers,
+    stop: &AtomicBool,
+) -> Result<(), String> {
+    while !stop.load(Ordering::Relaxed) {
+        let Frame { kind, group, body } = frame::read(&mut s).map_err(|e| e.to_string())?;
+        if kind != Kind::Raft {
+            return Err(format!("{kind:?} frame on a peer connection"));
+        }
+        let inbox = rx
+            .inboxes
+            .get(group as usize)
+            .ok_or_else(|| format!("no group {group}"))?;
+        let msg = Message::parse_from_carllerche_bytes(&body).map_err(|e| e.to_string())?;
+        if msg.from != from || msg.to != rx.me {
+            return Err(format!(
+                "message from {} to {} on node {from}'s connection to {}",
+                msg.from, msg.to, rx.me
+            ));
+        }
+        if inbox.send(Inbox::Raft(msg)).is_err() {
+            return Ok(());
+        }
+    }
+    Ok(())
+}

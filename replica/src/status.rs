@@ -1,0 +1,80 @@
+//! What the groups' loops publish for every thread: leaders, terms and
+//! progress, as atomics (read by `GET_CLUSTER_METADATA`, the handle's
+//! routing, and the data groups' leadership transfer).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// One group's published state.
+#[derive(Debug, Default)]
+pub struct GroupStatus {
+    /// The leader this node knows of (0: none).
+    pub leader: AtomicU64,
+    /// The current term.
+    pub term: AtomicU64,
+    /// The commit index.
+    pub commit: AtomicU64,
+    /// The last entry applied here.
+    pub applied: AtomicU64,
+    /// The journal's last index.
+    pub last_index: AtomicU64,
+    /// Elections this node saw won (leader changes).
+    pub leader_changes: AtomicU64,
+}
+
+/// A snapshot of one group's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GroupView {
+    /// The group (0: metadata; `1 + shard` for data).
+    pub group: u32,
+    /// Its leader, if known.
+    pub leader: Option<u64>,
+    /// The term.
+    pub term: u64,
+    /// The commit index.
+    pub commit: u64,
+    /// The last entry applied here.
+    pub applied: u64,
+    /// The journal's last index.
+    pub last_index: u64,
+}
+
+/// Every group's published state, and this node's id.
+#[derive(Debug)]
+pub struct Shared {
+    /// This node.
+    pub me: u64,
+    /// Index = group id.
+    pub groups: Vec<GroupStatus>,
+}
+
+impl Shared {
+    /// State for `groups` groups on node `me`.
+    pub fn new(me: u64, groups: usize) -> Shared {
+        Shared {
+            me,
+            groups: (0..groups).map(|_| GroupStatus::default()).collect(),
+        }
+    }
+
+    /// The leader of group `g`, if known.
+    pub fn leader_of(&self, g: usize) -> Option<u64> {
+        let l = self.groups.get(g)?.leader.load(Ordering::Acquire);
+        (l != 0).then_some(l)
+    }
+
+    /// A snapshot of every group.
+    pub fn views(&self) -> Vec<GroupView> {
+        self.groups
+            .iter()
+            .enumerate()
+            .map(|(g, s)| GroupView {
+                group: g as u32,
+                leader: self.leader_of(g),
+                term: s.term.load(Ordering::Relaxed),
+                commit: s.commit.load(Ordering::Relaxed),
+                applied: s.applied.load(Ordering::Relaxed),
+                last_index: s.last_index.load(Ordering::Relaxed),
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,95 @@
+//! Three nodes in one process on loopback: election, replicated sends
+//! stored byte-identically on every node, a follower's refusal, the loss of
+//! the leader, a restart that replays, and a node that was down catching up.
+
+mod common;
+
+use common::*;
+use corelog_replica::ReplicaError;
+use std::time::Duration;
+
+const ELECT: Duration = Duration::from_secs(10);
+
+/// Appends as a client does: a refusal while leadership settles ("not the
+/// leader", nothing stored) is retried.
+fn append_retrying(node: &Node, partition: u64, bytes: bytes::Bytes) -> corelog::AppendAck {
+    let deadline = std::time::Instant::now() + ELECT;
+    loop {
+        match pollster::block_on(node.handle().append(partition, bytes.clone(), origin())) {
+            Ok(ack) => return ack,
+            Err(ReplicaError::NotLeader { .. }) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("append on node {}: {e}", node.id),
+        }
+    }
+}
+
+#[test]
+fn three_nodes_replicate_byte_identically_and_survive_the_leader() {
+    let dirs: Vec<_> = (0..3)
+        .map(|_| tempfile::tempdir().expect("tempdir"))
+        .collect();
+    let cluster = cluster(3);
+    let mut nodes: Vec<Node> = (0..3)
+        .map(|i| Node::start(i as u64 + 1, dirs[i].path(), &cluster, options()))
+        .collect();
+    let leader = wait_for_leader(&nodes.iter().collect::<Vec<_>>(), ELECT);
+    let li = (leader - 1) as usize;
+
+    // Sends through the leader, to partitions on both shards.
+    let h = nodes[li].handle();
+    let mut expected_offsets = [0u64; 4];
+    for k in 0..40u64 {
+        let p = k % 4;
+        let ack = pollster::block_on(h.append(p, batch(k, 3), origin())).expect("append");
+        assert_eq!(
+            ack.base_offset, expected_offsets[p as usize],
+            "offsets continue"
+        );
+        expected_offsets[p as usize] += 3;
+    }
+
+    // A follower refuses, storing nothing.
+    let fi = (li + 1) % 3;
+    let refused = pollster::block_on(nodes[fi].handle().append(0, batch(999, 1), origin()));
+    assert!(
+        matches!(refused, Err(ReplicaError::NotLeader { leader: Some(l) }) if l == leader),
+        "{refused:?}"
+    );
+
+    // Every node stores the leader's bytes.
+    for p in 0..4u64 {
+        let want = stored(&nodes[li].engine(), p);
+        assert!(!want.is_empty());
+        for n in &nodes {
+            wait_stored(&n.engine(), p, want.len(), ELECT);
+            assert_eq!(
+                stored(&n.engine(), p),
+                want,
+                "partition {p} on node {}",
+                n.id
+            );
+        }
+    }
+
+    // The leader stops; the two others elect one and go on.
+    nodes[li].stop();
+    let survivors: Vec<&Node> = nodes.iter().filter(|n| n.id != leader).collect();
+    let next = wait_for_leader(&survivors, ELECT);
+    assert_ne!(next, leader);
+    let ni = (next - 1) as usize;
+    let ack = append_retrying(&nodes[ni], 1, batch(100, 2));
+    assert_eq!(
+        ack.base_offset, expected_offsets[1],
+        "the new leader continues the offsets"
+    );
+
+    // The old leader restarts, replays its journal and catches up.
+    nodes[li] = Node::start(leader, dirs[li].path(), &cluster, options());
+    let all: Vec<&Node> = nodes.iter().collect();
+    wait_for_leader(&all, ELECT);
+    let want = stored(&nodes[ni].engine(), 1);
+    wait_stored(&nodes[li].engine(), 1, want.len(), ELECT);
+    assert_eq!(stored(&nodes[li].engine(), 1), want);
+}

@@ -1,0 +1,235 @@
+#![allow(clippy::field_reassign_with_default)]
+//! Three nodes in one process: each an engine over its own directory and a
+//! replica on loopback ports, and a metadata state machine that records
+//! the partitions it was told about.
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use corelog::{BatchBuilder, Engine, FsyncPolicy, MessageSpec};
+use corelog_replica::{
+    ClusterConfig, MetaMachine, NodeAddr, Origin, Replica, ReplicaConfig, ReplicaHandle,
+    ReplicaOptions,
+};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Metadata of the tests: a byte string per change, all of them kept.
+#[derive(Debug, Default)]
+pub struct ListMeta {
+    pub inner: Mutex<(u64, u64, Vec<Vec<u8>>)>, // applied, version, changes
+}
+
+impl MetaMachine for ListMeta {
+    fn applied_index(&self) -> u64 {
+        self.inner.lock().expect("lock").0
+    }
+    fn version(&self) -> u64 {
+        self.inner.lock().expect("lock").1
+    }
+    fn apply(&self, index: u64, base: u64, data: &[u8]) -> Result<bool, String> {
+        let mut g = self.inner.lock().expect("lock");
+        g.0 = index;
+        if g.1 != base {
+            return Ok(false);
+        }
+        g.1 = index;
+        g.2.push(data.to_vec());
+        Ok(true)
+    }
+    fn snapshot(&self) -> Bytes {
+        Bytes::new()
+    }
+    fn restore(&self, index: u64, _data: &[u8]) -> Result<(), String> {
+        let mut g = self.inner.lock().expect("lock");
+        g.0 = index;
+        g.1 = index;
+        Ok(())
+    }
+    fn keeps(&self, _partition: u64) -> bool {
+        true
+    }
+}
+
+/// A free loopback port (bound, then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+/// Logs to the test's output (RUST_LOG sets the filter; default warn).
+pub fn init_log() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+pub fn cluster(n: u64) -> ClusterConfig {
+    init_log();
+    ClusterConfig {
+        shards: 2,
+        nodes: (1..=n)
+            .map(|id| NodeAddr {
+                id,
+                client: format!("127.0.0.1:{}", free_port()).parse().expect("addr"),
+                replica: format!("127.0.0.1:{}", free_port()).parse().expect("addr"),
+            })
+            .collect(),
+    }
+}
+
+pub fn options() -> ReplicaOptions {
+    ReplicaOptions {
+        tick: Duration::from_millis(20),
+        commit_timeout: Duration::from_secs(5),
+        ..ReplicaOptions::default()
+    }
+}
+
+/// One running node.
+pub struct Node {
+    pub id: u64,
+    pub dir: PathBuf,
+    pub engine: Option<Engine>,
+    pub replica: Option<Replica>,
+    pub meta: Arc<ListMeta>,
+}
+
+impl Node {
+    pub fn start(id: u64, dir: &Path, cluster: &ClusterConfig, opts: ReplicaOptions) -> Node {
+        let mut config = corelog::Config::new(dir);
+        config.shards = Some(cluster.shards);
+        config.pin_threads = false;
+        config.log.fsync = FsyncPolicy::Never;
+        let engine = Engine::open(config).expect("engine opens");
+        let meta = Arc::new(ListMeta::default());
+        let replica = Replica::start(
+            engine.handle(),
+            ReplicaConfig {
+                dir: dir.to_owned(),
+                me: id,
+                cluster: cluster.clone(),
+                options: opts,
+            },
+            meta.clone(),
+        )
+        .expect("replica starts");
+        Node {
+            id,
+            dir: dir.to_owned(),
+            engine: Some(engine),
+            replica: Some(replica),
+            meta,
+        }
+    }
+
+    pub fn handle(&self) -> ReplicaHandle {
+        self.replica.as_ref().expect("running").handle()
+    }
+
+    pub fn engine(&self) -> corelog::Handle {
+        self.engine.as_ref().expect("running").handle()
+    }
+
+    /// Stops the replica and the engine, cleanly.
+    pub fn stop(&mut self) {
+        if let Some(r) = self.replica.take() {
+            r.shutdown();
+        }
+        if let Some(e) = self.engine.take() {
+            e.shutdown().expect("engine shuts down");
+        }
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Waits until every running node names the same leader of every group,
+/// and that leader leads everything; returns its id.
+pub fn wait_for_leader(nodes: &[&Node], within: Duration) -> u64 {
+    let deadline = Instant::now() + within;
+    loop {
+        let leaders: Vec<Option<u64>> = nodes.iter().map(|n| n.handle().leader()).collect();
+        if let Some(Some(l)) = leaders.first() {
+            if leaders.iter().all(|x| *x == Some(*l)) {
+                if let Some(leader) = nodes.iter().find(|n| n.id == *l) {
+                    if leader.handle().leads_all() {
+                        return *l;
+                    }
+                }
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no single leader of every group within {within:?}: {leaders:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A producer batch of `n` messages with payloads tagged by `tag`.
+pub fn batch(tag: u64, n: u32) -> Bytes {
+    let mut b = BatchBuilder::new();
+    let payloads: Vec<Vec<u8>> = (0..n)
+        .map(|i| format!("{tag}:{i}:{}", "x".repeat(40)).into_bytes())
+        .collect();
+    for (i, p) in payloads.iter().enumerate() {
+        b.push(MessageSpec {
+            id: u128::from(tag) << 32 | i as u128,
+            timestamp: 1_000 + i as u64,
+            payload: p,
+            user_headers: &[],
+        });
+    }
+    Bytes::from(b.build().expect("build"))
+}
+
+pub fn origin() -> Origin {
+    Origin::default()
+}
+
+/// The bytes of every batch stored in `partition` on `engine`.
+pub fn stored(engine: &corelog::Handle, partition: u64) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    loop {
+        let r = match engine
+            .poll(partition, corelog::PollFrom::Offset(at), 1 << 20)
+            .wait()
+        {
+            Ok(r) => r,
+            Err(corelog::RequestError::UnknownPartition { .. }) => return out,
+            Err(e) => panic!("poll: {e}"),
+        };
+        if r.is_empty() {
+            return out;
+        }
+        for s in r.slices() {
+            out.extend_from_slice(s);
+        }
+        at = r.next_offset();
+    }
+}
+
+/// Waits until `partition` holds `len` bytes on `engine`.
+pub fn wait_stored(engine: &corelog::Handle, partition: u64, len: usize, within: Duration) {
+    let deadline = Instant::now() + within;
+    while stored(engine, partition).len() < len {
+        assert!(
+            Instant::now() < deadline,
+            "partition {partition} not caught up"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -1,0 +1,226 @@
+//! Three corelog-server nodes in one process, on loopback: Iggy's SDK
+//! pointed at a follower is sent to the leader; what it sends is stored
+//! byte-identically on every node; the leader stops and the SDK, pointed at
+//! a survivor, is sent to the new leader and finds everything.
+
+mod common;
+
+use common::{message, named};
+use corelog_replica::{ClusterConfig, NodeAddr, ReplicaOptions};
+use corelog_server::server::ClusterSetup;
+use corelog_server::{Server, ServerConfig};
+use iggy::prelude::*;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .expect("bind")
+        .local_addr()
+        .expect("addr")
+        .port()
+}
+
+fn cluster_config() -> ClusterConfig {
+    ClusterConfig {
+        shards: 2,
+        nodes: (1..=3)
+            .map(|id| NodeAddr {
+                id,
+                client: format!("127.0.0.1:{}", free_port()).parse().expect("addr"),
+                replica: format!("127.0.0.1:{}", free_port()).parse().expect("addr"),
+            })
+            .collect(),
+    }
+}
+
+fn start_node(dir: &Path, id: u64, cluster: &ClusterConfig) -> Server {
+    let node = cluster.node(id).expect("node");
+    Server::start(ServerConfig {
+        shards: Some(2),
+        pin_threads: false,
+        fsync: corelog::FsyncPolicy::Batch,
+        cluster: Some(ClusterSetup {
+            node: id,
+            config: cluster.clone(),
+            options: ReplicaOptions {
+                tick: Duration::from_millis(20),
+                ..ReplicaOptions::default()
+            },
+        }),
+        ..ServerConfig::new(dir, node.client)
+    })
+    .expect("node starts")
+}
+
+/// The node every running node names as leader, once it leads every group.
+fn wait_for_leader(servers: &[&Server]) -> u64 {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let leaders: Vec<Option<u64>> = servers
+            .iter()
+            .map(|s| s.replica().expect("cluster").leader())
+            .collect();
+        if let Some(Some(l)) = leaders.first() {
+            let all_agree = leaders.iter().all(|x| *x == Some(*l));
+            let leads_all = servers
+                .iter()
+                .map(|s| s.replica().expect("cluster"))
+                .find(|r| r.me() == *l)
+                .is_some_and(|r| r.leads_all());
+            if all_agree && leads_all {
+                return *l;
+            }
+        }
+        assert!(Instant::now() < deadline, "no leader: {leaders:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+async fn signed_in(addr: std::net::SocketAddr) -> IggyClient {
+    let client = IggyClient::builder()
+        .with_tcp()
+        .with_server_address(addr.to_string())
+        .build()
+        .expect("client");
+    client.connect().await.expect("connect");
+    client.login_user("iggy", "iggy").await.expect("login");
+    client
+}
+
+async fn send(c: &IggyClient, partition: u32, ids: std::ops::Range<u128>) {
+    let mut batch: Vec<IggyMessage> = ids
+        .map(|i| message(i, format!("payload-{i}").as_bytes(), None))
+        .collect();
+    c.send_messages(
+        &named("s"),
+        &named("t"),
+        &Partitioning::partition_id(partition),
+        &mut batch,
+    )
+    .await
+    .expect("send");
+}
+
+async fn ids_in(c: &IggyClient, partition: u32) -> Vec<u128> {
+    let polled = c
+        .poll_messages(
+            &named("s"),
+            &named("t"),
+            Some(partition),
+            &Consumer::new(named("check")),
+            &PollingStrategy::offset(0),
+            1000,
+            false,
+        )
+        .await
+        .expect("poll");
+    polled.messages.iter().map(|m| m.header.id).collect()
+}
+
+/// Every segment file under `DIR/partitions`, by relative path.
+fn segment_files(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut out = std::collections::BTreeMap::new();
+    let root = dir.join("partitions");
+    for p in std::fs::read_dir(&root).expect("partitions") {
+        let p = p.expect("entry").path();
+        for f in std::fs::read_dir(&p).expect("partition") {
+            let f = f.expect("file").path();
+            if f.extension().is_some_and(|e| e == "log") {
+                let rel = f.strip_prefix(&root).expect("rel").display().to_string();
+                out.insert(rel, std::fs::read(&f).expect("read"));
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sdk_follows_the_leader_and_replicas_are_identical() {
+    let dirs: Vec<_> = (0..3)
+        .map(|_| tempfile::tempdir().expect("tempdir"))
+        .collect();
+    let cluster = cluster_config();
+    let mut servers: Vec<Option<Server>> = (0..3)
+        .map(|i| Some(start_node(dirs[i].path(), i as u64 + 1, &cluster)))
+        .collect();
+    let running: Vec<&Server> = servers.iter().flatten().collect();
+    let leader = wait_for_leader(&running);
+    let follower = (leader % 3) + 1;
+
+    // Pointed at a follower, the SDK ends up on the leader.
+    let c = signed_in(cluster.node(follower).expect("node").client).await;
+    c.create_stream("s").await.expect("create stream");
+    c.create_topic(
+        &named("s"),
+        "t",
+        &TopicCreateOptions {
+            partitions_count: Some(3),
+            ..TopicCreateOptions::default()
+        },
+    )
+    .await
+    .expect("create topic");
+    for p in 0..3u32 {
+        send(&c, p, u128::from(p) * 100 + 1..u128::from(p) * 100 + 11).await;
+    }
+    for p in 0..3u32 {
+        let want: Vec<u128> = (u128::from(p) * 100 + 1..u128::from(p) * 100 + 11).collect();
+        assert_eq!(ids_in(&c, p).await, want);
+    }
+    drop(c);
+
+    // The leader stops; a client pointed at a survivor is sent to the new
+    // leader, which holds everything and goes on.
+    let li = (leader - 1) as usize;
+    if let Some(s) = servers[li].take() {
+        s.shutdown().expect("leader stops");
+    }
+    let survivors: Vec<&Server> = servers.iter().flatten().collect();
+    let next = wait_for_leader(&survivors);
+    assert_ne!(next, leader);
+    let other = survivors
+        .iter()
+        .map(|s| s.replica().expect("cluster").me())
+        .find(|id| *id != next)
+        .expect("a follower");
+    let c = signed_in(cluster.node(other).expect("node").client).await;
+    send(&c, 1, 111..116).await;
+    let want: Vec<u128> = (101..116).collect();
+    assert_eq!(ids_in(&c, 1).await, want);
+    drop(c);
+
+    // The old leader comes back and catches up; then every node holds the
+    // same segment files, byte for byte.
+    servers[li] = Some(start_node(dirs[li].path(), leader, &cluster));
+    let all: Vec<&Server> = servers.iter().flatten().collect();
+    wait_for_leader(&all);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let applied: Vec<Vec<u64>> = all
+            .iter()
+            .map(|s| {
+                s.replica()
+                    .expect("cluster")
+                    .status()
+                    .iter()
+                    .map(|g| g.applied)
+                    .collect()
+            })
+            .collect();
+        if applied.windows(2).all(|w| w[0] == w[1]) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "not caught up: {applied:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for s in servers.iter_mut() {
+        if let Some(s) = s.take() {
+            s.shutdown().expect("stops");
+        }
+    }
+    let files: Vec<_> = dirs.iter().map(|d| segment_files(d.path())).collect();
+    assert_eq!(files[0].len(), 3, "three partitions: {:?}", files[0].keys());
+    assert_eq!(files[0], files[1]);
+    assert_eq!(files[0], files[2]);
+}
