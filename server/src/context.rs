@@ -22,6 +22,8 @@ pub struct Context {
     pub metadata: Arc<MetadataStore>,
     /// In a cluster: the replication, and every node.
     pub cluster: Option<Cluster>,
+    /// TLS on the client port, when set up.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Who may sign in.
     pub users: Arc<Users>,
     /// Largest request accepted (header included).
@@ -74,6 +76,7 @@ impl Context {
             engine,
             metadata,
             cluster: None,
+            tls: None,
             users: Arc::new(users),
             max_request,
             started_at: now_micros(),

@@ -27,6 +27,7 @@ pub mod poll_reply;
 pub mod pool;
 pub mod server;
 pub mod status;
+pub mod tls;
 pub mod transport;
 pub mod users;
 pub mod wire;
