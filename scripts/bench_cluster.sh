@@ -30,13 +30,21 @@ ldconfig -p | grep -q 'libhwloc\.so\.15' || apt-get install -y -qq libhwloc15 li
 cargo build --release -q -p corelog-server
 S=${CARGO_TARGET_DIR:-target}/release/corelog-server
 # Room for three replicas of what the producers write and fresh's 2.5 GB warm-up file, with 2 GB
-# to spare for whoever else shares the disk: a full disk would fail the runs and everyone else.
-need_mb=$((3 * 8 * CLUSTER_BATCHES * 11 / 10 + 2500 + 2000))
-avail_mb=$(df -Pm "$DATA_DIR" | awk 'NR==2{print $4}')
-if [ "$avail_mb" -lt "$need_mb" ]; then
-  echo "bench.sh cluster: $DATA_DIR has $avail_mb MB free; the runs need $need_mb MB (three replicas of 8 x $CLUSTER_BATCHES MB, the 2.5 GB warm-up, 2 GB to spare): set DATA_DIR elsewhere or CLUSTER_BATCHES lower" >&2
+# to spare for whoever else shares the disk (a full disk would fail the runs and everyone else's
+# work): checked before every start, the last run's data removed, waiting up to 5 minutes for it.
+room() {
+  local need=$((3 * 8 * CLUSTER_BATCHES * 11 / 10 + 2500 + 2000)) avail t
+  rm -rf "${DATA_DIR:?}"/*
+  for t in $(seq 30); do
+    avail=$(df -Pm "$DATA_DIR" | awk 'NR==2{print $4}')
+    [ "$avail" -ge "$need" ] && return 0
+    echo "bench.sh cluster: $DATA_DIR has $avail MB free, the next run needs $need MB; waiting" >&2
+    sleep 10
+  done
+  echo "bench.sh cluster: $DATA_DIR has $avail MB free; the runs need $need MB (three replicas of 8 x $CLUSTER_BATCHES MB, the 2.5 GB warm-up, 2 GB to spare): set DATA_DIR elsewhere or CLUSTER_BATCHES lower" >&2
   exit 1
-fi
+}
+room
 if [ "$(stat -f -c %T "$DATA_DIR")" = tmpfs ]; then
   echo "- The data directories were on tmpfs (memory): an fsync there returns at once, so the fsync rows measure each system's path through its fsyncs without a device's wait." >>"$JSON_DIR/notes"
 fi
@@ -179,6 +187,7 @@ for mode in page fsync; do
   what="page cache"; [ "$mode" = fsync ] && what="fsync (Iggy: --enforce-fsync; corelog: --fsync batch)"
   for rep in $(seq "$REPS"); do
     for sys in iggy corelog single; do
+      room
       fresh
       if start_system "$sys" "$mode"; then
         cluster_bench "${NAME[$sys]}, $what, producers, run $rep" pinned-producer "${flags[@]}"
@@ -221,6 +230,7 @@ cli() { # $1 addr, rest: the command (no reconnect loop)
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 fo=""
 for run in $(seq "$FAILOVER_RUNS"); do
+  room
   fresh
   if ! start_system corelog fsync || ! { cli 127.0.0.1:18111 stream create fo && cli 127.0.0.1:18111 topic create fo t 1 none \
     && cli 127.0.0.1:18111 message send -p 0 fo t before; } >"$JSON_DIR/cli.out" 2>&1; then
