@@ -1,14 +1,14 @@
-//! Sign-in under attack: password checks on a bounded pool ([`pool`]),
+//! Sign-in under attack: password checks on a bounded pool
+//! ([`crate::pool`]),
 //! failed attempts per peer address throttled ([`throttle`]), and their
 //! log lines rate-limited ([`log_limit`]). The per-connection limit of
 //! failures is the connection's (it closes after `max_failed_logins`).
 
 pub mod log_limit;
-pub mod pool;
 pub mod throttle;
 
+use crate::pool::BlockingPool;
 use log_limit::LogLimit;
-use pool::LoginPool;
 use std::net::IpAddr;
 use std::time::Instant;
 use throttle::LoginThrottle;
@@ -29,7 +29,7 @@ pub enum Attempt {
 /// The sign-in machinery shared by every connection.
 #[derive(Debug)]
 pub struct Logins {
-    pool: LoginPool,
+    pool: BlockingPool,
     throttle: LoginThrottle,
     log: LogLimit,
 }
@@ -42,7 +42,7 @@ impl Logins {
     /// times at once, then `rate` times a second.
     pub fn new(threads: usize, burst: u32, rate: f64) -> std::io::Result<Logins> {
         Ok(Logins {
-            pool: LoginPool::new(threads)?,
+            pool: BlockingPool::new(threads, "corelog-login")?,
             throttle: LoginThrottle::new(burst, rate),
             log: LogLimit::new(FAILURE_LINES_PER_SECOND),
         })
