@@ -157,15 +157,19 @@ write_launcher() {
 # are Iggy's and ignored.
 set -euo pipefail
 sys=\${IGGY_SYSTEM_PATH:?IGGY_SYSTEM_PATH is not set}
+tls=()
 if [[ \${IGGY_TCP_TLS_ENABLED:-false} == true ]]; then
-    echo "corelog-server launcher: TCP TLS is not supported" >&2
-    exit 3
+    if [[ \${IGGY_TCP_TLS_SELF_SIGNED:-false} == true ]]; then
+        echo "corelog-server launcher: corelog-server does not make self-signed certificates" >&2
+        exit 3
+    fi
+    tls=(--tls-cert "\${IGGY_TCP_TLS_CERT_FILE:?}" --tls-key "\${IGGY_TCP_TLS_KEY_FILE:?}")
 fi
 mkdir -p "\$sys"
 export CORELOG_SERVER_USERNAME=\${IGGY_ROOT_USERNAME:-iggy}
 export CORELOG_SERVER_PASSWORD=\${IGGY_ROOT_PASSWORD:-iggy}
 exec "$server" --dir "\$sys/corelog" --listen "\${IGGY_TCP_ADDRESS:-127.0.0.1:8090}" \\
-    --shards 1 --runtime-config "\$sys/runtime/current_config.toml"
+    --shards 1 --runtime-config "\$sys/runtime/current_config.toml" "\${tls[@]}"
 LAUNCHER
     chmod +x "$dir/iggy-server"
     echo "$dir/iggy-server"

@@ -25,6 +25,7 @@ pub mod metadata;
 pub mod permissions;
 pub mod poll_reply;
 pub mod pool;
+pub mod process;
 pub mod server;
 pub mod status;
 pub mod tls;

@@ -192,7 +192,7 @@ impl Server {
         };
         apply_retention(&engine, &metadata)?;
         let max_request = config.limits.resolve(engine.limits().max_batch_bytes)?;
-        let listener = TcpListener::bind(config.listen).map_err(|source| ServerError::Listen {
+        let listener = listen(config.listen).map_err(|source| ServerError::Listen {
             addr: config.listen,
             source,
         })?;
@@ -355,6 +355,23 @@ fn accept(listener: TcpListener, ctx: Arc<Context>, stop: Arc<AtomicBool>) {
             tracing::warn!("cannot hand a connection to shard {shard}: {e}");
         }
     }
+}
+
+/// Connections the kernel queues for the acceptor; past them a client's
+/// SYN is dropped (and retried), so a burst of connections waits.
+const ACCEPT_BACKLOG: i32 = 1024;
+
+/// A listening socket with [`ACCEPT_BACKLOG`] (std's is 128).
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(ACCEPT_BACKLOG)?;
+    Ok(socket.into())
 }
 
 /// Deletes engine partitions that no topic holds. In a cluster, ids at or

@@ -10,6 +10,7 @@ pub mod throttle;
 use crate::pool::BlockingPool;
 use log_limit::LogLimit;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Instant;
 use throttle::LoginThrottle;
 
@@ -30,7 +31,7 @@ pub enum Attempt {
 #[derive(Debug)]
 pub struct Logins {
     pool: BlockingPool,
-    throttle: LoginThrottle,
+    throttle: Arc<LoginThrottle>,
     log: LogLimit,
 }
 
@@ -43,7 +44,7 @@ impl Logins {
     pub fn new(threads: usize, burst: u32, rate: f64) -> std::io::Result<Logins> {
         Ok(Logins {
             pool: BlockingPool::new(threads, "corelog-login")?,
-            throttle: LoginThrottle::new(burst, rate),
+            throttle: Arc::new(LoginThrottle::new(burst, rate)),
             log: LogLimit::new(FAILURE_LINES_PER_SECOND),
         })
     }
@@ -70,20 +71,31 @@ impl Logins {
         who: &str,
         check: impl FnOnce() -> bool + Send + 'static,
     ) -> Attempt {
-        if let Some(ip) = peer {
-            if !self.throttle.take(ip, Instant::now()) {
-                self.log_failure(peer, who, "too many failed sign-ins from this address");
-                return Attempt::Throttled;
-            }
-        }
-        let outcome = match self.pool.run(check).await {
-            Some(true) => Attempt::SignedIn,
-            Some(false) => Attempt::Wrong,
-            None => Attempt::Unavailable,
+        let allowed = move |t: &LoginThrottle| peer.is_none_or(|ip| t.allows(ip, Instant::now()));
+        let outcome = if allowed(&self.throttle) {
+            let throttle = self.throttle.clone();
+            let checked = self.pool.run(move || {
+                // Asked again: failures queued before this one count.
+                if !allowed(&throttle) {
+                    return Attempt::Throttled;
+                }
+                if check() {
+                    return Attempt::SignedIn;
+                }
+                if let Some(ip) = peer {
+                    throttle.charge(ip, Instant::now());
+                }
+                Attempt::Wrong
+            });
+            checked.await.unwrap_or(Attempt::Unavailable)
+        } else {
+            Attempt::Throttled
         };
-        match (outcome, peer) {
-            (Attempt::SignedIn, Some(ip)) => self.throttle.refund(ip),
-            (Attempt::Wrong, _) => self.log_failure(peer, who, "wrong username or password"),
+        match outcome {
+            Attempt::Throttled => {
+                self.log_failure(peer, who, "too many failed sign-ins from this address");
+            }
+            Attempt::Wrong => self.log_failure(peer, who, "wrong username or password"),
             _ => {}
         }
         outcome
@@ -99,5 +111,56 @@ impl Logins {
         } else {
             tracing::warn!("refused sign-in of {who:?} from {peer}: {why}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn attempts(
+        logins: &Arc<Logins>,
+        n: usize,
+        right: bool,
+        checks: &Arc<AtomicUsize>,
+    ) -> Vec<Attempt> {
+        let ip: IpAddr = "127.0.0.2".parse().expect("ip");
+        let threads: Vec<_> = (0..n)
+            .map(|_| {
+                let (logins, checks) = (logins.clone(), checks.clone());
+                std::thread::spawn(move || {
+                    pollster::block_on(logins.attempt(Some(ip), "x", move || {
+                        checks.fetch_add(1, Ordering::SeqCst);
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                        right
+                    }))
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().expect("join"))
+            .collect()
+    }
+
+    #[test]
+    fn concurrent_wrong_passwords_from_one_address_cost_at_most_its_burst_right_ones_nothing() {
+        let logins = Arc::new(Logins::new(1, 3, 0.001).expect("logins"));
+        let checks = Arc::new(AtomicUsize::new(0));
+        let right = attempts(&logins, 20, true, &checks);
+        assert!(right.iter().all(|a| *a == Attempt::SignedIn), "{right:?}");
+        checks.store(0, Ordering::SeqCst);
+        let wrong = attempts(&logins, 20, false, &checks);
+        assert_eq!(
+            checks.load(Ordering::SeqCst),
+            3,
+            "checks run for one address"
+        );
+        assert_eq!(wrong.iter().filter(|a| **a == Attempt::Wrong).count(), 3);
+        assert_eq!(
+            wrong.iter().filter(|a| **a == Attempt::Throttled).count(),
+            17
+        );
     }
 }
