@@ -14,7 +14,9 @@
 # protocol against embedded corelog, and against a real Iggy server when IGGY_SERVER=host:port is
 # given), iggy (Iggy's own iggy-bench against a real Iggy server and corelog-server; needs
 # IGGY_SERVER_BIN and IGGY_BENCH), partitions (4 to 10,000 partitions), opens (reopening
-# 1,000 and 10,000 partitions after a clean shutdown and as after a crash), syncs (group commit
+# 1,000 and 10,000 partitions after a clean shutdown and as after a crash), cluster (a 3-node
+# Iggy cluster against a 3-node corelog cluster and one corelog-server, iggy-bench, and
+# corelog's failover time; scripts/bench_cluster.sh, which says what it needs), syncs (group commit
 # across partitions: side by side against one at a time), prealloc (durable appends with
 # preallocation in steps, whole segments, none), admission (criterion: admission against XXH3).
 # Results: $OUT (default docs/bench/results.md).
@@ -30,7 +32,14 @@ OUT=${OUT:-docs/bench/results.md}
 SCENARIOS=${*:-$DEFAULT_SCENARIOS}
 COMMAND="REPS=$REPS scripts/bench.sh${*:+ $*}"
 JSON_DIR=$(mktemp -d)
-trap 'rm -rf "$JSON_DIR" "$DATA_DIR"' EXIT
+SERVER_PIDS=() # servers a scenario has running; whatever is left of them dies with the script
+cleanup() {
+  local p
+  for p in "${SERVER_PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -rf "$JSON_DIR" "$DATA_DIR"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM HUP
 
 command -v fio >/dev/null || { apt-get update -qq && apt-get install -y -qq fio >/dev/null; }
 cargo build --release -q -p corelog-bench
@@ -80,6 +89,7 @@ bench() {
 
 row() { python3 scripts/bench_rows.py "$@" | tee -a "$JSON_DIR/rows"; }
 : >"$JSON_DIR/rows"
+: >"$JSON_DIR/notes" # lines printed under the table (what failed, and why)
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 
 # 1000 messages of 1000 B per batch (1 MiB batches) unless a scenario says otherwise.
@@ -447,6 +457,9 @@ PY
       row ratio "admission \`Batch::admit\`, $c, in memory (GiB/s)" "one XXH3 call per frame (the format's limit)" "$perframe" "$admit"
     done <"$JSON_DIR/crit.rows"
     ;;
+  cluster)
+    . scripts/bench_cluster.sh
+    ;;
   *) echo "unknown scenario $s" >&2; exit 2 ;;
   esac
 done
@@ -466,6 +479,7 @@ fi
   echo "| scenario | baseline | baseline figure | corelog | ratio | target | |"
   echo "|---|---|---|---|---|---|---|"
   cat "$JSON_DIR/rows"
+  if [ -s "$JSON_DIR/notes" ]; then echo; cat "$JSON_DIR/notes"; fi
 } >"$OUT"
 echo
 echo "results written to $OUT"

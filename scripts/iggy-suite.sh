@@ -135,8 +135,7 @@ build() {
 
 suite_binary() {
     cd "$SUITE_DIR"
-    RUSTUP_TOOLCHAIN=$RUSTUP_TOOLCHAIN cargo test --no-run -p integration --test mod \
-        --message-format=json 2>/dev/null |
+    nice -n 15 cargo test --no-run -p integration --test mod --message-format=json 2>/dev/null |
         python3 -c 'import json,sys
 for l in sys.stdin:
     try: m = json.loads(l)
@@ -145,8 +144,113 @@ for l in sys.stdin:
         print(m["executable"])' | tail -1
 }
 
+# The launcher the harness starts as `iggy-server`: the real corelog-server with the
+# harness's settings. Its data lives under IGGY_SYSTEM_PATH/corelog; it writes
+# IGGY_SYSTEM_PATH/runtime/current_config.toml (`[tcp] address = ...`) once it listens.
+write_launcher() {
+    local server=$1 dir=$SUITE_TARGET/debug
+    mkdir -p "$dir"
+    cat >"$dir/iggy-server" <<LAUNCHER
+#!/usr/bin/env bash
+# Written by corelog's scripts/iggy-suite.sh: Iggy's test harness starts "iggy-server";
+# this starts corelog-server instead, with the harness's settings. Arguments (--replica-id)
+# are Iggy's and ignored.
+set -euo pipefail
+sys=\${IGGY_SYSTEM_PATH:?IGGY_SYSTEM_PATH is not set}
+tls=()
+if [[ \${IGGY_TCP_TLS_ENABLED:-false} == true ]]; then
+    if [[ \${IGGY_TCP_TLS_SELF_SIGNED:-false} == true ]]; then
+        echo "corelog-server launcher: corelog-server does not make self-signed certificates" >&2
+        exit 3
+    fi
+    tls=(--tls-cert "\${IGGY_TCP_TLS_CERT_FILE:?}" --tls-key "\${IGGY_TCP_TLS_KEY_FILE:?}")
+fi
+mkdir -p "\$sys"
+export CORELOG_SERVER_USERNAME=\${IGGY_ROOT_USERNAME:-iggy}
+export CORELOG_SERVER_PASSWORD=\${IGGY_ROOT_PASSWORD:-iggy}
+exec "$server" --dir "\$sys/corelog" --listen "\${IGGY_TCP_ADDRESS:-127.0.0.1:8090}" \\
+    --shards 1 --runtime-config "\$sys/runtime/current_config.toml" "\${tls[@]}"
+LAUNCHER
+    chmod +x "$dir/iggy-server"
+    echo "$dir/iggy-server"
+}
+
+# Tests that are not applicable, by a pattern of their full name, with why; the first rule
+# that matches wins. A test whose last name segment starts with `tcp` is a TCP variant of a
+# transport matrix (some carry QUIC or HTTP settings in their names; they still run over TCP).
+NA_RULES=(
+    'server::cluster_|_view_durability_|full_cluster_restart|_cluster_[0-9]=clustering (multi-node VSR)'
+    '::tcp[^:]*$=RUN'
+    '(::|_)http(_|$)|a2a_jwt|cross_protocol=HTTP transport'
+    '::quic|transportprotocol_quic|transport_quic=QUIC transport'
+    '::websocket|transportprotocol_websocket|transport_websocket|::ws_=WebSocket transport'
+)
+
+classify() {
+    # stdin: test names; stdout: "name<TAB>run" or "name<TAB>na<TAB>why"
+    python3 -c '
+import re, sys
+rules = [r.split("=", 1) for r in sys.argv[1:]]
+for name in sys.stdin.read().split():
+    why = next((w for p, w in rules if re.search(p, name)), "RUN")
+    print(f"{name}\trun" if why == "RUN" else f"{name}\tna\t{why}")
+' "${NA_RULES[@]}"
+}
+
+run() {
+    [[ -d $SUITE_DIR ]] || build
+    prepare
+    local bin
+    bin=$(suite_binary)
+    [[ -x $bin ]] || { log "no suite binary (build first: scripts/iggy-suite.sh build)"; exit 1; }
+    # corelog-server of this checkout, built into the suite's target dir (outside the tree).
+    (cd "$root" && nice -n 10 cargo build -q -p corelog-server)
+    local server=$SUITE_TARGET/debug/corelog-server
+    local launcher
+    launcher=$(write_launcher "$server")
+    local out=${SUITE_LOG%.log}
+    rm -rf "$out.d"
+    mkdir -p "$out.d/logs"
+    "$bin" --list --format terse 2>/dev/null | sed -n 's/: test$//p' | sort >"$out.d/all"
+    classify <"$out.d/all" >"$out.d/plan"
+    if [[ -n $filter ]]; then
+        awk -F'\t' -v f="$filter" 'index($1, f) && $2 == "run" {print $1}' "$out.d/plan" >"$out.d/torun"
+    else
+        awk -F'\t' '$2 == "run" {print $1}' "$out.d/plan" >"$out.d/torun"
+    fi
+    log "$(wc -l <"$out.d/all") tests, running $(wc -l <"$out.d/torun") ($TEST_THREADS at a time, ${TEST_TIMEOUT}s each)"
+    # The harness runs a test on a 3-node cluster unless the test pins its node count or
+    # this says otherwise: corelog-server is one node.
+    export IGGY_TEST_CLUSTER_NODES=1
+    export LAUNCHER=$launcher SUITE_BIN=$bin SUITE_OUT=$out.d TEST_TIMEOUT
+    # One process per test: a hung test is cut by its timeout, each has its own log.
+    xargs -P "$TEST_THREADS" -I{} bash -c '
+        name="$1"; safe=${name//::/__}
+        start=$(date +%s.%N)
+        set +e
+        env "CARGO_BIN_EXE_iggy-server=$LAUNCHER" timeout -k 10 "$TEST_TIMEOUT" \
+            "$SUITE_BIN" --exact "$name" --test-threads 1 --nocapture \
+            >"$SUITE_OUT/logs/$safe.log" 2>&1
+        rc=$?
+        end=$(date +%s.%N)
+        printf "%s\t%s\t%.1f\n" "$name" "$rc" "$(echo "$end - $start" | bc)" >>"$SUITE_OUT/results"
+    ' _ {} <"$out.d/torun"
+    log "results in $out.d/results"
+    [[ -n $filter ]] || report
+}
+
+report() {
+    local out=${SUITE_LOG%.log}.d
+    [[ -f $out/results ]] || { log "no run to report on ($out/results)"; exit 1; }
+    python3 "$root/scripts/iggy_suite_report.py" "$out" "$OUT"
+    log "wrote $OUT"
+}
+
 case "$phase" in
     prepare) prepare ;;
     build) build ;;
+    run) run ;;
+    report) report ;;
+    all) build; run ;;
     *) log "unknown phase $phase"; exit 2 ;;
 esac

@@ -4,20 +4,37 @@
 //! of a decoded request answers (as a user with no grants, it refuses
 //! anything but the self-scoped requests).
 //!
-//! Most inputs are turned into well-framed requests (a valid header for
-//! one of the commands the server knows, with the input as payload) so the
-//! fuzzer reaches the payload codecs; inputs whose first byte has its top
-//! bit set are taken as raw frames, header included.
+//! Three shapes of input, by the first byte:
+//! - top bit set: the rest is one raw frame, header included;
+//! - next bit set: the rest is a connection's byte stream, built from
+//!   segments `[selector][len u8][len bytes]`: a selector below 0xf0 makes
+//!   a well-framed request of one of the commands the server knows with
+//!   those bytes as payload (so sequences reach the payload codecs), one
+//!   of 0xf0 and up splices the bytes in raw (torn or lying headers
+//!   mid-stream). The stream is split as the server's read loop splits it
+//!   (`wire::decode_stream`): every frame lies inside the stream, in
+//!   order, decoded as it would be alone, and each is checked as below;
+//! - otherwise: one well-framed request of the command the first byte
+//!   picks, with the rest as payload.
 
 #![no_main]
 
-use corelog_server::wire::decode_frame;
-use corelog_server::wire::request::Request;
 use corelog_server::accounts::{NewUser, STATUS_ACTIVE};
 use corelog_server::catalog::Catalog;
 use corelog_server::commands::authz::{authorize, need, Need};
+use corelog_server::wire::{decode_frame, decode_stream, StreamEnd};
+use corelog_server::wire::request::Request;
 use iggy_binary_protocol::codes::{
-    CREATE_CONSUMER_GROUP_CODE, CREATE_PARTITIONS_CODE, CREATE_STREAM_CODE, CREATE_TOPIC_CODE, DELETE_CONSUMER_GROUP_CODE, DELETE_CONSUMER_OFFSET_CODE, DELETE_PARTITIONS_CODE, DELETE_SEGMENTS_CODE, DELETE_STREAM_CODE, DELETE_TOPIC_CODE, GET_CONSUMER_GROUPS_CODE, GET_CONSUMER_GROUP_CODE, GET_CONSUMER_OFFSET_CODE, GET_STREAM_CODE, GET_TOPICS_CODE, GET_TOPIC_CODE, JOIN_CONSUMER_GROUP_CODE, LEAVE_CONSUMER_GROUP_CODE, LOGIN_REGISTER_CODE, PING_CODE, POLL_MESSAGES_CODE, PURGE_STREAM_CODE, PURGE_TOPIC_CODE, SEND_MESSAGES_CODE, STORE_CONSUMER_OFFSET_CODE, SYNC_CONSUMER_GROUP_CODE, UPDATE_STREAM_CODE, UPDATE_TOPIC_CODE, CHANGE_PASSWORD_CODE, CREATE_PERSONAL_ACCESS_TOKEN_CODE, CREATE_USER_CODE, DELETE_PERSONAL_ACCESS_TOKEN_CODE, DELETE_USER_CODE, GET_CLIENT_CODE, GET_USER_CODE, LOGIN_WITH_PERSONAL_ACCESS_TOKEN_CODE, UPDATE_PERMISSIONS_CODE, UPDATE_USER_CODE,
+    CHANGE_PASSWORD_CODE, CREATE_CONSUMER_GROUP_CODE, CREATE_PARTITIONS_CODE,
+    CREATE_PERSONAL_ACCESS_TOKEN_CODE, CREATE_STREAM_CODE, CREATE_TOPIC_CODE, CREATE_USER_CODE,
+    DELETE_CONSUMER_GROUP_CODE, DELETE_CONSUMER_OFFSET_CODE, DELETE_PARTITIONS_CODE,
+    DELETE_PERSONAL_ACCESS_TOKEN_CODE, DELETE_SEGMENTS_CODE, DELETE_STREAM_CODE, DELETE_TOPIC_CODE,
+    DELETE_USER_CODE, GET_CLIENT_CODE, GET_CONSUMER_GROUPS_CODE, GET_CONSUMER_GROUP_CODE,
+    GET_CONSUMER_OFFSET_CODE, GET_STREAM_CODE, GET_TOPICS_CODE, GET_TOPIC_CODE, GET_USER_CODE,
+    JOIN_CONSUMER_GROUP_CODE, LEAVE_CONSUMER_GROUP_CODE, LOGIN_REGISTER_CODE,
+    LOGIN_WITH_PERSONAL_ACCESS_TOKEN_CODE, PING_CODE, POLL_MESSAGES_CODE, PURGE_STREAM_CODE,
+    PURGE_TOPIC_CODE, SEND_MESSAGES_CODE, STORE_CONSUMER_OFFSET_CODE, SYNC_CONSUMER_GROUP_CODE,
+    UPDATE_PERMISSIONS_CODE, UPDATE_STREAM_CODE, UPDATE_TOPIC_CODE, UPDATE_USER_CODE,
 };
 use iggy_binary_protocol::consensus::{Command, Operation, RequestHeader};
 use libfuzzer_sys::fuzz_target;
@@ -72,9 +89,16 @@ fuzz_target!(|data: &[u8]| {
     };
     if first & 0x80 != 0 {
         check(rest);
-        return;
+    } else if first & 0x40 != 0 {
+        check_stream(&stream(rest));
+    } else {
+        check(&framed(first, rest));
     }
-    let code = CODES[usize::from(first) % CODES.len()];
+});
+
+/// A well-framed request of the command `selector` picks.
+fn framed(selector: u8, payload: &[u8]) -> Vec<u8> {
+    let code = CODES[usize::from(selector) % CODES.len()];
     let operation = match code {
         LOGIN_REGISTER_CODE => Operation::Register,
         c => Operation::from_command_code(c).unwrap_or(Operation::NonReplicated),
@@ -84,7 +108,7 @@ fuzz_target!(|data: &[u8]| {
     let header = RequestHeader {
         command: Command::Request,
         operation,
-        size: (256 + rest.len()) as u32,
+        size: (256 + payload.len()) as u32,
         client: 1,
         request: 1,
         session: 1,
@@ -92,9 +116,44 @@ fuzz_target!(|data: &[u8]| {
         ..RequestHeader::default()
     };
     let mut frame = bytemuck::bytes_of(&header).to_vec();
-    frame.extend_from_slice(rest);
-    check(&frame);
-});
+    frame.extend_from_slice(payload);
+    frame
+}
+
+/// A connection's byte stream from `[selector][len][bytes]` segments.
+fn stream(mut data: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let [selector, len, rest @ ..] = data {
+        let n = usize::from(*len).min(rest.len());
+        let (bytes, tail) = rest.split_at(n);
+        if *selector >= 0xf0 {
+            out.extend_from_slice(bytes);
+        } else {
+            out.extend_from_slice(&framed(*selector, bytes));
+        }
+        data = tail;
+    }
+    out
+}
+
+fn check_stream(bytes: &[u8]) {
+    let (frames, end) = decode_stream(bytes, MAX_REQUEST);
+    let mut next = 0;
+    for f in &frames {
+        assert_eq!(f.at, next, "frames follow each other");
+        assert!(f.len >= 256 && f.at + f.len <= bytes.len());
+        let frame = &bytes[f.at..f.at + f.len];
+        let alone = decode_frame(frame, MAX_REQUEST);
+        assert_eq!(alone.is_ok(), f.decoded.is_ok(), "a frame decodes as it would alone");
+        check(frame);
+        next += f.len;
+    }
+    match end {
+        StreamEnd::Clean => assert_eq!(next, bytes.len()),
+        StreamEnd::Partial { have } => assert_eq!(next + have, bytes.len()),
+        StreamEnd::Framing(_) => assert!(next + 256 <= bytes.len()),
+    }
+}
 
 fn check(frame: &[u8]) {
     let Ok((_, request)) = decode_frame(frame, MAX_REQUEST) else {
@@ -130,5 +189,8 @@ fn check(frame: &[u8]) {
     if matches!(need, Need::Global(_)) {
         assert!(!allowed, "a user without grants passed {need:?}");
     }
-    assert!(authorize(&catalog, 0, need).is_ok(), "root refused {need:?}");
+    assert!(
+        authorize(&catalog, 0, need).is_ok(),
+        "root refused {need:?}"
+    );
 }

@@ -20,6 +20,7 @@ use crate::commands::{execute, Outcome, Session};
 use crate::context::Context;
 use crate::counters::{CloseReason, Counters, Refusal};
 use crate::status;
+use crate::tls::TlsStream;
 use crate::transport::{ReadError, Transport};
 use crate::wire::header::{
     parse_request_header, reply_header, FramingError, RequestHead, HEADER_LEN,
@@ -41,10 +42,18 @@ const READ_CHUNK: usize = 256 << 10;
 /// The caller has counted it open; it is counted closed here.
 pub async fn serve(ctx: Arc<Context>, stream: std::net::TcpStream) {
     let peer = stream.peer_addr().ok();
-    let reason = match TcpStream::from_std(stream) {
-        Ok(tcp) => {
-            let _ = tcp.set_nodelay(true);
-            let mut conn = Connection::new(ctx.clone(), Transport::Plain(tcp), peer);
+    let transport = TcpStream::from_std(stream).and_then(|tcp| {
+        let _ = tcp.set_nodelay(true);
+        match &ctx.tls {
+            None => Ok(Transport::Plain(tcp)),
+            Some(config) => TlsStream::new(tcp, config.clone())
+                .map(|tls| Transport::Tls(Box::new(tls)))
+                .map_err(std::io::Error::other),
+        }
+    });
+    let reason = match transport {
+        Ok(transport) => {
+            let mut conn = Connection::new(ctx.clone(), transport, peer);
             let reason = conn.run().await;
             // Its consumer groups deal its partitions to the members left.
             ctx.groups.remove_connection(conn.session.connection);

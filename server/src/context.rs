@@ -22,6 +22,8 @@ pub struct Context {
     pub metadata: Arc<MetadataStore>,
     /// In a cluster: the replication, and every node.
     pub cluster: Option<Cluster>,
+    /// TLS on the client port, when set up.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Who may sign in.
     pub users: Arc<Users>,
     /// Largest request accepted (header included).
@@ -74,6 +76,7 @@ impl Context {
             engine,
             metadata,
             cluster: None,
+            tls: None,
             users: Arc::new(users),
             max_request,
             started_at: now_micros(),
@@ -230,15 +233,16 @@ impl Context {
     }
 
     /// Applies `change` to the catalog and persists it (see
-    /// [`MetadataStore::update`]). In a cluster the changed catalog is
-    /// replicated, and every node applies it (creating and deleting the
-    /// engine partitions it added or dropped) before this returns.
+    /// [`MetadataStore::update_async`]: the file I/O off the shard). In a
+    /// cluster the changed catalog is replicated, and every node applies it
+    /// (creating and deleting the engine partitions it added or dropped)
+    /// before this returns.
     pub async fn update_catalog<T, E: From<crate::metadata::MetadataError>>(
         &self,
         change: impl FnOnce(&mut crate::catalog::Catalog) -> Result<T, E>,
     ) -> Result<T, E> {
         let Some(cluster) = &self.cluster else {
-            return self.metadata.update(change);
+            return self.metadata.update_async(change).await;
         };
         let _writer = cluster.catalog_writer.lock().await;
         let base = self.metadata.snapshot();

@@ -44,6 +44,12 @@ struct Args {
     /// Its password (prefer the environment variable to the flag).
     #[arg(long, env = "CORELOG_SERVER_PASSWORD", default_value = DEFAULT_PASSWORD, hide_env_values = true)]
     password: String,
+    /// TLS on the client port: the certificate chain (PEM). Needs --tls-key.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The certificate's private key (PEM). Needs --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
     /// Connections served at once; past it new ones are closed at once.
     #[arg(long, default_value_t = Limits::default().max_connections)]
     max_connections: usize,
@@ -170,6 +176,10 @@ fn main() -> std::process::ExitCode {
         username: args.username,
         password: args.password,
         cluster,
+        tls: match (args.tls_cert, args.tls_key) {
+            (Some(cert), Some(key)) => Some(corelog_server::tls::TlsFiles { cert, key }),
+            _ => None,
+        },
         limits: Limits {
             max_connections: args.max_connections,
             max_request_bytes: args.max_request_bytes,

@@ -10,13 +10,19 @@
 //! Written whole to `iggy-metadata.tmp`, fsynced, renamed over the old
 //! file, then the directory is fsynced: a crash leaves the old or the new
 //! catalog, never a mix. Readers take a snapshot (`Arc`) and never wait for
-//! a writer's I/O; writers are serialised by a mutex. The writes are small
-//! and rare (stream and topic changes) and run on the calling thread.
+//! a writer's I/O; writers are serialised by a lock that an async writer
+//! awaits (it never blocks a shard's thread). The change itself is applied
+//! in memory by the caller; encoding and the blocking file calls run on
+//! the store's own thread, so a shard goes on serving its other
+//! connections while the catalog is fsynced.
 
 use crate::catalog::Catalog;
+use crate::pool::BlockingPool;
+use event_listener::Event;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
 
 const MAGIC: &[u8; 8] = b"CLSRVMD1";
 const PREFIX_LEN: usize = 24;
@@ -49,12 +55,13 @@ pub enum MetadataError {
     },
 }
 
-/// The catalog, its file, and the writer lock.
+/// The catalog, its file, the writer lock and the writer thread.
 #[derive(Debug)]
 pub struct MetadataStore {
     dir: PathBuf,
     current: RwLock<Arc<Catalog>>,
-    writer: Mutex<()>,
+    writer: WriterLock,
+    io: BlockingPool,
 }
 
 impl MetadataStore {
@@ -75,10 +82,16 @@ impl MetadataStore {
                 })
             }
         };
+        let io = BlockingPool::new(1, "corelog-catalog").map_err(|source| MetadataError::Io {
+            op: "start the catalog writer thread",
+            path: dir.to_owned(),
+            source,
+        })?;
         Ok(MetadataStore {
             dir: dir.to_owned(),
             current: RwLock::new(Arc::new(catalog)),
-            writer: Mutex::new(()),
+            writer: WriterLock::default(),
+            io,
         })
     }
 
@@ -92,49 +105,128 @@ impl MetadataStore {
 
     /// Applies `change` to a copy of the catalog, persists the copy, then
     /// publishes it. Nothing is published when `change` or the write fails.
+    /// Blocks the calling thread for the write: for tools and tests; a
+    /// shard uses [`MetadataStore::update_async`].
     pub fn update<T, E: From<MetadataError>>(
         &self,
         change: impl FnOnce(&mut Catalog) -> Result<T, E>,
     ) -> Result<T, E> {
-        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        let _writer = self.writer.lock_blocking();
         let mut next = (*self.snapshot()).clone();
         let out = change(&mut next)?;
-        self.persist(&next)?;
-        match self.current.write() {
-            Ok(mut c) => *c = Arc::new(next),
-            Err(poisoned) => *poisoned.into_inner() = Arc::new(next),
-        }
+        persist(&self.dir, &encode(&next))?;
+        self.publish(next);
+        Ok(out)
+    }
+
+    /// [`MetadataStore::update`] for a shard: waits for the writer lock
+    /// without blocking its thread, applies `change` in memory, and awaits
+    /// the write on the store's thread.
+    pub async fn update_async<T, E: From<MetadataError>>(
+        &self,
+        change: impl FnOnce(&mut Catalog) -> Result<T, E>,
+    ) -> Result<T, E> {
+        let _writer = self.writer.lock().await;
+        let mut next = (*self.snapshot()).clone();
+        let out = change(&mut next)?;
+        let dir = self.dir.clone();
+        let written = self
+            .io
+            .run(move || {
+                let written = persist(&dir, &encode(&next));
+                (written, next)
+            })
+            .await;
+        let Some((written, next)) = written else {
+            return Err(MetadataError::Io {
+                op: "write (the catalog writer thread has stopped)",
+                path: self.dir.join(FILE_NAME),
+                source: std::io::ErrorKind::BrokenPipe.into(),
+            }
+            .into());
+        };
+        written?;
+        self.publish(next);
         Ok(out)
     }
 
     /// Persists `catalog` as it is and publishes it (a cluster's apply of
-    /// a replicated change, or a snapshot's).
+    /// a replicated change, or a snapshot's). Blocks the calling thread for
+    /// the write.
     pub fn replace(&self, catalog: Catalog) -> Result<(), MetadataError> {
-        let _writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
-        self.persist(&catalog)?;
-        match self.current.write() {
-            Ok(mut c) => *c = Arc::new(catalog),
-            Err(poisoned) => *poisoned.into_inner() = Arc::new(catalog),
-        }
+        let _writer = self.writer.lock_blocking();
+        persist(&self.dir, &encode(&catalog))?;
+        self.publish(catalog);
         Ok(())
     }
 
-    fn persist(&self, catalog: &Catalog) -> Result<(), MetadataError> {
-        let path = self.dir.join(FILE_NAME);
-        let tmp = self.dir.join(format!("{FILE_NAME}.tmp"));
-        let io = |op, path: &Path| {
-            let path = path.to_owned();
-            move |source| MetadataError::Io { op, path, source }
-        };
-        let bytes = encode(catalog);
-        let mut f = std::fs::File::create(&tmp).map_err(io("create", &tmp))?;
-        f.write_all(&bytes).map_err(io("write", &tmp))?;
-        f.sync_all().map_err(io("fsync", &tmp))?;
-        drop(f);
-        std::fs::rename(&tmp, &path).map_err(io("rename", &path))?;
-        std::fs::File::open(&self.dir)
-            .and_then(|d| d.sync_all())
-            .map_err(io("fsync directory", &self.dir))
+    fn publish(&self, next: Catalog) {
+        match self.current.write() {
+            Ok(mut c) => *c = Arc::new(next),
+            Err(poisoned) => *poisoned.into_inner() = Arc::new(next),
+        }
+    }
+}
+
+/// Temp file, fsync, rename, directory fsync.
+fn persist(dir: &Path, bytes: &[u8]) -> Result<(), MetadataError> {
+    let path = dir.join(FILE_NAME);
+    let tmp = dir.join(format!("{FILE_NAME}.tmp"));
+    let io = |op, path: &Path| {
+        let path = path.to_owned();
+        move |source| MetadataError::Io { op, path, source }
+    };
+    let mut f = std::fs::File::create(&tmp).map_err(io("create", &tmp))?;
+    f.write_all(bytes).map_err(io("write", &tmp))?;
+    f.sync_all().map_err(io("fsync", &tmp))?;
+    drop(f);
+    std::fs::rename(&tmp, &path).map_err(io("rename", &path))?;
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io("fsync directory", dir))
+}
+
+/// One writer at a time, across threads; an async writer waits without
+/// blocking its thread.
+#[derive(Debug, Default)]
+struct WriterLock {
+    held: AtomicBool,
+    released: Event,
+}
+
+/// The lock, held until dropped.
+struct WriterGuard<'a>(&'a WriterLock);
+
+impl WriterLock {
+    fn try_lock(&self) -> Option<WriterGuard<'_>> {
+        self.held
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .ok()
+            .map(|_| WriterGuard(self))
+    }
+
+    async fn lock(&self) -> WriterGuard<'_> {
+        loop {
+            if let Some(g) = self.try_lock() {
+                return g;
+            }
+            let listener = self.released.listen();
+            if let Some(g) = self.try_lock() {
+                return g;
+            }
+            listener.await;
+        }
+    }
+
+    fn lock_blocking(&self) -> WriterGuard<'_> {
+        pollster::block_on(self.lock())
+    }
+}
+
+impl Drop for WriterGuard<'_> {
+    fn drop(&mut self) {
+        self.0.held.store(false, Ordering::Release);
+        self.0.released.notify(1);
     }
 }
 
@@ -188,6 +280,55 @@ fn decode(bytes: &[u8]) -> Result<Catalog, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
+
+    fn refused() -> MetadataError {
+        MetadataError::Damaged {
+            path: PathBuf::new(),
+            why: String::new(),
+        }
+    }
+
+    #[test]
+    fn an_async_update_writes_on_the_store_thread_while_its_caller_goes_on() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Arc::new(MetadataStore::open(dir.path()).expect("open"));
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let mut rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .enable_timer()
+            .build()
+            .expect("runtime");
+        rt.block_on(async {
+            // A slow disk: the store's thread is busy until released.
+            let busy = {
+                let s = store.clone();
+                monoio::spawn(async move {
+                    s.io.run(move || {
+                        let _ = held.recv();
+                    })
+                    .await
+                })
+            };
+            monoio::time::sleep(Duration::from_millis(20)).await;
+            let update = {
+                let s = store.clone();
+                monoio::spawn(async move {
+                    s.update_async(|c| c.add_stream("s", vec![1], 5).map_err(|_| refused()))
+                        .await
+                })
+            };
+            // This thread keeps running tasks meanwhile...
+            monoio::time::sleep(Duration::from_millis(100)).await;
+            // ...and the change is not published before its write.
+            assert!(store.snapshot().streams.is_empty());
+            release.send(()).expect("release");
+            busy.await.expect("ran");
+            update.await.expect("update");
+        });
+        assert_eq!(store.snapshot().streams.len(), 1);
+        let again = MetadataStore::open(dir.path()).expect("reopen");
+        assert_eq!(again.snapshot().streams[0].name, "s");
+    }
 
     #[test]
     fn survives_reopen_and_refuses_damage() {

@@ -41,6 +41,8 @@ pub struct ServerConfig {
     pub password: String,
     /// What each client, and all of them, may hold.
     pub limits: Limits,
+    /// TLS on the client port: a PEM certificate chain and its key.
+    pub tls: Option<crate::tls::TlsFiles>,
     /// In a cluster: this node, every node, and the replication's timing.
     pub cluster: Option<ClusterSetup>,
 }
@@ -71,6 +73,7 @@ impl ServerConfig {
             password: crate::users::DEFAULT_PASSWORD.into(),
             cluster: None,
             limits: Limits::default(),
+            tls: None,
         }
     }
 }
@@ -100,6 +103,9 @@ pub enum ServerError {
     /// The limits do not fit together.
     #[error(transparent)]
     Limits(#[from] LimitsError),
+    /// The TLS certificate or key cannot be used.
+    #[error(transparent)]
+    Tls(#[from] crate::tls::TlsError),
     /// A thread (acceptor, login pool) cannot be started.
     #[error("start a thread: {0}")]
     Thread(std::io::Error),
@@ -129,6 +135,10 @@ impl Server {
     /// holds (left by a crash mid-change), and starts accepting.
     pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
         let users = Users::new(&config.username, &config.password)?;
+        let tls = match &config.tls {
+            Some(f) => Some(crate::tls::server_config(&f.cert, &f.key)?),
+            None => None,
+        };
         let (shards, partition_fsync) = match &config.cluster {
             // In a cluster the journal is the durable point; the partition
             // logs are written through, and flushed before a compaction.
@@ -182,7 +192,7 @@ impl Server {
         };
         apply_retention(&engine, &metadata)?;
         let max_request = config.limits.resolve(engine.limits().max_batch_bytes)?;
-        let listener = TcpListener::bind(config.listen).map_err(|source| ServerError::Listen {
+        let listener = listen(config.listen).map_err(|source| ServerError::Listen {
             addr: config.listen,
             source,
         })?;
@@ -205,6 +215,7 @@ impl Server {
         if let (Some(r), Some(c)) = (&replica, &config.cluster) {
             ctx.cluster = Some(crate::context::Cluster::new(r.handle(), c.config.clone()));
         }
+        ctx.tls = tls;
         let ctx = Arc::new(ctx);
         let stop = Arc::new(AtomicBool::new(false));
         let acceptor = std::thread::Builder::new()
@@ -215,7 +226,8 @@ impl Server {
             })
             .map_err(ServerError::Thread)?;
         tracing::info!(
-            "corelog-server listening on {addr}, data in {}, {} shards, fsync={}",
+            "corelog-server listening on {addr}{}, data in {}, {} shards, fsync={}",
+            if config.tls.is_some() { " (TLS)" } else { "" },
             config.dir.display(),
             engine.shards(),
             config.fsync
@@ -343,6 +355,23 @@ fn accept(listener: TcpListener, ctx: Arc<Context>, stop: Arc<AtomicBool>) {
             tracing::warn!("cannot hand a connection to shard {shard}: {e}");
         }
     }
+}
+
+/// Connections the kernel queues for the acceptor; past them a client's
+/// SYN is dropped (and retried), so a burst of connections waits.
+const ACCEPT_BACKLOG: i32 = 1024;
+
+/// A listening socket with [`ACCEPT_BACKLOG`] (std's is 128).
+fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        None,
+    )?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(ACCEPT_BACKLOG)?;
+    Ok(socket.into())
 }
 
 /// Deletes engine partitions that no topic holds. In a cluster, ids at or

@@ -5,23 +5,39 @@
 //! server logs the full error where it maps it. Keep every mapping from
 //! `corelog` errors here: the engine's error types change under us.
 
+use crate::login::log_limit::LogLimit;
 use crate::wire::request::DecodeError;
 use corelog::{AppendError, BatchError, RequestError};
 use iggy_common::IggyError;
+
+/// Refused requests are logged at most this often, so that a client
+/// sending nothing but bad requests cannot flood the log.
+static REFUSALS: LogLimit = LogLimit::new(10);
+
+/// Logs a refused request (rate-limited, saying how many were left out).
+pub fn refused(e: &dyn std::fmt::Display) {
+    if let Some(left_out) = REFUSALS.allow(std::time::Instant::now()) {
+        if left_out > 0 {
+            tracing::warn!("{e} ({left_out} refused requests not logged before it)");
+        } else {
+            tracing::warn!("{e}");
+        }
+    }
+}
 
 /// The status for a failed engine request, logging the error in full.
 pub fn from_engine(e: &RequestError) -> IggyError {
     match e {
         RequestError::Admission { error, .. } => {
-            tracing::warn!("batch refused: {e}");
+            refused(&format_args!("batch refused: {e}"));
             from_batch(error)
         }
         RequestError::Append(AppendError::TooLarge(error)) => {
-            tracing::warn!("batch refused: {e}");
+            refused(&format_args!("batch refused: {e}"));
             from_batch(error)
         }
         RequestError::UnknownPartition { partition } => {
-            tracing::warn!("{e}");
+            refused(e);
             IggyError::PartitionNotFound(
                 usize::try_from(*partition).unwrap_or(usize::MAX),
                 Default::default(),
@@ -55,7 +71,7 @@ pub fn from_replica(e: &corelog_replica::ReplicaError) -> IggyError {
             IggyError::TransientNotCommitted
         }
         R::Admission { error, .. } => {
-            tracing::warn!("batch refused: {e}");
+            refused(&format_args!("batch refused: {e}"));
             from_batch(error)
         }
         R::Stopped => IggyError::Disconnected,
@@ -93,7 +109,7 @@ pub fn from_batch(e: &BatchError) -> IggyError {
 
 /// The status for a payload that is not its command's layout.
 pub fn from_decode(e: &DecodeError) -> IggyError {
-    tracing::warn!("bad request: {e}");
+    refused(&format_args!("bad request: {e}"));
     match e {
         DecodeError::Wire {
             source: iggy_binary_protocol::WireError::UnknownDiscriminant { .. },

@@ -4,6 +4,7 @@
 //! for the stall timeout fails.
 
 use crate::deadline::cancel_at;
+use crate::tls::TlsStream;
 use crate::wire::iovec::WireVec;
 use monoio::buf::{IoBuf, IoBufMut};
 use monoio::io::{CancelableAsyncReadRent, CancelableAsyncWriteRent, Canceller};
@@ -16,6 +17,8 @@ use std::time::{Duration, Instant};
 pub enum Transport {
     /// Plain TCP.
     Plain(TcpStream),
+    /// TLS over TCP.
+    Tls(Box<TlsStream>),
 }
 
 /// Why a read returned no bytes.
@@ -38,20 +41,24 @@ impl Transport {
     ) -> Result<usize, ReadError> {
         match self {
             Transport::Plain(tcp) => tcp_read(tcp, buf, max, deadline).await,
+            Transport::Tls(tls) => tls.read_into(buf, max, deadline).await,
         }
     }
 
     /// Writes all of `bytes`.
     pub async fn write_all(&mut self, bytes: Vec<u8>, stall: Duration) -> io::Result<()> {
         match self {
-            Transport::Plain(tcp) => tcp_write_all(tcp, bytes, stall).await,
+            Transport::Plain(tcp) => tcp_write_all(tcp, bytes, stall).await.0,
+            Transport::Tls(tls) => tls.write_all(&bytes, stall).await,
         }
     }
 
     /// Writes all of a poll reply. Plain TCP hands the kernel the mapped
-    /// segment bytes in one vectored write (looping over short writes).
+    /// segment bytes in one vectored write (looping over short writes); TLS
+    /// encrypts them from the mappings into records.
     pub async fn write_wire(&mut self, mut wire: WireVec, stall: Duration) -> io::Result<()> {
         match self {
+            Transport::Tls(tls) => tls.write_slices(&wire.slices(), stall).await,
             Transport::Plain(tcp) => {
                 while wire.remaining() > 0 {
                     let c = Canceller::new();
@@ -96,25 +103,30 @@ pub(crate) async fn tcp_read(
     }
 }
 
-/// Writes all of `bytes`; each write must progress within `stall`.
+/// Writes all of `bytes`; each write must progress within `stall`. Gives
+/// the buffer back.
 pub(crate) async fn tcp_write_all(
     tcp: &mut TcpStream,
     mut bytes: Vec<u8>,
     stall: Duration,
-) -> io::Result<()> {
+) -> (io::Result<()>, Vec<u8>) {
     let mut at = 0;
     while at < bytes.len() {
         let c = Canceller::new();
         let op = tcp.cancelable_write(bytes.slice(at..), c.handle());
         let ((res, back), late) = cancel_at(Some(Instant::now() + stall), c, op).await;
         bytes = back.into_inner();
-        match res {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => at += n,
-            Err(_) if late => return Err(io::ErrorKind::TimedOut.into()),
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
+        let err = match res {
+            Ok(0) => io::ErrorKind::WriteZero.into(),
+            Ok(n) => {
+                at += n;
+                continue;
+            }
+            Err(_) if late => io::ErrorKind::TimedOut.into(),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => e,
+        };
+        return (Err(err), bytes);
     }
-    Ok(())
+    (Ok(()), bytes)
 }

@@ -114,6 +114,14 @@ async fn a_user_without_a_permission_is_refused_and_nothing_changes() {
         r.get_stats().await.map(|_| ()).map_err(code),
         Err(UNAUTHORIZED)
     );
+    // Not implemented, but refused first to a user without `read_servers`.
+    let snapshot = r
+        .snapshot(
+            SnapshotCompression::Deflated,
+            vec![SystemSnapshotType::Test],
+        )
+        .await;
+    assert_eq!(snapshot.map(|_| ()).map_err(code), Err(UNAUTHORIZED));
 
     // Nothing of it happened.
     let topic = root

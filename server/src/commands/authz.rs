@@ -14,6 +14,7 @@ use crate::accounts::{ROOT_USER_ID, STATUS_INACTIVE};
 use crate::catalog::Catalog;
 use crate::permissions::Action;
 use crate::wire::request::Request;
+use iggy_binary_protocol::codes::GET_SNAPSHOT_FILE_CODE;
 use iggy_binary_protocol::WireIdentifier;
 use iggy_common::IggyError;
 
@@ -43,8 +44,13 @@ pub fn need(request: &Request) -> Need<'_> {
         | Request::GetClusterMetadata
         | Request::GetTokens
         | Request::CreateToken(_)
-        | Request::DeleteToken(_)
-        | Request::Unsupported { .. } => Need::SignedIn,
+        | Request::DeleteToken(_) => Need::SignedIn,
+        // Not implemented, but refused as Iggy refuses it to a user without
+        // the grant (the reply is `FeatureUnavailable` otherwise).
+        Request::Unsupported {
+            code: GET_SNAPSHOT_FILE_CODE,
+        } => Need::Global(A::ReadServers),
+        Request::Unsupported { .. } => Need::SignedIn,
         Request::GetStats | Request::GetClients | Request::GetClient(_) => {
             Need::Global(A::ReadServers)
         }

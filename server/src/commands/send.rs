@@ -48,10 +48,10 @@ pub(super) async fn send(
     let batch = payload.slice(r.batch_at.min(payload.len())..);
     if let Some(declared) = declared_count(&batch) {
         if declared != r.messages_count {
-            tracing::warn!(
+            crate::status::refused(&format_args!(
                 "send_messages: messages_count {} but the batch header says {declared}",
                 r.messages_count
-            );
+            ));
             return Err(IggyError::InvalidMessagesCount);
         }
     }

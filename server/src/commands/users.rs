@@ -159,6 +159,18 @@ fn check_password(password: &str) -> Result<(), IggyError> {
     }
 }
 
+/// Users have no option keys (as in Iggy's catalog at the pinned commit):
+/// any key is refused rather than stored where nothing reads it.
+fn check_options(options: &WireOptions) -> Result<(), IggyError> {
+    if options.is_empty() {
+        Ok(())
+    } else {
+        Err(IggyError::InvalidOptionValue(
+            "users have no options".into(),
+        ))
+    }
+}
+
 fn check_status(status: u8) -> Result<u8, IggyError> {
     match status {
         STATUS_ACTIVE | STATUS_INACTIVE => Ok(status),
@@ -182,6 +194,7 @@ pub(super) async fn hash(ctx: &Context, secret: String) -> Result<String, IggyEr
 pub(super) async fn create(ctx: &Arc<Context>, r: CreateUserRequest) -> Result<Outcome, IggyError> {
     check_username(r.username.as_str())?;
     check_password(&r.password)?;
+    check_options(&r.options)?;
     let status = check_status(r.status)?;
     let new = NewUser {
         username: r.username.as_str().to_owned(),
@@ -218,6 +231,7 @@ pub(super) async fn delete(ctx: &Arc<Context>, id: &WireIdentifier) -> Result<Ou
 /// not stored: it cannot be changed here.
 pub(super) async fn update(ctx: &Arc<Context>, r: UpdateUserRequest) -> Result<Outcome, IggyError> {
     let target = stored_user(ctx, &r.user_id)?;
+    check_options(&r.options)?;
     if let Some(name) = &r.username {
         check_username(name.as_str())?;
     }

@@ -1,15 +1,16 @@
-//! Sign-in under attack: password checks on a bounded pool ([`pool`]),
+//! Sign-in under attack: password checks on a bounded pool
+//! ([`crate::pool`]),
 //! failed attempts per peer address throttled ([`throttle`]), and their
 //! log lines rate-limited ([`log_limit`]). The per-connection limit of
 //! failures is the connection's (it closes after `max_failed_logins`).
 
 pub mod log_limit;
-pub mod pool;
 pub mod throttle;
 
+use crate::pool::BlockingPool;
 use log_limit::LogLimit;
-use pool::LoginPool;
 use std::net::IpAddr;
+use std::sync::Arc;
 use std::time::Instant;
 use throttle::LoginThrottle;
 
@@ -29,8 +30,8 @@ pub enum Attempt {
 /// The sign-in machinery shared by every connection.
 #[derive(Debug)]
 pub struct Logins {
-    pool: LoginPool,
-    throttle: LoginThrottle,
+    pool: BlockingPool,
+    throttle: Arc<LoginThrottle>,
     log: LogLimit,
 }
 
@@ -42,8 +43,8 @@ impl Logins {
     /// times at once, then `rate` times a second.
     pub fn new(threads: usize, burst: u32, rate: f64) -> std::io::Result<Logins> {
         Ok(Logins {
-            pool: LoginPool::new(threads)?,
-            throttle: LoginThrottle::new(burst, rate),
+            pool: BlockingPool::new(threads, "corelog-login")?,
+            throttle: Arc::new(LoginThrottle::new(burst, rate)),
             log: LogLimit::new(FAILURE_LINES_PER_SECOND),
         })
     }
@@ -70,20 +71,31 @@ impl Logins {
         who: &str,
         check: impl FnOnce() -> bool + Send + 'static,
     ) -> Attempt {
-        if let Some(ip) = peer {
-            if !self.throttle.take(ip, Instant::now()) {
-                self.log_failure(peer, who, "too many failed sign-ins from this address");
-                return Attempt::Throttled;
-            }
-        }
-        let outcome = match self.pool.run(check).await {
-            Some(true) => Attempt::SignedIn,
-            Some(false) => Attempt::Wrong,
-            None => Attempt::Unavailable,
+        let allowed = move |t: &LoginThrottle| peer.is_none_or(|ip| t.allows(ip, Instant::now()));
+        let outcome = if allowed(&self.throttle) {
+            let throttle = self.throttle.clone();
+            let checked = self.pool.run(move || {
+                // Asked again: failures queued before this one count.
+                if !allowed(&throttle) {
+                    return Attempt::Throttled;
+                }
+                if check() {
+                    return Attempt::SignedIn;
+                }
+                if let Some(ip) = peer {
+                    throttle.charge(ip, Instant::now());
+                }
+                Attempt::Wrong
+            });
+            checked.await.unwrap_or(Attempt::Unavailable)
+        } else {
+            Attempt::Throttled
         };
-        match (outcome, peer) {
-            (Attempt::SignedIn, Some(ip)) => self.throttle.refund(ip),
-            (Attempt::Wrong, _) => self.log_failure(peer, who, "wrong username or password"),
+        match outcome {
+            Attempt::Throttled => {
+                self.log_failure(peer, who, "too many failed sign-ins from this address");
+            }
+            Attempt::Wrong => self.log_failure(peer, who, "wrong username or password"),
             _ => {}
         }
         outcome
@@ -99,5 +111,56 @@ impl Logins {
         } else {
             tracing::warn!("refused sign-in of {who:?} from {peer}: {why}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn attempts(
+        logins: &Arc<Logins>,
+        n: usize,
+        right: bool,
+        checks: &Arc<AtomicUsize>,
+    ) -> Vec<Attempt> {
+        let ip: IpAddr = "127.0.0.2".parse().expect("ip");
+        let threads: Vec<_> = (0..n)
+            .map(|_| {
+                let (logins, checks) = (logins.clone(), checks.clone());
+                std::thread::spawn(move || {
+                    pollster::block_on(logins.attempt(Some(ip), "x", move || {
+                        checks.fetch_add(1, Ordering::SeqCst);
+                        std::thread::sleep(std::time::Duration::from_millis(2));
+                        right
+                    }))
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().expect("join"))
+            .collect()
+    }
+
+    #[test]
+    fn concurrent_wrong_passwords_from_one_address_cost_at_most_its_burst_right_ones_nothing() {
+        let logins = Arc::new(Logins::new(1, 3, 0.001).expect("logins"));
+        let checks = Arc::new(AtomicUsize::new(0));
+        let right = attempts(&logins, 20, true, &checks);
+        assert!(right.iter().all(|a| *a == Attempt::SignedIn), "{right:?}");
+        checks.store(0, Ordering::SeqCst);
+        let wrong = attempts(&logins, 20, false, &checks);
+        assert_eq!(
+            checks.load(Ordering::SeqCst),
+            3,
+            "checks run for one address"
+        );
+        assert_eq!(wrong.iter().filter(|a| **a == Attempt::Wrong).count(), 3);
+        assert_eq!(
+            wrong.iter().filter(|a| **a == Attempt::Throttled).count(),
+            17
+        );
     }
 }

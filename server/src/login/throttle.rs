@@ -1,9 +1,11 @@
-//! Failed logins per peer address: a token bucket each. Every attempt
-//! takes a token before its password is checked and a right password gives
-//! it back, so wrong passwords from one address cost at most `burst` checks
-//! at once and `rate` a second after that, whatever the number of
-//! connections they come over; an address with no token left is refused
-//! without a check. Other addresses keep their own buckets.
+//! Failed logins per peer address: a token bucket each. A wrong password
+//! costs its address a token; an address with no token left is refused
+//! without a check. The bucket is asked when the attempt arrives and again
+//! when its check is about to run on the login pool (the attempts of one
+//! address queued meanwhile see the failures before them), so wrong
+//! passwords from one address cost at most `burst` checks and then `rate`
+//! a second, whatever the number of connections they come over; right
+//! passwords cost nothing. Other addresses keep their own buckets.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
@@ -39,8 +41,26 @@ impl LoginThrottle {
         }
     }
 
-    /// Takes a token for a login attempt from `ip`; false when none is left.
-    pub fn take(&self, ip: IpAddr, now: Instant) -> bool {
+    /// Whether `ip` may have its password checked now (a token is left).
+    pub fn allows(&self, ip: IpAddr, now: Instant) -> bool {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        match buckets.get_mut(&ip) {
+            None => true,
+            Some(b) => {
+                b.tokens = refilled(b, now, self.burst, self.rate);
+                b.at = now;
+                b.tokens >= 1.0
+            }
+        }
+    }
+
+    /// Charges `ip` a token for a failed sign-in.
+    pub fn charge(&self, ip: IpAddr, now: Instant) {
+        let _ = self.take(ip, now);
+    }
+
+    /// Takes a token from `ip`'s bucket; false when none is left.
+    fn take(&self, ip: IpAddr, now: Instant) -> bool {
         let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
         if buckets.len() >= MAX_TRACKED && !buckets.contains_key(&ip) {
             let (burst, rate) = (self.burst, self.rate);
@@ -60,14 +80,6 @@ impl LoginThrottle {
         }
         bucket.tokens -= 1.0;
         true
-    }
-
-    /// Gives back the token of an attempt that signed in.
-    pub fn refund(&self, ip: IpAddr) {
-        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(b) = buckets.get_mut(&ip) {
-            b.tokens = (b.tokens + 1.0).min(self.burst);
-        }
     }
 }
 
@@ -89,22 +101,21 @@ mod tests {
             "10.0.0.1".parse().expect("ip"),
         );
         let t0 = Instant::now();
-        assert!((0..3).all(|_| t.take(a, t0)));
-        assert!(!t.take(a, t0), "burst spent");
-        assert!(t.take(b, t0), "another address has its own bucket");
+        for _ in 0..3 {
+            assert!(t.allows(a, t0));
+            t.charge(a, t0);
+        }
+        assert!(!t.allows(a, t0), "burst spent");
+        assert!(t.allows(b, t0), "another address has its own bucket");
         assert!(
-            !t.take(a, t0 + Duration::from_millis(400)),
+            !t.allows(a, t0 + Duration::from_millis(400)),
             "0.8 of a token"
         );
         assert!(
-            t.take(a, t0 + Duration::from_millis(500)),
-            "one token after 0.5 s"
+            t.allows(a, t0 + Duration::from_millis(500)),
+            "a token after 0.5 s"
         );
-        assert!(!t.take(a, t0 + Duration::from_millis(500)));
-        t.refund(a);
-        assert!(
-            t.take(a, t0 + Duration::from_millis(500)),
-            "a success gives its token back"
-        );
+        t.charge(a, t0 + Duration::from_millis(500));
+        assert!(!t.allows(a, t0 + Duration::from_millis(500)));
     }
 }

@@ -31,13 +31,12 @@ pub enum Piece {
 
 /// The write: owns every byte its iovecs point to.
 pub struct WireVec {
-    #[expect(dead_code, reason = "owned, never read: the iovecs point into it")]
+    /// The bytes built in user space (the iovecs point into it).
     built: Box<[u8]>,
-    #[expect(
-        dead_code,
-        reason = "owned, never read: keeps the mappings the iovecs point into"
-    )]
+    /// Keeps the mappings the iovecs point into.
     reply: PollReply,
+    /// What the iovecs were made from, for a copying write (TLS).
+    pieces: Vec<Piece>,
     iovecs: Vec<libc::iovec>,
     /// The first iovec not wholly written.
     first: usize,
@@ -70,6 +69,7 @@ impl WireVec {
         let slices: Vec<&[u8]> = reply.slices().collect();
         let mut iovecs = Vec::with_capacity(pieces.len());
         let mut remaining = 0;
+        let mut kept = Vec::with_capacity(pieces.len());
         for piece in pieces {
             let bytes: &[u8] = match &piece {
                 Piece::Built(r) => built.get(r.clone()),
@@ -86,15 +86,32 @@ impl WireVec {
                 iov_base: bytes.as_ptr().cast_mut().cast(),
                 iov_len: bytes.len(),
             });
+            kept.push(piece);
         }
         drop(slices);
         Ok(WireVec {
             built,
             reply,
+            pieces: kept,
             iovecs,
             first: 0,
             remaining,
         })
+    }
+
+    /// The whole write as slices, in order (for a transport that copies,
+    /// such as TLS, which encrypts them); ignores [`WireVec::advance`].
+    pub fn slices(&self) -> Vec<&[u8]> {
+        let stored: Vec<&[u8]> = self.reply.slices().collect();
+        self.pieces
+            .iter()
+            .filter_map(|p| match p {
+                Piece::Built(r) => self.built.get(r.clone()),
+                Piece::Stored { chunk, range } => {
+                    stored.get(*chunk).and_then(|s| s.get(range.clone()))
+                }
+            })
+            .collect()
     }
 
     /// Bytes not yet written.

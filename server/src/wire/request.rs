@@ -13,10 +13,10 @@ use iggy_binary_protocol::codes::{
     GET_CONSUMER_OFFSET_CODE, GET_ME_CODE, GET_PERSONAL_ACCESS_TOKENS_CODE, GET_STATS_CODE,
     GET_STREAMS_CODE, GET_STREAM_CODE, GET_TOPICS_CODE, GET_TOPIC_CODE, GET_USERS_CODE,
     GET_USER_CODE, JOIN_CONSUMER_GROUP_CODE, LEAVE_CONSUMER_GROUP_CODE, LOGIN_REGISTER_CODE,
-    LOGIN_REGISTER_WITH_PAT_CODE, LOGIN_WITH_PERSONAL_ACCESS_TOKEN_CODE, LOGOUT_USER_CODE,
-    PING_CODE, POLL_MESSAGES_CODE, PURGE_STREAM_CODE, PURGE_TOPIC_CODE, SEND_MESSAGES_CODE,
-    STORE_CONSUMER_OFFSET_CODE, SYNC_CONSUMER_GROUP_CODE, UPDATE_PERMISSIONS_CODE,
-    UPDATE_STREAM_CODE, UPDATE_TOPIC_CODE, UPDATE_USER_CODE,
+    LOGIN_REGISTER_WITH_PAT_CODE, LOGOUT_USER_CODE, PING_CODE, POLL_MESSAGES_CODE,
+    PURGE_STREAM_CODE, PURGE_TOPIC_CODE, SEND_MESSAGES_CODE, STORE_CONSUMER_OFFSET_CODE,
+    SYNC_CONSUMER_GROUP_CODE, UPDATE_PERMISSIONS_CODE, UPDATE_STREAM_CODE, UPDATE_TOPIC_CODE,
+    UPDATE_USER_CODE,
 };
 use iggy_binary_protocol::requests::consumer_groups::{
     CreateConsumerGroupRequest, DeleteConsumerGroupRequest, GetConsumerGroupRequest,
@@ -34,7 +34,6 @@ use iggy_binary_protocol::requests::partitions::{
 };
 use iggy_binary_protocol::requests::personal_access_tokens::{
     CreatePersonalAccessTokenRequest, DeletePersonalAccessTokenRequest,
-    LoginWithPersonalAccessTokenRequest,
 };
 use iggy_binary_protocol::requests::segments::DeleteSegmentsRequest;
 use iggy_binary_protocol::requests::streams::{
@@ -64,8 +63,9 @@ pub enum Request {
     GetStats,
     /// GET_CLUSTER_METADATA.
     GetClusterMetadata,
-    /// LOGIN_REGISTER (with a password or a personal access token), or the
-    /// legacy LOGIN_WITH_PERSONAL_ACCESS_TOKEN: sign in, open a session.
+    /// LOGIN_REGISTER, with a password or a personal access token: sign in,
+    /// open a session. (The legacy LOGIN_USER and
+    /// LOGIN_WITH_PERSONAL_ACCESS_TOKEN are refused, as Iggy's server does.)
     Login(Login),
     /// LOGOUT_USER.
     Logout,
@@ -235,13 +235,6 @@ pub fn decode_request(code: u32, payload: &[u8]) -> Result<Request, DecodeError>
         GET_STREAMS_CODE => Request::GetStreams,
         LOGIN_REGISTER_CODE | LOGIN_REGISTER_WITH_PAT_CODE => {
             Request::Login(login_register(code, payload)?)
-        }
-        LOGIN_WITH_PERSONAL_ACCESS_TOKEN_CODE => {
-            let r: LoginWithPersonalAccessTokenRequest = exact(code, payload)?;
-            Request::Login(Login {
-                credentials: None,
-                token: Some(r.token.as_str().to_owned()),
-            })
         }
         GET_ME_CODE => Request::GetMe,
         GET_CLIENTS_CODE => Request::GetClients,

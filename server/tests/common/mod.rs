@@ -82,6 +82,7 @@ pub async fn stream_and_topic(client: &IggyClient, stream: &str, topic: &str, pa
         .expect("create topic");
 }
 
+pub mod certs;
 pub mod raw;
 
 pub fn named(s: &str) -> Identifier {

@@ -1,10 +1,11 @@
-//! Password checks on a fixed pool of threads. argon2 is slow by design
-//! (tens of milliseconds of a core per check) and must never run on a
-//! shard; a flood of logins waits its turn here instead of starting threads.
+//! Blocking work on a fixed pool of threads, off the shards: password
+//! checks (argon2 is slow by design, tens of milliseconds of a core each)
+//! and catalog writes (fsyncs). A flood waits its turn here instead of
+//! starting threads or blocking a shard's event loop.
 //!
-//! Memory: each queued check is one boxed closure holding a name and a
-//! password. A connection has at most one request in flight, so the queue
-//! never holds more than `--max-connections` checks.
+//! Memory: each queued job is one boxed closure. A connection has at most
+//! one request in flight, so the queue never holds more jobs than there
+//! are connections (`--max-connections`).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -15,15 +16,15 @@ type Job = Box<dyn FnOnce() + Send>;
 
 /// A fixed number of threads taking checks from one queue, in order.
 #[derive(Debug)]
-pub struct LoginPool {
+pub struct BlockingPool {
     queue: Option<mpsc::Sender<Job>>,
     threads: Vec<JoinHandle<()>>,
     waiting: Arc<AtomicUsize>,
 }
 
-impl LoginPool {
-    /// Starts `threads` (at least one) threads.
-    pub fn new(threads: usize) -> std::io::Result<LoginPool> {
+impl BlockingPool {
+    /// Starts `threads` (at least one) threads named `name-N`.
+    pub fn new(threads: usize, name: &str) -> std::io::Result<BlockingPool> {
         let (tx, rx) = mpsc::channel::<Job>();
         let rx = Arc::new(Mutex::new(rx));
         let waiting = Arc::new(AtomicUsize::new(0));
@@ -31,7 +32,7 @@ impl LoginPool {
         for i in 0..threads.max(1) {
             let (rx, waiting) = (rx.clone(), waiting.clone());
             let handle = std::thread::Builder::new()
-                .name(format!("corelog-login-{i}"))
+                .name(format!("{name}-{i}"))
                 .spawn(move || loop {
                     let job = {
                         let rx = rx.lock().unwrap_or_else(|p| p.into_inner());
@@ -43,7 +44,7 @@ impl LoginPool {
                 })?;
             handles.push(handle);
         }
-        Ok(LoginPool {
+        Ok(BlockingPool {
             queue: Some(tx),
             threads: handles,
             waiting,
@@ -55,20 +56,20 @@ impl LoginPool {
         self.threads.len()
     }
 
-    /// Checks queued and not yet started.
+    /// Jobs queued and not yet started.
     pub fn waiting(&self) -> usize {
         self.waiting.load(Ordering::Relaxed)
     }
 
-    /// Runs `check` on the pool once a thread is free; `None` if the pool
+    /// Runs `job` on the pool once a thread is free; `None` if the pool
     /// is shutting down.
     pub async fn run<T: Send + 'static>(
         &self,
-        check: impl FnOnce() -> T + Send + 'static,
+        job: impl FnOnce() -> T + Send + 'static,
     ) -> Option<T> {
         let (tx, rx) = futures_channel::oneshot::channel();
         let job: Job = Box::new(move || {
-            let _ = tx.send(check());
+            let _ = tx.send(job());
         });
         self.waiting.fetch_add(1, Ordering::Relaxed);
         if self.queue.as_ref()?.send(job).is_err() {
@@ -79,7 +80,7 @@ impl LoginPool {
     }
 }
 
-impl Drop for LoginPool {
+impl Drop for BlockingPool {
     fn drop(&mut self) {
         self.queue = None;
         for t in self.threads.drain(..) {
@@ -94,8 +95,8 @@ mod tests {
     use std::time::Duration;
 
     #[test]
-    fn never_runs_more_checks_at_once_than_its_threads() {
-        let pool = Arc::new(LoginPool::new(2).expect("pool"));
+    fn never_runs_more_jobs_at_once_than_its_threads() {
+        let pool = Arc::new(BlockingPool::new(2, "test").expect("pool"));
         let running = Arc::new(AtomicUsize::new(0));
         let peak = Arc::new(AtomicUsize::new(0));
         let checks: Vec<_> = (0..16)

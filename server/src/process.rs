@@ -1,0 +1,62 @@
+//! This process as the kernel sees it (`/proc/self`): resident memory,
+//! threads, bytes read from and written to storage. For GET_STATS (the
+//! fields Iggy fills from the same sources) and the load test.
+
+/// A `Name:   value` field of `/proc/self/status` (kB fields in kB).
+fn status_field(name: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status.lines().find_map(|l| {
+        let rest = l.strip_prefix(name)?.strip_prefix(':')?;
+        rest.split_whitespace().next()?.parse().ok()
+    })
+}
+
+/// Resident memory, bytes.
+pub fn resident_bytes() -> u64 {
+    status_field("VmRSS").unwrap_or(0) * 1024
+}
+
+/// Peak resident memory, bytes.
+pub fn peak_resident_bytes() -> u64 {
+    status_field("VmHWM").unwrap_or(0) * 1024
+}
+
+/// Threads.
+pub fn threads() -> u64 {
+    status_field("Threads").unwrap_or(0)
+}
+
+/// Bytes this process made the kernel read from and write to storage
+/// (`read_bytes`, `write_bytes` of `/proc/self/io`).
+pub fn storage_io() -> (u64, u64) {
+    let io = std::fs::read_to_string("/proc/self/io").unwrap_or_default();
+    let field = |name: &str| {
+        io.lines()
+            .find_map(|l| {
+                l.strip_prefix(name)?
+                    .strip_prefix(": ")?
+                    .trim()
+                    .parse()
+                    .ok()
+            })
+            .unwrap_or(0)
+    };
+    (field("read_bytes"), field("write_bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_this_process() {
+        let _held: Vec<std::thread::JoinHandle<()>> = (0..3)
+            .map(|_| {
+                std::thread::spawn(|| std::thread::sleep(std::time::Duration::from_millis(200)))
+            })
+            .collect();
+        assert!(threads() >= 4);
+        assert!(resident_bytes() > 1 << 20);
+        assert!(peak_resident_bytes() >= resident_bytes());
+    }
+}
