@@ -88,7 +88,7 @@ log_trouble() {
   local f
   for f in "$@"; do
     echo "  - \`$(basename "$f")\`:"
-    plain "$f" | grep -E ' (ERROR|WARN) |panicked|error:' | grep -v "default credentials" | tail -n 4 | cut -c1-400 | sed 's/^/    `/; s/$/`/'
+    plain "$f" | grep -E ' (ERROR|WARN) |panicked|error:' | grep -v "default credentials" | tail -n 4 | cut -c1-400 | sed 's/^/    `/; s/$/`/' || true
   done
 }
 
@@ -141,16 +141,17 @@ stop_servers() {
   SERVER_PIDS=()
 }
 
-# CPU seconds (utime + stime) of every server started; fails if one is gone.
+# CPU seconds (utime + stime) of each server started, comma-separated; fails if one is gone.
 servers_cpu() {
   local p
   for p in "${SERVER_PIDS[@]}"; do [ -r "/proc/$p/stat" ] || return 1; done
   for p in "${SERVER_PIDS[@]}"; do cat "/proc/$p/stat"; done |
-    awk -v t="$(getconf CLK_TCK)" '{ s += $14 + $15 } END { printf "%.2f\n", s / t }'
+    awk -v t="$(getconf CLK_TCK)" '{ printf "%s%.2f", (NR > 1 ? "," : ""), ($14 + $15) / t }'
 }
 
-# iggy-bench against ADDR; sets RES to "MB/s p50_ms p99_ms server_cpu_s_per_GB", or four
-# FAILED with a note saying why. $1 what (for the note), $2 pinned-producer|pinned-consumer,
+# iggy-bench against ADDR; sets RES to "MB/s p50_ms p99_ms cpu busiest others": the servers' CPU
+# seconds per GB, all of them, the busiest one's (the leader's), and each other's (the mean); or
+# six FAILED with a note saying why. $1 what (for the note), $2 pinned-producer|pinned-consumer,
 # rest: flags.
 cluster_bench() {
   local what=$1 kind=$2 actors=--producers c0 c1 rc=0; shift 2
@@ -166,23 +167,30 @@ rc, c0, c1, gb = sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
 m = re.search(r"Results: Total throughput: ([0-9.]+) MB/s.*?p50 latency: ([0-9.]+) ms.*?p99 latency: ([0-9.]+) ms", t)
 if rc != "0" or not m or not c0 or not c1:
     sys.exit(1)
-print(m.group(1), m.group(2), m.group(3), "%.2f" % ((float(c1) - float(c0)) / gb))
+d = sorted((float(b) - float(a)) / gb for a, b in zip(c0.split(","), c1.split(",")))[::-1]
+others = sum(d[1:]) / len(d[1:]) if len(d) > 1 else 0
+print(m.group(1), m.group(2), m.group(3), "%.2f %.2f %.2f" % (sum(d), d[0], others))
 PY
   ); then
     return 0
   fi
-  RES="FAILED FAILED FAILED FAILED"
+  RES="FAILED FAILED FAILED FAILED FAILED FAILED"
   {
     echo "- **FAILED**: $what (iggy-bench exit status $rc$([ "$rc" = 124 ] && echo ': killed after 300 s'); $( [ -z "$c1" ] && echo 'a server process was gone afterwards' || echo 'all servers still running')). iggy-bench's last errors:"
-    plain "$JSON_DIR/igb.out" | grep -E 'ERROR|WARN|rror' | tail -n 4 | cut -c1-400 | sed 's/^/  `/; s/$/`/'
+    plain "$JSON_DIR/igb.out" | grep -E 'ERROR|WARN|rror' | tail -n 4 | cut -c1-400 | sed 's/^/  `/; s/$/`/' || true
     echo "  Server logs:"
     log_trouble "${LOGS[@]}"
   } >>"$JSON_DIR/notes"
 }
 
+cat >>"$JSON_DIR/notes" <<EOF
+- Shape: \`iggy-bench -m 1000 -P 1000 -b $CLUSTER_BATCHES pinned-producer --producers 8 tcp --server-address NODE3\` (8 streams of one partition, 1 MB batches, $CLUSTER_GB GB), then \`pinned-consumer --consumers 8\` over what it wrote, same flags; \`--enforce-fsync\` added in the fsync rows. Pointed at the third node: the SDK asks GET_CLUSTER_METADATA and moves to the leader. Latencies are iggy-bench's per-batch percentiles. A failed run is counted, never dropped; figures are the medians of the runs that did not fail.
+- Iggy: \`iggy-server\` 0.9.0-edge.5 (commit cc269ef70), one copy of its \`core/server/config.toml\` with \`[cluster] enabled = true\` and three \`[[cluster.nodes]]\` (tcp 18101-18103, tcp_replica 18201-18203); each node with \`IGGY_CONFIG_PATH\`, its own \`IGGY_SYSTEM_PATH\`, \`IGGY_SYSTEM_SHARDING_CPU_ALLOCATION=1\`, \`IGGY_SYSTEM_SHARDING_PIN_CORES=false\` (pinned, all three one-shard nodes would sit on core 0 of the two) and \`--replica-id N\`; HTTP, QUIC and WebSocket off. Ready when every node logs "replica mesh complete".
+- corelog: \`corelog-server --node N --cluster FILE\` (\`shards = 2\`: each node's two shards pinned to the two cores), \`--fsync never\` for the page-cache rows and \`--fsync batch\` for the fsync rows; alone: the same binary with \`--listen\`, two shards. Three nodes of either system share the machine's two cores (with iggy-bench and, here, other work: see the load average); the CPU rows are the servers' utime+stime from /proc over each run, per GB iggy-bench moved.
+EOF
 declare -A NAME=([iggy]="Iggy cluster (3 nodes)" [corelog]="corelog cluster (3 nodes)" [single]="corelog-server alone")
 for mode in page fsync; do
-  declare -A pt=() p50=() p99=() pcpu=() ct=() c50=() c99=() ccpu=()
+  declare -A pt=() p50=() p99=() pcpu=() pmax=() poth=() ct=() c50=() c99=() ccpu=()
   flags=(); [ "$mode" = fsync ] && flags=(--enforce-fsync)
   what="page cache"; [ "$mode" = fsync ] && what="fsync (Iggy: --enforce-fsync; corelog: --fsync batch)"
   for rep in $(seq "$REPS"); do
@@ -191,11 +199,11 @@ for mode in page fsync; do
       fresh
       if start_system "$sys" "$mode"; then
         cluster_bench "${NAME[$sys]}, $what, producers, run $rep" pinned-producer "${flags[@]}"
-        read -r a b c d <<<"$RES"; pt[$sys]+=" $a"; p50[$sys]+=" $b"; p99[$sys]+=" $c"; pcpu[$sys]+=" $d"
+        read -r a b c d e f <<<"$RES"; pt[$sys]+=" $a"; p50[$sys]+=" $b"; p99[$sys]+=" $c"; pcpu[$sys]+=" $d"; pmax[$sys]+=" $e"; poth[$sys]+=" $f"
         cluster_bench "${NAME[$sys]}, $what, consumers, run $rep" pinned-consumer "${flags[@]}"
-        read -r a b c d <<<"$RES"; ct[$sys]+=" $a"; c50[$sys]+=" $b"; c99[$sys]+=" $c"; ccpu[$sys]+=" $d"
+        read -r a b c d _ _ <<<"$RES"; ct[$sys]+=" $a"; c50[$sys]+=" $b"; c99[$sys]+=" $c"; ccpu[$sys]+=" $d"
       else
-        for v in pt p50 p99 pcpu ct c50 c99 ccpu; do declare -n arr=$v; arr[$sys]+=" FAILED"; unset -n arr; done
+        for v in pt p50 p99 pcpu pmax poth ct c50 c99 ccpu; do declare -n arr=$v; arr[$sys]+=" FAILED"; unset -n arr; done
         { echo "- **FAILED**: ${NAME[$sys]}, $what, run $rep: did not come up within 60 s. Server logs:"; log_trouble "${LOGS[@]}"; } >>"$JSON_DIR/notes"
       fi
       stop_servers
@@ -213,10 +221,12 @@ for mode in page fsync; do
   row ratio "produce p99 against one node, $short (ms)" "${NAME[single]}" "${p99[single]}" "${p99[corelog]}"
   row ratio "consume against one node, after $short (MB/s)" "${NAME[single]}" "${ct[single]}" "${ct[corelog]}"
   row ratio "servers' CPU per GB produced, $short (CPU s/GB, all nodes)" "$I" "${pcpu[iggy]}" "${pcpu[corelog]}"
+  row ratio "same, the busiest node's (the leader's)" "$I" "${pmax[iggy]}" "${pmax[corelog]}"
+  row ratio "same, each other node's (mean of the two)" "$I" "${poth[iggy]}" "${poth[corelog]}"
   row ratio "servers' CPU per GB consumed, after $short (CPU s/GB, all nodes)" "$I" "${ccpu[iggy]}" "${ccpu[corelog]}"
   row ratio "server CPU per GB produced, $short (CPU s/GB)" "${NAME[single]}" "${pcpu[single]}" "${pcpu[corelog]}"
   row failed "failed iggy-bench runs, $short (producers and consumers)" "$I" "${pt[iggy]}${ct[iggy]}" "${pt[corelog]}${ct[corelog]}${pt[single]}${ct[single]}"
-  unset pt p50 p99 pcpu ct c50 c99 ccpu
+  unset pt p50 p99 pcpu pmax poth ct c50 c99 ccpu
 done
 
 # Failover: corelog's cluster at --fsync batch with a one-partition topic; kill -9 of the node
@@ -228,6 +238,7 @@ cli() { # $1 addr, rest: the command (no reconnect loop)
   timeout 10 "$IGGY_CLI" --tcp-server-address "$addr" --tcp-reconnection-max-retries 0 -u iggy -p iggy "$@"
 }
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
+echo "- Failover: corelog's cluster at \`--fsync batch\`, a topic of one partition; \`kill -9\` of the node the cluster names leader, then \`iggy message send\` of one message through a survivor every 100 ms (the survivors in turn, each try allowed 10 s; the SDK moves to the leader) until one is acknowledged: the figure is the time from the kill to that acknowledgement. Raft's election timeout here: 10 ticks of 50 ms, randomised up to twice that." >>"$JSON_DIR/notes"
 fo=""
 for run in $(seq "$FAILOVER_RUNS"); do
   room
@@ -235,7 +246,7 @@ for run in $(seq "$FAILOVER_RUNS"); do
   if ! start_system corelog fsync || ! { cli 127.0.0.1:18111 stream create fo && cli 127.0.0.1:18111 topic create fo t 1 none \
     && cli 127.0.0.1:18111 message send -p 0 fo t before; } >"$JSON_DIR/cli.out" 2>&1; then
     fo+=" FAILED"
-    { echo "- **FAILED**: failover run $run: the cluster did not take a first send. CLI:"; plain "$JSON_DIR/cli.out" | grep -iE 'error|caused|^    [A-Z]' | tail -n 3 | sed 's/^/  `/; s/$/`/'; log_trouble "${LOGS[@]}"; } >>"$JSON_DIR/notes"
+    { echo "- **FAILED**: failover run $run: the cluster did not take a first send. CLI:"; plain "$JSON_DIR/cli.out" | grep -iE 'error|caused|^    [A-Z]' | tail -n 3 | sed 's/^/  `/; s/$/`/' || true; log_trouble "${LOGS[@]}"; } >>"$JSON_DIR/notes"
     stop_servers; continue
   fi
   leader=$(plain "${LOGS[0]}" | sed -n 's/.*group 0: leader is now node \([0-9]*\).*/\1/p' | tail -1)
@@ -262,7 +273,7 @@ for run in $(seq "$FAILOVER_RUNS"); do
   else
     fo+=" FAILED"
     { echo "- **FAILED**: failover run $run: \`kill -9\` of node $leader; no send acknowledged within 60 s (${#tries[@]} tried). The last CLI errors:"
-      cat "$JSON_DIR"/fo.*.out | plain | grep -iE 'error|caused|^    [A-Z]' | tail -n 3 | sed 's/^/  `/; s/$/`/'; log_trouble "${LOGS[@]}"; } >>"$JSON_DIR/notes"
+      cat "$JSON_DIR"/fo.*.out | plain | grep -iE 'error|caused|^    [A-Z]' | tail -n 3 | sed 's/^/  `/; s/$/`/' || true; log_trouble "${LOGS[@]}"; } >>"$JSON_DIR/notes"
   fi
   stop_servers
 done

@@ -209,6 +209,7 @@ impl Replica {
             engine: engine.clone(),
             me,
             data_groups: cluster.shards as u32,
+            local: node.replica.ip(),
         };
         let (transport, mut threads) = net::start(listener, &peers, receivers, stop.clone())
             .map_err(|e| StartError::Spawn(e.to_string()))?;
@@ -244,7 +245,10 @@ impl Replica {
                 .spawn(move || match Group::open(setup) {
                     Ok(group) => {
                         let _ = ready.send(Ok(()));
-                        group.run();
+                        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| group.run()));
+                        if run.is_err() {
+                            tracing::error!("group {g} stopped on this node: its loop panicked (see above); restart the node");
+                        }
                     }
                     Err(e) => {
                         let _ = ready.send(Err(e));

@@ -93,3 +93,46 @@ fn three_nodes_replicate_byte_identically_and_survive_the_leader() {
     wait_stored(&nodes[li].engine(), 1, want.len(), ELECT);
     assert_eq!(stored(&nodes[li].engine(), 1), want);
 }
+
+/// A follower whose directory is wiped comes back empty and is brought up
+/// to date: from the leader's journal when it still holds everything, and
+/// by a snapshot plus the partitions' batches fetched from the leader once
+/// the journal was compacted.
+#[test]
+fn a_wiped_follower_is_rebuilt_from_the_journal_and_from_a_snapshot() {
+    for compact_bytes in [u64::MAX, 16 << 10] {
+        let opts = corelog_replica::ReplicaOptions {
+            compact_bytes,
+            ..options()
+        };
+        let dirs: Vec<_> = (0..3)
+            .map(|_| tempfile::tempdir().expect("tempdir"))
+            .collect();
+        let cluster = cluster(3);
+        let mut nodes: Vec<Node> = (0..3)
+            .map(|i| Node::start(i as u64 + 1, dirs[i].path(), &cluster, opts.clone()))
+            .collect();
+        let leader = wait_for_leader(&nodes.iter().collect::<Vec<_>>(), ELECT);
+        let li = (leader - 1) as usize;
+        for k in 0..60u64 {
+            append_retrying(&nodes[li], k % 4, batch(k, 5));
+        }
+        let fi = (li + 1) % 3;
+        nodes[fi].stop();
+        std::fs::remove_dir_all(dirs[fi].path()).expect("wipe");
+        std::fs::create_dir_all(dirs[fi].path()).expect("recreate");
+        nodes[fi] = Node::start(fi as u64 + 1, dirs[fi].path(), &cluster, opts.clone());
+        for k in 60..80u64 {
+            append_retrying(&nodes[li], k % 4, batch(k, 5));
+        }
+        for p in 0..4u64 {
+            let want = stored(&nodes[li].engine(), p);
+            wait_stored(&nodes[fi].engine(), p, want.len(), ELECT);
+            assert_eq!(
+                stored(&nodes[fi].engine(), p),
+                want,
+                "partition {p} (compaction at {compact_bytes} bytes)"
+            );
+        }
+    }
+}

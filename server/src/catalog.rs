@@ -21,6 +21,11 @@ pub struct Catalog {
     /// apply when the catalog moved since.
     #[serde(default)]
     pub replica_version: u64,
+    /// In a cluster: engine partitions a change dropped (sorted). Their ids
+    /// are never given again, so a replicated send that reaches a node
+    /// after the drop is recognised and not stored.
+    #[serde(default)]
+    pub deleted_partitions: Vec<u64>,
     /// The id the next stream gets.
     pub next_stream_id: u32,
     /// The engine partition id the next partition gets.

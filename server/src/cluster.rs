@@ -7,7 +7,10 @@
 //! the new catalog in log order, persists it (with the entry's index, so a
 //! restart does not apply it again), and creates or deletes the engine
 //! partitions the change added or removed. Partition ids are never reused,
-//! so a late entry for a deleted partition is recognised and dropped.
+//! and the catalog lists the dropped ones, so a late entry for a deleted
+//! partition is recognised and dropped (a data group and the metadata
+//! group apply in their own orders: a send may be applied before the topic
+//! that holds its partition, or after the topic is gone).
 
 use crate::catalog::Catalog;
 use crate::metadata::{decode_body, encode_body, MetadataStore};
@@ -31,7 +34,7 @@ pub struct CatalogMachine {
 
 impl CatalogMachine {
     /// Creates the partitions `next` holds and the engine does not, and
-    /// deletes those the catalog dropped.
+    /// deletes those a change dropped (and any a late send brought back).
     fn reconcile(&self, next: &Catalog) -> Result<(), String> {
         let held: HashSet<u64> = next.all_partitions().collect();
         let present: HashSet<u64> = self
@@ -47,8 +50,8 @@ impl CatalogMachine {
                 .wait()
                 .map_err(|e| format!("create partition {p}: {e}"))?;
         }
-        for p in present.difference(&held) {
-            if *p < next.next_partition {
+        for p in &present {
+            if next.deleted_partitions.binary_search(p).is_ok() {
                 tracing::info!("deleting partition {p}: the catalog dropped it");
                 self.engine
                     .delete_partition(*p)
@@ -58,6 +61,18 @@ impl CatalogMachine {
         }
         Ok(())
     }
+}
+
+/// `next` with `deleted_partitions` = what `prev` had deleted, plus what
+/// `prev` held and `next` does not.
+fn with_drops(prev: &Catalog, mut next: Catalog) -> Catalog {
+    let held: HashSet<u64> = next.all_partitions().collect();
+    let mut deleted: Vec<u64> = prev.deleted_partitions.clone();
+    deleted.extend(prev.all_partitions().filter(|p| !held.contains(p)));
+    deleted.sort_unstable();
+    deleted.dedup();
+    next.deleted_partitions = deleted;
+    next
 }
 
 impl MetaMachine for CatalogMachine {
@@ -77,7 +92,7 @@ impl MetaMachine for CatalogMachine {
         if current.replica_version != base {
             return Ok(false);
         }
-        let mut next = decode_body(data)?;
+        let mut next = with_drops(&current, decode_body(data)?);
         next.replica_applied = index;
         next.replica_version = index;
         self.metadata
@@ -102,8 +117,11 @@ impl MetaMachine for CatalogMachine {
     }
 
     fn keeps(&self, partition: u64) -> bool {
-        let c = self.metadata.snapshot();
-        partition >= c.next_partition || c.all_partitions().any(|p| p == partition)
+        self.metadata
+            .snapshot()
+            .deleted_partitions
+            .binary_search(&partition)
+            .is_err()
     }
 }
 

@@ -70,6 +70,14 @@ pub enum JournalError {
         /// the snapshot's index
         snapshot: u64,
     },
+    /// A snapshot older than the one held.
+    #[error("snapshot at {offered} is older than the one held at {held}")]
+    SnapshotOutOfDate {
+        /// the snapshot's index
+        offered: u64,
+        /// the held snapshot's index
+        held: u64,
+    },
     /// Entries handed to `append` do not continue the log.
     #[error("append at {first} does not continue a log of {first_index}..={last_index}")]
     Discontinuous {
@@ -120,6 +128,8 @@ pub struct Journal {
     active: Option<File>,
     /// Set when a file was created or removed since the last sync.
     dir_dirty: bool,
+    /// Bytes of the records of `entries`.
+    retained: u64,
     unsynced: bool,
 }
 
@@ -149,6 +159,7 @@ impl Journal {
             files_base: 0,
             active: None,
             dir_dirty: false,
+            retained: 0,
             unsynced: false,
         };
         let recovered = j.recover()?;
@@ -199,6 +210,7 @@ impl Journal {
                         } else {
                             prev = Some((e.index, e.term));
                             if e.index > snap {
+                                self.retained += used as u64;
                                 self.positions.push_back((n as u64, at as u64));
                                 self.entries.push_back(e);
                             }
@@ -221,17 +233,24 @@ impl Journal {
         }
         if let Some((n, at)) = cut_at {
             let (first, path) = &listed[n];
-            let f = OpenOptions::new()
-                .write(true)
-                .open(path)
-                .map_err(io_err("open", path))?;
-            f.set_len(at).map_err(io_err("truncate", path))?;
-            f.sync_all().map_err(io_err("fsync", path))?;
-            self.files.push_back(JFile {
-                first_index: *first,
-                path: path.clone(),
-                len: at,
-            });
+            if at == 0 && n > 0 {
+                // Nothing of this file is kept: it goes, so that no file
+                // is named by an index it does not start with.
+                std::fs::remove_file(path).map_err(io_err("remove", path))?;
+                out.removed_files += 1;
+            } else {
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(path)
+                    .map_err(io_err("open", path))?;
+                f.set_len(at).map_err(io_err("truncate", path))?;
+                f.sync_all().map_err(io_err("fsync", path))?;
+                self.files.push_back(JFile {
+                    first_index: *first,
+                    path: path.clone(),
+                    len: at,
+                });
+            }
             for (_, later) in &listed[n + 1..] {
                 std::fs::remove_file(later).map_err(io_err("remove", later))?;
                 out.removed_files += 1;
@@ -328,9 +347,9 @@ impl Journal {
         out
     }
 
-    /// Bytes of the entries held in memory.
+    /// Bytes of the entries after the snapshot (as records).
     pub fn bytes(&self) -> u64 {
-        self.files.iter().map(|f| f.len).sum()
+        self.retained
     }
 
     /// Records a new hard state: written through when the term or the vote
@@ -373,6 +392,8 @@ impl Journal {
         let Some(&(file_no, at)) = self.positions.get(keep) else {
             return Ok(());
         };
+        let cut: u64 = self.entries.range(keep..).map(record::len).sum();
+        self.retained -= cut;
         self.entries.truncate(keep);
         self.positions.truncate(keep);
         let n = (file_no - self.files_base) as usize;
@@ -444,6 +465,7 @@ impl Journal {
         write_all_at(active, at, &[&head, &e.context, &e.data])
             .map_err(io_err("write", &f.path))?;
         f.len += record::len(e);
+        self.retained += record::len(e);
         self.positions.push_back((file_no, at));
         self.entries.push_back(e.clone());
         self.unsynced = true;
@@ -493,6 +515,8 @@ impl Journal {
         let drop = usize::try_from(index + 1 - first_before)
             .unwrap_or(usize::MAX)
             .min(self.entries.len());
+        let dropped: u64 = self.entries.range(..drop).map(record::len).sum();
+        self.retained -= dropped;
         self.entries.drain(..drop);
         self.positions.drain(..drop);
         // Remove whole files that hold only compacted entries.
@@ -515,6 +539,12 @@ impl Journal {
     /// first (durable), then every journal file is removed.
     pub fn apply_snapshot(&mut self, snap: &Snapshot) -> Result<(), JournalError> {
         let m = snap.get_metadata();
+        if m.index < self.state.snapshot_index {
+            return Err(JournalError::SnapshotOutOfDate {
+                offered: m.index,
+                held: self.state.snapshot_index,
+            });
+        }
         let mut next = self.state.clone();
         next.snapshot_index = m.index;
         next.snapshot_term = m.term;
@@ -525,6 +555,7 @@ impl Journal {
         self.state = next;
         self.entries.clear();
         self.positions.clear();
+        self.retained = 0;
         self.active = None;
         while let Some(f) = self.files.pop_front() {
             std::fs::remove_file(&f.path).map_err(io_err("remove", &f.path))?;

@@ -81,6 +81,10 @@ pub struct Receivers {
     pub me: u64,
     /// Data groups, checked against each peer's hello.
     pub data_groups: u32,
+    /// The address outgoing connections leave from (this node's replica
+    /// address, port 0): a peer, and a firewall rule, can tell the nodes
+    /// apart even when they share a host.
+    pub local: std::net::IpAddr,
 }
 
 /// Starts the network: a listener on `listen` and a sender per peer.
@@ -97,10 +101,11 @@ pub fn start(
         let (tx, qrx) = crossbeam_channel::bounded(PEER_QUEUE);
         queues.insert(id, tx);
         let (stop, stats, hello) = (stop.clone(), stats.clone(), hello(rx.me, rx.data_groups));
+        let from = rx.local;
         threads.push(
             std::thread::Builder::new()
                 .name(format!("replica-to-{id}"))
-                .spawn(move || sender(id, addr, qrx, hello, stop, stats))?,
+                .spawn(move || sender(id, addr, from, qrx, hello, stop, stats))?,
         );
     }
     listen.set_nonblocking(true)?;
@@ -130,6 +135,7 @@ fn hello(me: u64, groups: u32) -> Vec<u8> {
 fn sender(
     id: u64,
     addr: SocketAddr,
+    from: std::net::IpAddr,
     q: Receiver<Bytes>,
     hello: Vec<u8>,
     stop: Arc<AtomicBool>,
@@ -137,7 +143,7 @@ fn sender(
 ) {
     let mut logged_down = false;
     while !stop.load(Ordering::Relaxed) {
-        let conn = TcpStream::connect_timeout(&addr, CONNECT_TIMEOUT).and_then(|mut s| {
+        let conn = connect_from(from, addr).and_then(|mut s| {
             s.set_nodelay(true)?;
             s.set_write_timeout(Some(IO_TIMEOUT))?;
             frame::write(&mut s, Kind::Hello, 0, &hello)?;
@@ -177,6 +183,20 @@ fn sender(
             }
         }
     }
+}
+
+/// Connects to `to` from address `from` (any port).
+fn connect_from(from: std::net::IpAddr, to: SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(to),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    if from.is_ipv4() == to.is_ipv4() && !from.is_unspecified() {
+        socket.bind(&SocketAddr::new(from, 0).into())?;
+    }
+    socket.connect_timeout(&to.into(), CONNECT_TIMEOUT)?;
+    Ok(socket.into())
 }
 
 fn acceptor(listen: TcpListener, rx: Receivers, stop: Arc<AtomicBool>) {

@@ -1,0 +1,355 @@
+//! The journal: raft-rs's own storage tests (`raft::storage::test`, written
+//! for its `MemStorage`) run against corelog's adapter, and the journal's
+//! recovery table, one test per row, on real files.
+#![allow(clippy::field_reassign_with_default)]
+
+use bytes::Bytes;
+use corelog_replica::journal::storage::JournalStorage;
+use corelog_replica::journal::{record, Journal, JournalError};
+use raft::eraftpb::{ConfState, Entry, Snapshot};
+use raft::{Error as RaftError, GetEntriesContext, Storage, StorageError};
+use std::path::Path;
+
+fn entry(index: u64, term: u64) -> Entry {
+    let mut e = Entry::default();
+    e.index = index;
+    e.term = term;
+    e
+}
+
+fn conf() -> ConfState {
+    ConfState::from((vec![1, 2, 3], vec![]))
+}
+
+fn snapshot(index: u64, term: u64) -> Snapshot {
+    let mut s = Snapshot::default();
+    s.mut_metadata().index = index;
+    s.mut_metadata().term = term;
+    s.mut_metadata().set_conf_state(conf());
+    s
+}
+
+/// raft-rs's fixture, `entries = [3/3, 4/4, 5/5]`: here a journal whose
+/// snapshot is entry 2 (term 2), followed by 3, 4, 5 (the trait's contract:
+/// the entry before `first_index` keeps its term).
+fn fixture(dir: &Path, last: u64) -> JournalStorage {
+    let (mut j, _) = Journal::open(dir, &conf()).expect("open");
+    j.apply_snapshot(&snapshot(2, 2)).expect("snapshot");
+    let ents: Vec<Entry> = (3..=last).map(|i| entry(i, i)).collect();
+    j.append(&ents).expect("append");
+    j.sync().expect("sync");
+    JournalStorage::new(j)
+}
+
+#[test]
+fn storage_term() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = fixture(dir.path(), 5);
+    assert_eq!(s.term(1), Err(RaftError::Store(StorageError::Compacted)));
+    assert_eq!(s.term(2), Ok(2));
+    assert_eq!(s.term(3), Ok(3));
+    assert_eq!(s.term(4), Ok(4));
+    assert_eq!(s.term(5), Ok(5));
+    assert_eq!(s.term(6), Err(RaftError::Store(StorageError::Unavailable)));
+}
+
+#[test]
+fn storage_entries() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = fixture(dir.path(), 6);
+    let ctx = || GetEntriesContext::empty(false);
+    let size = |i: u64| record::len(&entry(i, i));
+    assert_eq!(
+        s.entries(2, 6, u64::MAX, ctx()),
+        Err(RaftError::Store(StorageError::Compacted))
+    );
+    assert_eq!(s.entries(3, 4, u64::MAX, ctx()), Ok(vec![entry(3, 3)]));
+    assert_eq!(
+        s.entries(4, 6, u64::MAX, ctx()),
+        Ok(vec![entry(4, 4), entry(5, 5)])
+    );
+    assert_eq!(
+        s.entries(4, 7, u64::MAX, ctx()),
+        Ok(vec![entry(4, 4), entry(5, 5), entry(6, 6)])
+    );
+    // Even with a max size of zero the first entry is returned.
+    assert_eq!(s.entries(4, 7, 0, ctx()), Ok(vec![entry(4, 4)]));
+    let two = size(4) + size(5);
+    assert_eq!(
+        s.entries(4, 7, two, ctx()),
+        Ok(vec![entry(4, 4), entry(5, 5)])
+    );
+    assert_eq!(
+        s.entries(4, 7, two + size(6) - 1, ctx()),
+        Ok(vec![entry(4, 4), entry(5, 5)])
+    );
+    assert_eq!(
+        s.entries(4, 7, two + size(6), ctx()),
+        Ok(vec![entry(4, 4), entry(5, 5), entry(6, 6)])
+    );
+    assert_eq!(
+        s.entries(4, 8, u64::MAX, ctx()),
+        Err(RaftError::Store(StorageError::Unavailable))
+    );
+}
+
+#[test]
+fn storage_last_and_first_index() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = fixture(dir.path(), 5);
+    assert_eq!(s.last_index(), Ok(5));
+    assert_eq!(s.first_index(), Ok(3));
+    s.wl().append(&[entry(6, 5)]).expect("append");
+    assert_eq!(s.last_index(), Ok(6));
+    s.wl().compact(3, Bytes::new()).expect("compact");
+    assert_eq!(s.first_index(), Ok(4));
+}
+
+#[test]
+fn storage_compact() {
+    // (compact through, first index, its term, entries left)
+    for (through, first, term, left) in [(2, 3, 3, 3), (3, 4, 4, 2), (4, 5, 5, 1)] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = fixture(dir.path(), 5);
+        s.wl().compact(through, Bytes::new()).expect("compact");
+        assert_eq!(s.first_index(), Ok(first));
+        let got = s
+            .entries(first, first + 1, 1, GetEntriesContext::empty(false))
+            .expect("entries");
+        assert_eq!(got[0].term, term);
+        let last = s.last_index().expect("last");
+        let n = s
+            .entries(first, last + 1, u64::MAX, GetEntriesContext::empty(false))
+            .expect("entries")
+            .len();
+        assert_eq!(n, left);
+        // And the compaction holds across a reopen.
+        drop(s);
+        let (j, _) = Journal::open(dir.path(), &conf()).expect("reopen");
+        assert_eq!(j.first_index(), first);
+        assert_eq!(j.last_index(), 5);
+    }
+}
+
+#[test]
+fn storage_snapshot() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = fixture(dir.path(), 5);
+    s.wl()
+        .compact(4, Bytes::from_static(b"ends"))
+        .expect("compact");
+    let snap = s.snapshot(0, 2).expect("snapshot");
+    assert_eq!(snap.get_metadata().index, 4);
+    assert_eq!(snap.get_metadata().term, 4);
+    assert_eq!(snap.get_metadata().get_conf_state(), &conf());
+    assert_eq!(&snap.data[..], b"ends");
+    assert_eq!(
+        s.snapshot(5, 2),
+        Err(RaftError::Store(
+            StorageError::SnapshotTemporarilyUnavailable
+        ))
+    );
+}
+
+#[test]
+fn storage_append() {
+    let cases: Vec<(Vec<Entry>, Option<Vec<Entry>>)> = vec![
+        (
+            vec![entry(3, 3), entry(4, 4), entry(5, 5)],
+            Some(vec![entry(3, 3), entry(4, 4), entry(5, 5)]),
+        ),
+        (
+            vec![entry(3, 3), entry(4, 6), entry(5, 6)],
+            Some(vec![entry(3, 3), entry(4, 6), entry(5, 6)]),
+        ),
+        (
+            vec![entry(3, 3), entry(4, 4), entry(5, 5), entry(6, 5)],
+            Some(vec![entry(3, 3), entry(4, 4), entry(5, 5), entry(6, 5)]),
+        ),
+        // Overwriting compacted entries is refused.
+        (vec![entry(2, 3), entry(3, 3), entry(4, 5)], None),
+        // A conflicting suffix is cut, then the entries appended.
+        (vec![entry(4, 5)], Some(vec![entry(3, 3), entry(4, 5)])),
+        (
+            vec![entry(6, 6)],
+            Some(vec![entry(3, 3), entry(4, 4), entry(5, 5), entry(6, 6)]),
+        ),
+    ];
+    for (i, (ents, want)) in cases.into_iter().enumerate() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let s = fixture(dir.path(), 5);
+        let res = s.wl().append(&ents);
+        match want {
+            Some(want) => {
+                res.unwrap_or_else(|e| panic!("#{i}: {e}"));
+                s.wl().sync().expect("sync");
+                let last = s.last_index().expect("last");
+                let got = s
+                    .entries(3, last + 1, u64::MAX, GetEntriesContext::empty(false))
+                    .expect("entries");
+                assert_eq!(got, want, "#{i}");
+                // The same after a reopen: the cut is on disk.
+                drop(s);
+                let (j, rec) = Journal::open(dir.path(), &conf()).expect("reopen");
+                assert_eq!(rec.cut, None, "#{i}");
+                let s = JournalStorage::new(j);
+                let got = s
+                    .entries(3, last + 1, u64::MAX, GetEntriesContext::empty(false))
+                    .expect("entries");
+                assert_eq!(got, want, "#{i} after reopen");
+            }
+            None => assert!(
+                matches!(res, Err(JournalError::Discontinuous { .. })),
+                "#{i}: {res:?}"
+            ),
+        }
+    }
+}
+
+#[test]
+fn storage_apply_snapshot() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut j, _) = Journal::open(dir.path(), &conf()).expect("open");
+    j.apply_snapshot(&snapshot(4, 4)).expect("applies");
+    assert!(matches!(
+        j.apply_snapshot(&snapshot(3, 3)),
+        Err(JournalError::SnapshotOutOfDate {
+            offered: 3,
+            held: 4
+        })
+    ));
+    assert_eq!(j.first_index(), 5);
+}
+
+// The recovery table (journal/mod.rs), one test per row.
+
+fn data_entry(index: u64, term: u64, data: &[u8]) -> Entry {
+    let mut e = entry(index, term);
+    e.data = Bytes::copy_from_slice(data);
+    e
+}
+
+fn encoded(e: &Entry) -> Vec<u8> {
+    let mut out = record::head(e).to_vec();
+    out.extend_from_slice(&e.context);
+    out.extend_from_slice(&e.data);
+    out
+}
+
+fn only_file(dir: &Path) -> std::path::PathBuf {
+    let mut logs: Vec<_> = std::fs::read_dir(dir)
+        .expect("dir")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    logs.remove(0)
+}
+
+fn five(dir: &Path) {
+    let (mut j, _) = Journal::open(dir, &conf()).expect("open");
+    let ents: Vec<Entry> = (1..=5).map(|i| data_entry(i, 1, b"payload")).collect();
+    j.append(&ents).expect("append");
+    j.sync().expect("sync");
+}
+
+#[test]
+fn recovery_keeps_whole_records() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    five(dir.path());
+    let (j, rec) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert_eq!((rec.entries, rec.cut, j.last_index()), (5, None, 5));
+    assert_eq!(&j.entry(3).expect("3").data[..], b"payload");
+}
+
+#[test]
+fn recovery_cuts_a_torn_tail() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    five(dir.path());
+    let f = only_file(dir.path());
+    let len = std::fs::metadata(&f).expect("meta").len();
+    let cut = len - 3;
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&f)
+        .expect("open");
+    file.set_len(cut).expect("tear");
+    let (mut j, rec) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert_eq!(j.last_index(), 4);
+    assert!(
+        rec.cut.as_deref().is_some_and(|c| c.contains("cut short")),
+        "{rec:?}"
+    );
+    // The file is cut at the last whole record, and appends continue.
+    assert!(std::fs::metadata(&f).expect("meta").len() < cut);
+    j.append(&[data_entry(5, 2, b"new")]).expect("append");
+    j.sync().expect("sync");
+    let (j, rec) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert_eq!((j.last_index(), rec.cut), (5, None));
+    assert_eq!(&j.entry(5).expect("5").data[..], b"new");
+}
+
+#[test]
+fn recovery_cuts_at_a_damaged_record() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    five(dir.path());
+    let f = only_file(dir.path());
+    let mut bytes = std::fs::read(&f).expect("read");
+    let one = encoded(&data_entry(1, 1, b"payload")).len();
+    bytes[2 * one + 30] ^= 0x10; // inside entry 3's data
+    std::fs::write(&f, &bytes).expect("write");
+    let (j, rec) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert_eq!(j.last_index(), 2);
+    assert!(
+        rec.cut.as_deref().is_some_and(|c| c.contains("checksum")),
+        "{rec:?}"
+    );
+}
+
+#[test]
+fn recovery_cuts_a_suffix_whose_truncate_a_crash_undid() {
+    // A conflict cut entries 3..=5 (term 1) and wrote a shorter entry 3 of
+    // term 2; a power cut kept the new record but not the truncate, so the
+    // old entries 4 and 5 follow it. Their term goes back: they are cut.
+    let dir = tempfile::tempdir().expect("tempdir");
+    five(dir.path());
+    let f = only_file(dir.path());
+    let mut bytes = std::fs::read(&f).expect("read");
+    let one = encoded(&data_entry(1, 1, b"payload")).len();
+    let new3 = encoded(&data_entry(3, 2, b"payload"));
+    bytes[2 * one..3 * one].copy_from_slice(&new3);
+    std::fs::write(&f, &bytes).expect("write");
+    let (j, rec) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert_eq!(j.last_index(), 3);
+    assert_eq!(j.entry(3).expect("3").term, 2);
+    assert!(
+        rec.cut.as_deref().is_some_and(|c| c.contains("entry 4")),
+        "{rec:?}"
+    );
+}
+
+#[test]
+fn recovery_removes_files_after_a_cut_and_refuses_a_gap() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    five(dir.path());
+    // A later file whose entries do not continue the first: removed.
+    let later = dir.path().join(format!("{:020}.log", 9));
+    std::fs::write(&later, encoded(&data_entry(9, 1, b"x"))).expect("write");
+    let (j, rec) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert_eq!((j.last_index(), rec.removed_files), (5, 1));
+    assert!(!later.exists());
+    drop(j);
+    // Entries missing between the snapshot and the first record: refused.
+    let f = only_file(dir.path());
+    std::fs::remove_file(&f).expect("remove");
+    std::fs::write(
+        dir.path().join(format!("{:020}.log", 7)),
+        encoded(&data_entry(7, 1, b"x")),
+    )
+    .expect("write");
+    assert!(matches!(
+        Journal::open(dir.path(), &conf()),
+        Err(JournalError::Gap { from: 1, to: 7, .. })
+    ));
+}
