@@ -154,7 +154,8 @@ write_launcher() {
 #!/usr/bin/env bash
 # Written by corelog's scripts/iggy-suite.sh: Iggy's test harness starts "iggy-server";
 # this starts corelog-server instead, with the harness's settings. Arguments (--replica-id)
-# are Iggy's and ignored.
+# are Iggy's and ignored. --fsync batch: Iggy's tests create topics with enforce_fsync, which
+# corelog-server (durability is the server's setting) honours only when it syncs every batch.
 set -euo pipefail
 sys=\${IGGY_SYSTEM_PATH:?IGGY_SYSTEM_PATH is not set}
 tls=()
@@ -169,7 +170,7 @@ mkdir -p "\$sys"
 export CORELOG_SERVER_USERNAME=\${IGGY_ROOT_USERNAME:-iggy}
 export CORELOG_SERVER_PASSWORD=\${IGGY_ROOT_PASSWORD:-iggy}
 exec "$server" --dir "\$sys/corelog" --listen "\${IGGY_TCP_ADDRESS:-127.0.0.1:8090}" \\
-    --shards 1 --runtime-config "\$sys/runtime/current_config.toml" "\${tls[@]}"
+    --shards 1 --fsync batch --runtime-config "\$sys/runtime/current_config.toml" "\${tls[@]}"
 LAUNCHER
     chmod +x "$dir/iggy-server"
     echo "$dir/iggy-server"

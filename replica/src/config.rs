@@ -137,6 +137,9 @@ pub struct ReplicaOptions {
     /// Whether the journal is fsynced before an entry counts as held
     /// (`fsync=batch`: a send is acknowledged once on a majority's disks).
     pub sync: bool,
+    /// Without `sync`: fsync the journals this often anyway (`fsync=interval:MS`);
+    /// `None`: never (`fsync=never`, the OS writes back).
+    pub sync_every: Option<Duration>,
     /// A group's journal is compacted past this many bytes (after the
     /// partitions it applied to are flushed).
     pub compact_bytes: u64,
@@ -152,7 +155,8 @@ impl Default for ReplicaOptions {
             election_ticks: 10,
             heartbeat_ticks: 2,
             sync: true,
-            compact_bytes: 256 << 20,
+            sync_every: None,
+            compact_bytes: 64 << 20,
             commit_timeout: Duration::from_secs(10),
         }
     }

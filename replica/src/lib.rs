@@ -233,6 +233,7 @@ impl Replica {
                 dir: group::journal_dir(&dir, g),
                 role,
                 inbox,
+                inbox_tx: txs[g as usize].clone(),
                 transport: transport.clone(),
                 shared: shared.clone(),
                 engine: engine.clone(),

@@ -297,7 +297,7 @@ fn recovery_cuts_at_a_damaged_record() {
     let f = only_file(dir.path());
     let mut bytes = std::fs::read(&f).expect("read");
     let one = encoded(&data_entry(1, 1, b"payload")).len();
-    bytes[2 * one + 30] ^= 0x10; // inside entry 3's data
+    bytes[2 * one + record::PREFIX_LEN + record::BODY_FIXED_LEN + 3] ^= 0x10; // entry 3's data
     std::fs::write(&f, &bytes).expect("write");
     let (j, rec) = Journal::open(dir.path(), &conf()).expect("reopen");
     assert_eq!(j.last_index(), 2);

@@ -175,6 +175,10 @@ impl Server {
                 };
                 let options = corelog_replica::ReplicaOptions {
                     sync: config.fsync == FsyncPolicy::Batch,
+                    sync_every: match config.fsync {
+                        FsyncPolicy::Interval(d) => Some(d),
+                        _ => None,
+                    },
                     ..c.options.clone()
                 };
                 Some(corelog_replica::Replica::start(

@@ -10,9 +10,10 @@
 //! longer go from the mappings to the socket untouched: rustls reads the
 //! mapped bytes and encrypts them into TLS records (one pass over the
 //! bytes), which are then copied to the socket. Memory per connection: the
-//! records of at most [`WRITE_CHUNK`] plaintext bytes being sent, one
-//! [`READ_CHUNK`] of received records, and rustls' own buffers (received
-//! plaintext up to 16 KiB).
+//! records of at most [`WRITE_CHUNK`] plaintext bytes while a reply is
+//! being sent (at most [`KEEP_OUTGOING`] kept after it), one [`READ_CHUNK`]
+//! of received records, and rustls' own buffers (received plaintext up to
+//! 16 KiB).
 
 use crate::transport::{tcp_read, tcp_write_all, ReadError};
 use monoio::net::TcpStream;
@@ -24,8 +25,13 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// TLS records read from the socket at a time.
-const READ_CHUNK: usize = 64 << 10;
+/// TLS records read from the socket at a time: two of the largest
+/// records. The buffer is held by the pending read of every connection,
+/// idle ones included, so it stays small.
+const READ_CHUNK: usize = 32 << 10;
+/// Capacity of the record buffer kept between writes; a larger one (after
+/// a big poll reply) is given back.
+const KEEP_OUTGOING: usize = 64 << 10;
 /// Plaintext encrypted before the records are written out.
 const WRITE_CHUNK: usize = 256 << 10;
 
@@ -211,7 +217,10 @@ impl TlsStream {
             let mut out = std::mem::take(&mut self.outgoing);
             out.clear();
             self.conn.write_tls(&mut out)?;
-            let (written, back) = tcp_write_all(&mut self.tcp, out, stall).await;
+            let (written, mut back) = tcp_write_all(&mut self.tcp, out, stall).await;
+            if back.capacity() > KEEP_OUTGOING {
+                back = Vec::new();
+            }
             self.outgoing = back;
             written?;
         }

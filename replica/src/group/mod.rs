@@ -9,6 +9,7 @@
 //! Group commit comes for free: every proposal that arrived since the last
 //! `Ready` is written and synced together.
 
+mod peers;
 mod propose;
 mod snapshot;
 
@@ -21,7 +22,7 @@ use crate::net::Transport;
 use crate::status::Shared;
 use crate::{MetaMachine, ReplicaError};
 use corelog::AppendAck;
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use futures_channel::oneshot;
 use raft::eraftpb::{ConfState, Entry, Message};
 use raft::{RawNode, StateRole};
@@ -39,6 +40,11 @@ pub(crate) enum Inbox {
     Raft(Message),
     /// A proposal from the handle.
     Propose(Proposal),
+    /// A compaction's flush is done.
+    Flushed {
+        index: u64,
+        ends: Result<bytes::Bytes, corelog::RequestError>,
+    },
     /// The applier stored an entry.
     Applied {
         index: u64,
@@ -55,6 +61,7 @@ impl std::fmt::Debug for Inbox {
             Inbox::Raft(m) => write!(f, "Raft({:?} from {})", m.get_msg_type(), m.from),
             Inbox::Propose(_) => write!(f, "Propose"),
             Inbox::Applied { index, .. } => write!(f, "Applied({index})"),
+            Inbox::Flushed { index, .. } => write!(f, "Flushed({index})"),
             Inbox::Stop => write!(f, "Stop"),
         }
     }
@@ -99,6 +106,7 @@ pub(crate) struct GroupSetup {
     pub dir: PathBuf,
     pub role: Role,
     pub inbox: Receiver<Inbox>,
+    pub inbox_tx: Sender<Inbox>,
     pub transport: Transport,
     pub shared: Arc<Shared>,
     pub engine: corelog::Handle,
@@ -141,6 +149,7 @@ pub(crate) struct Group {
     raw: RawNode<JournalStorage>,
     store: JournalStorage,
     inbox: Receiver<Inbox>,
+    inbox_tx: Sender<Inbox>,
     transport: Transport,
     shared: Arc<Shared>,
     role: Role,
@@ -159,6 +168,10 @@ pub(crate) struct Group {
     /// Proposals waiting for this new leader to apply its predecessors'.
     held: VecDeque<(Instant, Proposal)>,
     last_transfer: Instant,
+    /// A compaction's flush is running.
+    compacting: bool,
+    last_progress_log: Instant,
+    last_sync: Instant,
 }
 
 impl Group {
@@ -211,6 +224,7 @@ impl Group {
             raw,
             store,
             inbox: s.inbox,
+            inbox_tx: s.inbox_tx,
             transport: s.transport,
             shared: s.shared,
             role: s.role,
@@ -224,6 +238,9 @@ impl Group {
             stamps: HashMap::new(),
             held: VecDeque::new(),
             last_transfer: Instant::now(),
+            compacting: false,
+            last_progress_log: Instant::now(),
+            last_sync: Instant::now(),
         })
     }
 
@@ -293,58 +310,14 @@ impl Group {
                 term,
                 result,
             } => self.on_applied(index, term, result),
+            Inbox::Flushed { index, ends } => {
+                if let Err(e) = self.on_flushed(index, ends) {
+                    tracing::error!("group {}: compaction: {e}", self.id);
+                }
+            }
             Inbox::Stop => return false,
         }
         true
-    }
-
-    /// raft-rs assumes a node never loses what it persisted. A node whose
-    /// data directory was wiped (or whose journal lost a tail under
-    /// `fsync=never`) comes back with less: as a follower it would be told
-    /// a commit index past its log (raft-rs panics), and as leader raft-rs
-    /// would ignore its rejections below what it once matched (it would
-    /// never be sent what it lost). So: a commit past the log is lowered
-    /// to the log's end (and the leader told), and a follower's rejection
-    /// below its matched index lowers the match and probes from there.
-    fn guard_lost_journal(&mut self, m: &mut Message) {
-        use raft::eraftpb::MessageType;
-        let last = self.store.rl().last_index();
-        if m.get_msg_type() == MessageType::MsgHeartbeat && m.commit > last {
-            tracing::warn!(
-                "group {}: node {} says entries up to {} are committed, this node holds {last}: it lost its journal (a wiped directory?) and catches up",
-                self.id,
-                m.from,
-                m.commit
-            );
-            m.commit = last;
-            // Tell the leader, which believes this node holds more and
-            // would otherwise send nothing: a rejection naming this log's
-            // end (handled below, on the leader).
-            let mut nack = Message::default();
-            nack.set_msg_type(MessageType::MsgAppendResponse);
-            nack.to = m.from;
-            nack.from = self.shared.me;
-            nack.term = m.term;
-            nack.reject = true;
-            nack.index = last;
-            nack.reject_hint = last;
-            self.transport.send(self.id, &nack);
-        }
-        if m.get_msg_type() == MessageType::MsgAppendResponse && m.reject && self.is_leader() {
-            let hint = m.reject_hint;
-            if let Some(pr) = self.raw.raft.mut_prs().get_mut(m.from) {
-                if hint < pr.matched {
-                    tracing::warn!(
-                        "group {}: node {} holds entries only up to {hint}, not {}: it lost its journal (a wiped directory?); sending it what it lacks",
-                        self.id,
-                        m.from,
-                        pr.matched
-                    );
-                    pr.matched = hint;
-                    pr.become_probe();
-                }
-            }
-        }
     }
 
     fn is_leader(&self) -> bool {
@@ -379,50 +352,31 @@ impl Group {
                 });
             }
         }
+        self.sync_on_interval(now);
         self.follow_cluster_leader(now);
+        self.log_catch_up(now);
         if let Err(e) = self.maybe_compact() {
             tracing::error!("group {}: compaction: {e}", self.id);
+        }
+    }
+
+    /// Under `fsync=interval:MS`: the journal is fdatasynced that often.
+    fn sync_on_interval(&mut self, now: Instant) {
+        let Some(every) = self.opts.sync_every else {
+            return;
+        };
+        if self.opts.sync || now.duration_since(self.last_sync) < every {
+            return;
+        }
+        self.last_sync = now;
+        if let Err(e) = self.store.wl().sync() {
+            tracing::error!("group {}: journal sync: {e}", self.id);
         }
     }
 
     fn leader(&self) -> Option<u64> {
         let l = self.raw.raft.leader_id;
         (l != 0).then_some(l)
-    }
-
-    /// Keeps every data group's leadership on the metadata group's leader,
-    /// the node clients are sent to: a data group led elsewhere hands its
-    /// leadership over.
-    fn follow_cluster_leader(&mut self, now: Instant) {
-        if !matches!(self.role, Role::Data { .. }) || !self.is_leader() {
-            return;
-        }
-        let Some(target) = self.shared.leader_of(0) else {
-            return;
-        };
-        let election = self.opts.tick * self.opts.election_ticks as u32;
-        if target == self.shared.me || now.duration_since(self.last_transfer) < election {
-            return;
-        }
-        // Only to a node this group hears from (the metadata group may not
-        // have noticed yet that its leader is gone), and that is nearly
-        // caught up (a transfer stops proposals until it completes).
-        let last = self.raw.raft.raft_log.last_index();
-        let ready = self
-            .raw
-            .raft
-            .prs()
-            .get(target)
-            .is_some_and(|p| p.recent_active && p.matched + 64 >= last);
-        if !ready {
-            return;
-        }
-        self.last_transfer = now;
-        tracing::info!(
-            "group {}: handing leadership to node {target}, the metadata leader",
-            self.id
-        );
-        self.raw.transfer_leader(target);
     }
 
     fn on_ready(&mut self) -> Result<(), GroupError> {
@@ -470,7 +424,7 @@ impl Group {
 
     fn send(&self, msgs: Vec<Message>) {
         for m in msgs {
-            self.transport.send(self.id, &m);
+            self.transport.send(self.id, m);
         }
     }
 

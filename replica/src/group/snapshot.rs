@@ -51,9 +51,42 @@ fn decode_ends(b: &[u8]) -> Option<Vec<(u64, u64)>> {
     )
 }
 
+/// Flushes every partition on `shard`, then reads their ends (at least
+/// what the entries applied before the call stored).
+fn partition_ends(
+    engine: &corelog::Handle,
+    shard: usize,
+) -> Result<Vec<(u64, u64)>, corelog::RequestError> {
+    let mine: Vec<u64> = engine
+        .partitions()
+        .wait()?
+        .into_iter()
+        .filter(|p| engine.shard_of(*p) == shard)
+        .collect();
+    let flushes: Vec<_> = mine.iter().map(|p| engine.flush(*p)).collect();
+    for f in flushes {
+        match f.wait() {
+            Ok(()) | Err(corelog::RequestError::UnknownPartition { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let mut ends = Vec::with_capacity(mine.len());
+    for p in mine {
+        match engine.stats(p).wait() {
+            Ok(s) => ends.push((p, s.end_offset)),
+            Err(corelog::RequestError::UnknownPartition { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(ends)
+}
+
 impl Group {
     /// Compacts the journal up to the last applied entry once it holds
-    /// more than its limit.
+    /// more than its limit. A data group's snapshot needs its partitions
+    /// flushed first: that runs on a thread of its own, and the loop goes
+    /// on stepping, proposing and applying until it reports back
+    /// ([`Group::on_flushed`]).
     pub(super) fn maybe_compact(&mut self) -> Result<(), GroupError> {
         let (bytes, snap) = {
             let j = self.store.rl();
@@ -64,13 +97,51 @@ impl Group {
             Role::Data { .. } => self.opts.compact_bytes,
         };
         let index = self.applied;
-        if bytes < limit || index <= snap {
+        if bytes < limit || index <= snap || self.compacting {
             return Ok(());
         }
-        let data = match &self.role {
-            Role::Meta(sm) => sm.snapshot(),
-            Role::Data { shard, .. } => encode_ends(&self.partition_ends(*shard)?),
-        };
+        match &self.role {
+            Role::Meta(sm) => {
+                let data = sm.snapshot();
+                self.compact_to(index, data)
+            }
+            Role::Data { shard, .. } => {
+                self.compacting = true;
+                let (engine, shard, group, inbox) =
+                    (self.engine.clone(), *shard, self.id, self.inbox_tx.clone());
+                let spawned = std::thread::Builder::new()
+                    .name(format!("replica-flush-g{group}"))
+                    .spawn(move || {
+                        let ends = partition_ends(&engine, shard).map(|e| encode_ends(&e));
+                        let _ = inbox.send(super::Inbox::Flushed { index, ends });
+                    });
+                if let Err(e) = spawned {
+                    self.compacting = false;
+                    tracing::warn!("group {group}: no thread to flush for a compaction: {e}");
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// The partitions are flushed up to at least `index`: compact.
+    pub(super) fn on_flushed(
+        &mut self,
+        index: u64,
+        ends: Result<Bytes, corelog::RequestError>,
+    ) -> Result<(), GroupError> {
+        self.compacting = false;
+        match ends {
+            Ok(data) => self.compact_to(index, data),
+            Err(e) => {
+                tracing::warn!("group {}: flushing for a compaction: {e}", self.id);
+                Ok(())
+            }
+        }
+    }
+
+    fn compact_to(&mut self, index: u64, data: Bytes) -> Result<(), GroupError> {
+        let before = self.store.rl().bytes();
         self.store
             .wl()
             .compact(index, data)
@@ -79,32 +150,10 @@ impl Group {
                 source,
             })?;
         tracing::info!(
-            "group {}: journal compacted up to entry {index} ({bytes} bytes before)",
+            "group {}: journal compacted up to entry {index} ({before} bytes before)",
             self.id
         );
         Ok(())
-    }
-
-    /// Flushes the engine, then reads the end of every partition of this
-    /// group's shard (at least what entries up to `applied` stored).
-    fn partition_ends(&self, shard: usize) -> Result<Vec<(u64, u64)>, GroupError> {
-        let err = |e: corelog::RequestError| GroupError::Apply {
-            group: self.id,
-            why: e.to_string(),
-        };
-        self.engine.flush_all().wait().map_err(err)?;
-        let mut ends = Vec::new();
-        for p in self.engine.partitions().wait().map_err(err)? {
-            if self.engine.shard_of(p) != shard {
-                continue;
-            }
-            match self.engine.stats(p).wait() {
-                Ok(s) => ends.push((p, s.end_offset)),
-                Err(corelog::RequestError::UnknownPartition { .. }) => {}
-                Err(e) => return Err(err(e)),
-            }
-        }
-        Ok(ends)
     }
 
     /// Installs a snapshot the leader sent: the state it names first (the

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! 0   body_len      u32   bytes of the body
-//! 4   checksum      u64   XXH3-64 of the body
+//! 4   checksum      u64   XXH3-64 of the data, seeded with XXH3-64 of the
+//!                         body before it (one pass over the data, one-shot)
 //! 12  body:
 //!     0   index         u64
 //!     8   term          u64
@@ -35,13 +36,10 @@ pub fn head(e: &Entry) -> [u8; PREFIX_LEN + BODY_FIXED_LEN] {
     fixed[8..16].copy_from_slice(&e.term.to_le_bytes());
     fixed[16] = e.get_entry_type() as u8;
     fixed[17..21].copy_from_slice(&(e.context.len() as u32).to_le_bytes());
-    let mut hasher = xxhash_rust::xxh3::Xxh3::new();
-    hasher.update(&fixed);
-    hasher.update(&e.context);
-    hasher.update(&e.data);
+    let sum = checksum(&fixed, &e.context, &e.data);
     let mut out = [0u8; PREFIX_LEN + BODY_FIXED_LEN];
     out[0..4].copy_from_slice(&(body_len as u32).to_le_bytes());
-    out[4..12].copy_from_slice(&hasher.digest().to_le_bytes());
+    out[4..12].copy_from_slice(&sum.to_le_bytes());
     out[12..].copy_from_slice(&fixed);
     out
 }
@@ -102,13 +100,17 @@ pub fn decode(buf: &Bytes) -> Result<(Entry, usize), RecordError> {
     }
     let body = buf.slice(PREFIX_LEN..total);
     let stored = u64_at(buf, 4);
-    let computed = xxhash_rust::xxh3::xxh3_64(&body);
-    if stored != computed {
-        return Err(RecordError::Checksum { stored, computed });
-    }
     let context_len = u32_at(&body, 17) as usize;
     if BODY_FIXED_LEN + context_len > body_len {
         return Err(RecordError::BadLength(body_len));
+    }
+    let computed = checksum(
+        &body[..BODY_FIXED_LEN],
+        &body[BODY_FIXED_LEN..BODY_FIXED_LEN + context_len],
+        &body[BODY_FIXED_LEN + context_len..],
+    );
+    if stored != computed {
+        return Err(RecordError::Checksum { stored, computed });
     }
     let entry_type = match body[16] {
         0 => EntryType::EntryNormal,
@@ -123,6 +125,16 @@ pub fn decode(buf: &Bytes) -> Result<(Entry, usize), RecordError> {
     e.context = body.slice(BODY_FIXED_LEN..BODY_FIXED_LEN + context_len);
     e.data = body.slice(BODY_FIXED_LEN + context_len..);
     Ok((e, total))
+}
+
+/// The record checksum: the data hashed once, seeded with the hash of the
+/// fixed fields and the context.
+fn checksum(fixed: &[u8], context: &[u8], data: &[u8]) -> u64 {
+    let mut head = Vec::with_capacity(fixed.len() + context.len());
+    head.extend_from_slice(fixed);
+    head.extend_from_slice(context);
+    let seed = xxhash_rust::xxh3::xxh3_64(&head);
+    xxhash_rust::xxh3::xxh3_64_with_seed(data, seed)
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {

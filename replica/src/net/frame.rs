@@ -10,7 +10,7 @@
 //! | kind | body |
 //! |---|---|
 //! | 1 hello        | node id u64, data groups u32: the first frame of a peer connection |
-//! | 2 raft         | a raft-rs `Message` (protobuf); entries carry batch bytes verbatim |
+//! | 2 raft         | a raft-rs `Message`: protobuf without the entries' data, then the data verbatim (`raft_frame.rs`) |
 //! | 3 fetch        | partition u64, from u64, to u64: the first frame of a fetch connection |
 //! | 4 batches      | whole stamped batches, back to back, as stored |
 //! | 5 fetch end    | the next offset u64 (the fetch is done) |
@@ -107,8 +107,12 @@ pub fn read(r: &mut impl Read) -> Result<Frame, FrameError> {
     if !(5..=MAX_FRAME).contains(&len) {
         return Err(FrameError::Length(len));
     }
-    let mut buf = vec![0u8; len];
-    r.read_exact(&mut buf)?;
+    // Read into spare capacity: no zeroing of a buffer about to be filled.
+    let mut buf = Vec::with_capacity(len);
+    let got = r.take(len as u64).read_to_end(&mut buf)?;
+    if got < len {
+        return Err(FrameError::Io(std::io::ErrorKind::UnexpectedEof.into()));
+    }
     let kind = Kind::from_u8(buf[0]).ok_or(FrameError::Kind(buf[0]))?;
     let group = u32::from_le_bytes([buf[1], buf[2], buf[3], buf[4]]);
     let body = Bytes::from(buf).slice(5..);

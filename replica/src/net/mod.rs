@@ -10,12 +10,11 @@
 
 pub mod fetch;
 pub mod frame;
+pub mod raft_frame;
 
 use crate::group::Inbox;
-use bytes::Bytes;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use frame::{Frame, Kind};
-use protobuf::Message as _;
 use raft::eraftpb::Message;
 use std::collections::HashMap;
 use std::io::Write;
@@ -42,28 +41,18 @@ pub struct NetStats {
 /// The sending half: a queue per peer.
 #[derive(Debug, Clone)]
 pub struct Transport {
-    peers: Arc<HashMap<u64, Sender<Bytes>>>,
+    peers: Arc<HashMap<u64, Sender<(u32, Message)>>>,
     stats: Arc<NetStats>,
 }
 
 impl Transport {
-    /// Queues `msg` for its destination (group `group`). Never blocks.
-    pub fn send(&self, group: u32, msg: &Message) {
+    /// Queues `msg` for its destination (group `group`). Never blocks; it
+    /// is encoded on the peer's sending thread.
+    pub fn send(&self, group: u32, msg: Message) {
         let Some(q) = self.peers.get(&msg.to) else {
             return;
         };
-        let body = match msg.write_to_bytes() {
-            Ok(b) => b,
-            Err(e) => {
-                tracing::error!("encode a raft message: {e}");
-                return;
-            }
-        };
-        let mut out = Vec::with_capacity(9 + body.len());
-        out.extend_from_slice(&frame::head(Kind::Raft, group, body.len()));
-        out.extend_from_slice(&body);
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
-            q.try_send(Bytes::from(out))
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = q.try_send((group, msg))
         {
             self.stats.dropped.fetch_add(1, Ordering::Relaxed);
         }
@@ -136,7 +125,7 @@ fn sender(
     id: u64,
     addr: SocketAddr,
     from: std::net::IpAddr,
-    q: Receiver<Bytes>,
+    q: Receiver<(u32, Message)>,
     hello: Vec<u8>,
     stop: Arc<AtomicBool>,
     stats: Arc<NetStats>,
@@ -172,8 +161,15 @@ fn sender(
                 return;
             }
             match q.recv_timeout(Duration::from_millis(200)) {
-                Ok(f) => {
-                    if let Err(e) = s.write_all(&f) {
+                Ok((group, msg)) => {
+                    let enc = match raft_frame::encode(group, msg) {
+                        Ok(e) => e,
+                        Err(e) => {
+                            tracing::error!("replica: encode a message to node {id}: {e}");
+                            continue;
+                        }
+                    };
+                    if let Err(e) = write_encoded(&mut s, &enc) {
                         tracing::debug!("replica: to node {id}: {e}");
                         break;
                     }
@@ -183,6 +179,24 @@ fn sender(
             }
         }
     }
+}
+
+/// Writes an encoded message: its prefix and data in vectored writes.
+fn write_encoded(s: &mut TcpStream, enc: &raft_frame::Encoded) -> std::io::Result<()> {
+    let mut slices: Vec<std::io::IoSlice<'_>> = std::iter::once(&enc.prefix[..])
+        .chain(enc.data.iter().map(|d| &d[..]))
+        .map(std::io::IoSlice::new)
+        .collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        match s.write_vectored(rest) {
+            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
+            Ok(n) => std::io::IoSlice::advance_slices(&mut rest, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Connects to `to` from address `from` (any port).
@@ -269,7 +283,7 @@ fn peer_messages(
             .inboxes
             .get(group as usize)
             .ok_or_else(|| format!("no group {group}"))?;
-        let msg = Message::parse_from_carllerche_bytes(&body).map_err(|e| e.to_string())?;
+        let msg = raft_frame::decode(&body).map_err(|e| e.to_string())?;
         if msg.from != from || msg.to != rx.me {
             return Err(format!(
                 "message from {} to {} on node {from}'s connection to {}",
