@@ -8,6 +8,7 @@ use crate::login::log_limit::LogLimit;
 use crate::login::Logins;
 use crate::membership::Memberships;
 use crate::metadata::MetadataStore;
+use crate::request_buffers::{pool_bytes, BufPool};
 use crate::users::Users;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -44,6 +45,9 @@ pub struct Context {
     pub limits: Limits,
     /// The bytes of requests in flight (`limits.max_inflight_bytes`).
     pub budget: Arc<Budget>,
+    /// Request payload buffers given back by the requests (and appends)
+    /// done with them, for the next requests.
+    pub buffers: Arc<BufPool>,
     /// Password checks and their throttle.
     pub logins: Logins,
     /// What happened to clients.
@@ -86,6 +90,7 @@ impl Context {
             durable_acks,
             clients: Arc::new(Clients::default()),
             budget: Budget::new(limits.max_inflight_bytes),
+            buffers: BufPool::new(pool_bytes(limits.max_inflight_bytes)),
             limits,
             logins,
             counters: Counters::default(),
