@@ -29,6 +29,7 @@ pub mod process;
 pub mod server;
 pub mod status;
 pub mod tls;
+pub mod topic_options;
 pub mod transport;
 pub mod users;
 pub mod wire;

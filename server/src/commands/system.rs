@@ -64,7 +64,12 @@ pub(super) async fn stats(ctx: &Context) -> Outcome {
         os_version: kernel.clone(),
         kernel_version: kernel,
         iggy_server_version: concat!("corelog-server ", env!("CARGO_PKG_VERSION")).into(),
-        iggy_server_semver: None,
+        // This server's own version (corelog-server's, not Iggy's), in
+        // Iggy's numeric form (major, minor and patch as 3 digits each).
+        iggy_server_semver: env!("CARGO_PKG_VERSION")
+            .parse::<iggy_common::SemanticVersion>()
+            .ok()
+            .and_then(|v| v.get_numeric_version().ok()),
         cache_metrics: Vec::new(),
         threads_count: u32::try_from(process::threads()).unwrap_or(u32::MAX),
         free_disk_space: 0,
