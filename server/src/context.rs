@@ -39,6 +39,8 @@ pub struct Context {
     pub in_flight: AtomicUsize,
     /// Whether a send is answered only once durable (`--fsync batch`).
     pub durable_acks: bool,
+    /// The engine's segment size in bytes (`--segment-bytes`).
+    pub segment_bytes: u64,
     /// The connected clients.
     pub clients: Arc<Clients>,
     /// What each client, and all of them, may hold.
@@ -88,6 +90,7 @@ impl Context {
             closing: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             durable_acks,
+            segment_bytes: corelog::LogConfig::default().segment_bytes,
             clients: Arc::new(Clients::default()),
             budget: Budget::new(limits.max_inflight_bytes),
             buffers: BufPool::new(pool_bytes(limits.max_inflight_bytes)),
@@ -99,6 +102,14 @@ impl Context {
             sessions: AtomicU64::new(0),
             balanced: AtomicU64::new(0),
         })
+    }
+
+    /// What a topic's absent option keys resolve to on this server.
+    pub fn topic_defaults(&self) -> crate::topic_options::TopicDefaults {
+        crate::topic_options::TopicDefaults {
+            segment_bytes: self.segment_bytes,
+            durable_acks: self.durable_acks,
+        }
     }
 
     /// A new, non-zero session number.

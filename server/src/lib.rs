@@ -30,6 +30,7 @@ pub mod request_buffers;
 pub mod server;
 pub mod status;
 pub mod tls;
+pub mod topic_options;
 pub mod transport;
 pub mod users;
 pub mod wire;

@@ -216,6 +216,7 @@ impl Server {
             config.limits.clone(),
         )
         .map_err(ServerError::Thread)?;
+        ctx.segment_bytes = config.segment_bytes;
         if let (Some(r), Some(c)) = (&replica, &config.cluster) {
             ctx.cluster = Some(crate::context::Cluster::new(r.handle(), c.config.clone()));
         }
