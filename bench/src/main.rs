@@ -22,6 +22,7 @@ mod reopen;
 mod report;
 mod run;
 mod schedule;
+mod shape;
 mod sink;
 mod summary;
 mod tcp;

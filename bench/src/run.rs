@@ -6,6 +6,7 @@ use crate::args::Args;
 use crate::consumer::{self, ConsumerResult};
 use crate::lane::{LaneResult, RunCtx};
 use crate::report::{histogram, Phase};
+use crate::shape::Shape;
 use crate::sink::Serve;
 use crate::summary::Summary;
 use crate::{
@@ -17,41 +18,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// The run's shape, from the flags and the machine.
-#[derive(Debug, Clone, Copy)]
-pub struct Shape {
-    pub cores: usize,
-    pub shards: usize,
-    pub partitions: u64,
-    pub producers: usize,
-    pub consumers: usize,
-    pub inflight: usize,
-}
-
-impl Shape {
-    fn new(args: &Args) -> Shape {
-        let cores = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1);
-        let shards = args.shards.unwrap_or(cores).max(1);
-        Shape {
-            cores,
-            shards,
-            partitions: args.partitions.unwrap_or(2 * shards as u64).max(1),
-            producers: args.producers.unwrap_or(shards).max(1),
-            consumers: args.consumers.unwrap_or(shards).max(1),
-            inflight: args.inflight.max(1),
-        }
-    }
-
-    /// The partitions worker `i` of `n` takes: `p % n == i`.
-    fn share(&self, i: usize, n: usize) -> Vec<u64> {
-        (0..self.partitions)
-            .filter(|p| (*p as usize) % n == i)
-            .collect()
-    }
-}
 
 fn log_config(args: &Args) -> LogConfig {
     let largest = (args.message_size.max + 48) * args.messages_per_batch + 256;

@@ -2,8 +2,8 @@
 
 use crate::args::Args;
 use crate::report::{latency_json, print_latency_row, print_table, Phase};
-use crate::run::Shape;
 use crate::schedule;
+use crate::shape::Shape;
 use crate::sink::Serve;
 use crate::Series;
 use hdrhistogram::Histogram;

@@ -49,11 +49,6 @@ impl TopicMeta {
     }
 }
 
-/// Whether `options` (a topic's) parse: known keys, values of their kinds.
-pub fn check_topic_options(options: &WireOptions) -> Result<(), iggy_common::IggyError> {
-    TopicCreateOptions::parse(options).map(|_| ())
-}
-
 /// `old` with every entry of `new` set over it (same key: `new` wins).
 pub fn merge_options(old: &[u8], new: &WireOptions) -> Vec<u8> {
     let old = WireOptions::from_validated(old.to_vec().into());

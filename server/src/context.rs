@@ -8,6 +8,7 @@ use crate::login::log_limit::LogLimit;
 use crate::login::Logins;
 use crate::membership::Memberships;
 use crate::metadata::MetadataStore;
+use crate::request_buffers::{pool_bytes, BufPool};
 use crate::users::Users;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -38,12 +39,17 @@ pub struct Context {
     pub in_flight: AtomicUsize,
     /// Whether a send is answered only once durable (`--fsync batch`).
     pub durable_acks: bool,
+    /// The engine's segment size in bytes (`--segment-bytes`).
+    pub segment_bytes: u64,
     /// The connected clients.
     pub clients: Arc<Clients>,
     /// What each client, and all of them, may hold.
     pub limits: Limits,
     /// The bytes of requests in flight (`limits.max_inflight_bytes`).
     pub budget: Arc<Budget>,
+    /// Request payload buffers given back by the requests (and appends)
+    /// done with them, for the next requests.
+    pub buffers: Arc<BufPool>,
     /// Password checks and their throttle.
     pub logins: Logins,
     /// What happened to clients.
@@ -84,8 +90,10 @@ impl Context {
             closing: AtomicBool::new(false),
             in_flight: AtomicUsize::new(0),
             durable_acks,
+            segment_bytes: corelog::LogConfig::default().segment_bytes,
             clients: Arc::new(Clients::default()),
             budget: Budget::new(limits.max_inflight_bytes),
+            buffers: BufPool::new(pool_bytes(limits.max_inflight_bytes)),
             limits,
             logins,
             counters: Counters::default(),
@@ -94,6 +102,14 @@ impl Context {
             sessions: AtomicU64::new(0),
             balanced: AtomicU64::new(0),
         })
+    }
+
+    /// What a topic's absent option keys resolve to on this server.
+    pub fn topic_defaults(&self) -> crate::topic_options::TopicDefaults {
+        crate::topic_options::TopicDefaults {
+            segment_bytes: self.segment_bytes,
+            durable_acks: self.durable_acks,
+        }
     }
 
     /// A new, non-zero session number.

@@ -216,6 +216,7 @@ impl Server {
             config.limits.clone(),
         )
         .map_err(ServerError::Thread)?;
+        ctx.segment_bytes = config.segment_bytes;
         if let (Some(r), Some(c)) = (&replica, &config.cluster) {
             ctx.cluster = Some(crate::context::Cluster::new(r.handle(), c.config.clone()));
         }
@@ -254,6 +255,12 @@ impl Server {
     /// Bytes of requests in flight now.
     pub fn inflight_bytes(&self) -> u64 {
         self.ctx.budget.in_use()
+    }
+
+    /// Requests of at least [`crate::request_buffers::MIN_POOLED`] bytes so
+    /// far read into a reused buffer, and into a fresh one.
+    pub fn request_buffers(&self) -> (u64, u64) {
+        self.ctx.buffers.counts()
     }
 
     /// The address it listens on.

@@ -318,7 +318,7 @@ async fn a_stale_owner_and_a_non_member_are_fenced() {
         .join_consumer_group(&named("s"), &named("t"), &named("nope"))
         .await;
     assert!(
-        matches!(missing, Err(IggyError::ConsumerGroupNameNotFound(..))),
+        matches!(missing, Err(IggyError::ConsumerGroupIdNotFound(..))),
         "{missing:?}"
     );
 }

@@ -186,7 +186,8 @@ async fn streams_and_topics_are_renamed_and_topic_settings_updated() {
         message_expiry: Some(IggyExpiry::ExpireDuration(
             IggyDuration::from_str("1h").expect("d"),
         )),
-        max_topic_size: Some(MaxTopicSize::from(1_000_000)),
+        // At least one segment (1 GiB here), as Iggy requires.
+        max_topic_size: Some(MaxTopicSize::from(2 << 30)),
         ..TopicUpdateOptions::default()
     };
     c.update_topic(&named("s2"), &named("t"), "t2", &options)
@@ -194,7 +195,7 @@ async fn streams_and_topics_are_renamed_and_topic_settings_updated() {
         .expect("update topic");
     let t = topic(&c, "s2", "t2").await;
     assert_eq!(u64::from(t.message_expiry), 3_600_000_000);
-    assert_eq!(u64::from(t.max_topic_size), 1_000_000);
+    assert_eq!(u64::from(t.max_topic_size), 2 << 30);
     drop(c);
     server.shutdown().expect("shutdown");
     let server = start(dir.path());

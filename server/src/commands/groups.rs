@@ -34,16 +34,10 @@ pub(super) fn count(t: &TopicMeta) -> u32 {
     u32::try_from(t.partitions.len()).unwrap_or(u32::MAX)
 }
 
-/// The status for a group the catalog does not hold.
+/// The status for a group the catalog does not hold: Iggy answers
+/// ConsumerGroupIdNotFound (5000) whether the group is named by id or name.
 pub(super) fn no_group(group: &WireIdentifier, topic: &WireIdentifier) -> IggyError {
-    match group {
-        WireIdentifier::Numeric(_) => {
-            IggyError::ConsumerGroupIdNotFound(identifier(group), identifier(topic))
-        }
-        WireIdentifier::String(name) => {
-            IggyError::ConsumerGroupNameNotFound(name.as_str().to_owned(), identifier(topic))
-        }
-    }
+    IggyError::ConsumerGroupIdNotFound(identifier(group), identifier(topic))
 }
 
 /// The topic and the group the identifiers name, and the group's key.

@@ -11,9 +11,9 @@
 use super::groups::count;
 use super::topics::delete_partitions;
 use super::{from_catalog, identifier, Outcome, UpdateError};
-use crate::catalog_topics::check_topic_options;
 use crate::context::Context;
 use crate::status;
+use crate::topic_options;
 use iggy_binary_protocol::requests::partitions::{
     CreatePartitionsRequest, DeletePartitionsRequest,
 };
@@ -45,6 +45,7 @@ pub(super) async fn update_stream(
     ctx: &Arc<Context>,
     r: UpdateStreamRequest,
 ) -> Result<Outcome, IggyError> {
+    crate::topic_options::refuse_keys(&r.options)?;
     let options = r.options.as_bytes().to_vec();
     ctx.update_catalog(|c| -> Result<_, UpdateError> {
         Ok(c.update_stream(&r.stream_id, r.name.as_str(), options)?)
@@ -60,11 +61,18 @@ pub(super) async fn update_topic(
     ctx: &Arc<Context>,
     r: UpdateTopicRequest,
 ) -> Result<Outcome, IggyError> {
-    check_topic_options(&r.options)?;
+    let stored = {
+        let catalog = ctx.metadata.snapshot();
+        let (_, t) = catalog
+            .topic(&r.stream_id, &r.topic_id)
+            .map_err(|e| from_catalog(e, &r.stream_id))?;
+        t.options.clone()
+    };
+    let options = topic_options::for_update(&r.options, &stored, ctx.topic_defaults())?;
     let id = ctx
         .update_catalog(|c| -> Result<_, UpdateError> {
             Ok(
-                c.update_topic(&r.stream_id, &r.topic_id, r.name.as_str(), &r.options)?
+                c.update_topic(&r.stream_id, &r.topic_id, r.name.as_str(), &options)?
                     .id,
             )
         })
@@ -128,10 +136,8 @@ pub(super) async fn create_partitions(
     ctx: &Arc<Context>,
     r: CreatePartitionsRequest,
 ) -> Result<Outcome, IggyError> {
-    if r.partitions_count == 0 {
-        return Err(IggyError::InvalidPartitionsCount);
-    }
-    if r.partitions_count > MAX_PARTITIONS_PER_REQUEST {
+    // As Iggy: adding none or more than a request may is TooManyPartitions.
+    if r.partitions_count == 0 || r.partitions_count > MAX_PARTITIONS_PER_REQUEST {
         return Err(IggyError::TooManyPartitions);
     }
     let (stream, topic) = (&r.stream_id, &r.topic_id);
@@ -165,6 +171,11 @@ pub(super) async fn delete_partitions_of(
     ctx: &Arc<Context>,
     r: DeletePartitionsRequest,
 ) -> Result<Outcome, IggyError> {
+    // As Iggy: removing none or more than a request may add is
+    // TooManyPartitions; more than the topic has, InvalidPartitionsCount.
+    if r.partitions_count == 0 || r.partitions_count > MAX_PARTITIONS_PER_REQUEST {
+        return Err(IggyError::TooManyPartitions);
+    }
     let (stream, topic) = (&r.stream_id, &r.topic_id);
     let removed = ctx
         .update_catalog(|c| -> Result<_, UpdateError> {

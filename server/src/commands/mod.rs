@@ -130,7 +130,7 @@ pub async fn execute(
         Request::GetTokens => tokens::get_all(ctx, user),
         Request::CreateToken(r) => tokens::create(ctx, user, r).await.into(),
         Request::DeleteToken(r) => tokens::delete(ctx, user, &r.name).await.into(),
-        Request::GetStats => system::stats(ctx),
+        Request::GetStats => system::stats(ctx).await,
         Request::GetClusterMetadata => system::cluster_metadata(ctx),
         // In a cluster, everything else is served by the node leading
         // every group; elsewhere it is refused before anything is done,
@@ -193,19 +193,26 @@ fn named(name: &str) -> Identifier {
     Identifier::named(name).unwrap_or_default()
 }
 
+/// An identifier for a name or number as the catalog reports it (error payloads).
+fn parsed(name: &str) -> Identifier {
+    Identifier::from_str_value(name).unwrap_or_default()
+}
+
 /// The status for a catalog refusal.
 fn from_catalog(e: CatalogError, stream: &WireIdentifier) -> IggyError {
     match e {
         CatalogError::NoStream(_) => IggyError::StreamIdNotFound(identifier(stream)),
+        // Iggy answers a missing topic TopicIdNotFound (2010) whichever
+        // way it is named, and a missing group ConsumerGroupIdNotFound (5000).
         CatalogError::NoTopic { topic, .. } => {
-            IggyError::TopicNameNotFound(topic, stream.to_string())
+            IggyError::TopicIdNotFound(parsed(&topic), identifier(stream))
         }
         CatalogError::StreamExists(name) => IggyError::StreamNameAlreadyExists(name),
         CatalogError::TopicExists { topic, .. } => {
             IggyError::TopicNameAlreadyExists(topic, identifier(stream))
         }
         CatalogError::NoGroup { topic, group } => {
-            IggyError::ConsumerGroupNameNotFound(group, named(&topic))
+            IggyError::ConsumerGroupIdNotFound(parsed(&group), parsed(&topic))
         }
         CatalogError::GroupExists { topic, group } => {
             IggyError::ConsumerGroupNameAlreadyExists(group, named(&topic))

@@ -90,7 +90,9 @@ fn target(
     Ok((index, engine, group_consumer(g.id)))
 }
 
-/// Stores the consumer's offset durably.
+/// Stores the consumer's offset durably. As Iggy's server, an offset past
+/// the partition's last message (any offset, when it never held one) is
+/// refused with InvalidOffset and nothing is stored.
 pub(super) async fn store(
     ctx: &Arc<Context>,
     session: &Session,
@@ -105,6 +107,14 @@ pub(super) async fn store(
         r.partition_id,
         true,
     )?;
+    let stats = ctx
+        .engine
+        .stats(partition)
+        .await
+        .map_err(|e| status::from_engine(&e))?;
+    if r.offset >= stats.next_offset {
+        return Err(IggyError::InvalidOffset(r.offset));
+    }
     ctx.store_offset(partition, consumer, r.offset)
         .await
         .map_err(|e| e.status())?;

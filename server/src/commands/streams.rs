@@ -20,7 +20,7 @@ async fn details(ctx: &Context, s: &StreamMeta) -> Result<GetStreamResponse, Igg
         let (b, m) = totals(&stats);
         size_bytes += b;
         messages_count += m;
-        topics.push(header(t, &stats)?);
+        topics.push(header(ctx, t, &stats)?);
     }
     Ok(GetStreamResponse {
         stream: StreamResponse {
@@ -61,6 +61,7 @@ pub(super) async fn create(
     r: CreateStreamRequest,
 ) -> Result<Outcome, IggyError> {
     let name = WireIdentifier::String(r.name.clone());
+    crate::topic_options::refuse_keys(&r.options)?;
     let options = r.options.as_bytes().to_vec();
     let id = ctx
         .update_catalog(|c| -> Result<u32, UpdateError> {

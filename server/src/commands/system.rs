@@ -1,5 +1,6 @@
 //! GET_STATS: the SDK and Iggy's bench need a well-formed answer.
 
+use super::topics::{partition_stats, totals};
 use super::Outcome;
 use crate::context::{now_micros, Context};
 use crate::process;
@@ -10,15 +11,20 @@ use iggy_binary_protocol::responses::system::get_stats::StatsResponse;
 use iggy_common::{ClusterNodeRole, ClusterNodeStatus};
 
 /// What the server can say about itself cheaply: counts from the catalog,
-/// times, the host, and this process as the kernel counts it (resident
+/// messages, their bytes and segment files summed over the partitions'
+/// engine stats (one message to each partition's shard), times, the host, and this process as the kernel counts it (resident
 /// memory, threads, storage bytes read and written: Iggy's sources for the
 /// same fields). The client counters without a field in Iggy's stats
 /// (connections refused and closed by reason, failed sign-ins, refused
 /// requests, network bytes) are logged at shutdown.
-pub(super) fn stats(ctx: &Context) -> Outcome {
+pub(super) async fn stats(ctx: &Context) -> Outcome {
     let catalog = ctx.metadata.snapshot();
     let topics: usize = catalog.streams.iter().map(|s| s.topics.len()).sum();
-    let partitions = catalog.all_partitions().count();
+    let ids: Vec<u64> = catalog.all_partitions().collect();
+    let partitions = ids.len();
+    let engine = partition_stats(ctx, &ids).await;
+    let (messages_size_bytes, messages_count) = totals(&engine);
+    let segments: usize = engine.iter().flatten().map(|s| s.segments).sum();
     let read = |p: &str| {
         std::fs::read_to_string(p)
             .map(|s| s.trim().to_owned())
@@ -38,12 +44,12 @@ pub(super) fn stats(ctx: &Context) -> Outcome {
         start_time: ctx.started_at,
         read_bytes,
         written_bytes,
-        messages_size_bytes: 0,
+        messages_size_bytes,
         streams_count: count(catalog.streams.len()),
         topics_count: count(topics),
         partitions_count: count(partitions),
-        segments_count: 0,
-        messages_count: 0,
+        segments_count: count(segments),
+        messages_count,
         clients_count: count(ctx.clients.count()),
         consumer_groups_count: count(
             catalog
@@ -58,7 +64,12 @@ pub(super) fn stats(ctx: &Context) -> Outcome {
         os_version: kernel.clone(),
         kernel_version: kernel,
         iggy_server_version: concat!("corelog-server ", env!("CARGO_PKG_VERSION")).into(),
-        iggy_server_semver: None,
+        // This server's own version (corelog-server's, not Iggy's), in
+        // Iggy's numeric form (major, minor and patch as 3 digits each).
+        iggy_server_semver: env!("CARGO_PKG_VERSION")
+            .parse::<iggy_common::SemanticVersion>()
+            .ok()
+            .and_then(|v| v.get_numeric_version().ok()),
         cache_metrics: Vec::new(),
         threads_count: u32::try_from(process::threads()).unwrap_or(u32::MAX),
         free_disk_space: 0,

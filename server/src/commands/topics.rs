@@ -3,17 +3,15 @@
 use super::{from_catalog, identifier, Outcome, UpdateError};
 use crate::catalog::TopicMeta;
 use crate::context::{now_micros, Context};
+use crate::topic_options;
 use corelog::LogStats;
 use iggy_binary_protocol::requests::topics::CreateTopicRequest;
 use iggy_binary_protocol::responses::streams::get_stream::TopicHeader;
 use iggy_binary_protocol::responses::topics::get_topic::{GetTopicResponse, PartitionResponse};
 use iggy_binary_protocol::responses::topics::get_topics::GetTopicsResponse;
-use iggy_binary_protocol::{WireIdentifier, WireName, WireOptions, MAX_PARTITIONS_PER_REQUEST};
+use iggy_binary_protocol::{WireIdentifier, WireName, MAX_PARTITIONS_PER_REQUEST};
 use iggy_common::IggyError;
 use std::sync::Arc;
-
-/// Iggy's code for "no compression".
-const COMPRESSION_NONE: u8 = 1;
 
 /// The engine's stats of each partition (`None` where it has none).
 pub(super) async fn partition_stats(ctx: &Context, partitions: &[u64]) -> Vec<Option<LogStats>> {
@@ -37,22 +35,24 @@ pub(super) fn totals(stats: &[Option<LogStats>]) -> (u64, u64) {
 
 /// The wire header of `topic`, with its totals.
 pub(super) fn header(
+    ctx: &Context,
     topic: &TopicMeta,
     stats: &[Option<LogStats>],
 ) -> Result<TopicHeader, IggyError> {
     let (size_bytes, messages_count) = totals(stats);
+    let (options, derived_options) = topic_options::answer(&topic.options, ctx.topic_defaults())?;
     Ok(TopicHeader {
         id: topic.id,
         created_at: topic.created_at,
         partitions_count: u32::try_from(topic.partitions.len()).unwrap_or(u32::MAX),
         message_expiry: topic.limits().message_expiry,
-        compression_algorithm: COMPRESSION_NONE,
+        compression_algorithm: topic_options::compression(&topic.options),
         max_topic_size: topic.limits().max_topic_size,
         size_bytes,
         messages_count,
         name: WireName::new(topic.name.as_str()).map_err(|_| IggyError::InvalidTopicName)?,
-        options: WireOptions::from_validated(topic.options.clone().into()),
-        derived_options: WireOptions::empty(),
+        options,
+        derived_options,
     })
 }
 
@@ -74,7 +74,7 @@ async fn details(ctx: &Context, topic: &TopicMeta) -> Result<GetTopicResponse, I
         })
         .collect();
     Ok(GetTopicResponse {
-        topic: header(topic, &stats)?,
+        topic: header(ctx, topic, &stats)?,
         partitions,
     })
 }
@@ -98,13 +98,14 @@ pub(super) async fn get_all(
     stream: &WireIdentifier,
 ) -> Result<Outcome, IggyError> {
     let catalog = ctx.metadata.snapshot();
-    let s = catalog
-        .stream(stream)
-        .map_err(|e| from_catalog(e, stream))?;
+    // As Iggy: a stream that is not there lists no topics.
+    let Ok(s) = catalog.stream(stream) else {
+        return Ok(Outcome::encoded(&GetTopicsResponse { topics: Vec::new() }));
+    };
     let mut topics = Vec::with_capacity(s.topics.len());
     for t in &s.topics {
         let stats = partition_stats(ctx, &t.partitions).await;
-        topics.push(header(t, &stats)?);
+        topics.push(header(ctx, t, &stats)?);
     }
     Ok(Outcome::encoded(&GetTopicsResponse { topics }))
 }
@@ -128,6 +129,7 @@ pub(super) async fn create(
             "enforce_fsync: this server acknowledges sends before syncing (--fsync never or interval); run it with --fsync batch".into(),
         ));
     }
+    let options = topic_options::for_create(&r.options, ctx.topic_defaults())?;
     let name = r.name.as_str();
     let reserved = ctx
         .update_catalog(|c| -> Result<Vec<u64>, UpdateError> {
@@ -146,7 +148,6 @@ pub(super) async fn create(
     ctx.create_partitions(&reserved)
         .await
         .map_err(|e| e.status())?;
-    let options = r.options.as_bytes().to_vec();
     ctx.update_catalog(|c| -> Result<_, UpdateError> {
         Ok(c.add_topic(stream, name, reserved.clone(), options, now_micros())?)
     })

@@ -165,7 +165,7 @@ fn check_options(options: &WireOptions) -> Result<(), IggyError> {
     if options.is_empty() {
         Ok(())
     } else {
-        Err(IggyError::InvalidOptionValue(
+        Err(IggyError::UnsupportedOptionKey(
             "users have no options".into(),
         ))
     }

@@ -1,0 +1,324 @@
+//! Answers that must be the ones Iggy's server gives (its integration suite
+//! checks them): the status codes of a missing topic or consumer group, a
+//! consumer offset past the partition's end refused, and the system stats'
+//! message and segment counts.
+
+mod common;
+
+use common::{client, fill, named, start, stream_and_topic};
+use iggy::prelude::*;
+use std::str::FromStr;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_topic_or_group_answers_iggys_id_not_found_codes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start(dir.path());
+    let c = client(&server).await;
+    c.create_stream("s").await.expect("stream");
+    // A topic named, not numbered, that is not there: TopicIdNotFound (2010)
+    // all the same, on a poll and on a join.
+    let poll = c
+        .poll_messages(
+            &named("s"),
+            &named("nope"),
+            Some(0),
+            &Consumer::new(named("r")),
+            &PollingStrategy::offset(0),
+            1,
+            false,
+        )
+        .await;
+    assert!(
+        matches!(poll, Err(IggyError::TopicIdNotFound(..))),
+        "{poll:?}"
+    );
+    let join = c
+        .join_consumer_group(&named("s"), &named("nope"), &named("g"))
+        .await;
+    assert!(
+        matches!(join, Err(IggyError::TopicIdNotFound(..))),
+        "{join:?}"
+    );
+    // A group named that is not there: ConsumerGroupIdNotFound (5000) on
+    // join, leave and delete.
+    c.create_topic(&named("s"), "t", &TopicCreateOptions::default())
+        .await
+        .expect("topic");
+    let join = c
+        .join_consumer_group(&named("s"), &named("t"), &named("g"))
+        .await;
+    assert!(
+        matches!(join, Err(IggyError::ConsumerGroupIdNotFound(..))),
+        "{join:?}"
+    );
+    let leave = c
+        .leave_consumer_group(&named("s"), &named("t"), &named("g"))
+        .await;
+    assert!(
+        matches!(leave, Err(IggyError::ConsumerGroupIdNotFound(..))),
+        "{leave:?}"
+    );
+    let delete = c
+        .delete_consumer_group(&named("s"), &named("t"), &named("g"))
+        .await;
+    assert!(
+        matches!(delete, Err(IggyError::ConsumerGroupIdNotFound(..))),
+        "{delete:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_offset_past_the_partitions_end_is_refused_and_not_stored() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start(dir.path());
+    let c = client(&server).await;
+    stream_and_topic(&c, "s", "t", 1).await;
+    let consumer = Consumer::new(named("r"));
+    let (s, t) = (named("s"), named("t"));
+    let store = |offset| c.store_consumer_offset(&consumer, &s, &t, Some(0), offset);
+    // An empty partition takes no offset, not even 0 (the SDK decodes the
+    // status alone: the offset in the variant is not the server's).
+    for offset in [0, 1] {
+        let r = store(offset).await;
+        assert!(
+            matches!(r, Err(IggyError::InvalidOffset(_))),
+            "{offset}: {r:?}"
+        );
+    }
+    let none = c
+        .get_consumer_offset(&consumer, &named("s"), &named("t"), Some(0))
+        .await
+        .expect("get");
+    assert!(none.is_none(), "{none:?}");
+    fill(&c, "s", "t", 1, 5, 10).await;
+    store(4).await.expect("the last offset");
+    let r = store(5).await;
+    assert!(matches!(r, Err(IggyError::InvalidOffset(_))), "{r:?}");
+    let kept = c
+        .get_consumer_offset(&consumer, &named("s"), &named("t"), Some(0))
+        .await
+        .expect("get")
+        .expect("an offset");
+    assert_eq!(kept.stored_offset, 4);
+    // The same for a group's offset, stored by the partition's owner.
+    c.create_consumer_group(&named("s"), &named("t"), "g")
+        .await
+        .expect("group");
+    c.join_consumer_group(&named("s"), &named("t"), &named("g"))
+        .await
+        .expect("join");
+    let group = Consumer::group(named("g"));
+    let r = c
+        .store_consumer_offset(&group, &named("s"), &named("t"), Some(0), 5)
+        .await;
+    assert!(matches!(r, Err(IggyError::InvalidOffset(_))), "{r:?}");
+    c.store_consumer_offset(&group, &named("s"), &named("t"), Some(0), 4)
+        .await
+        .expect("the group's last offset");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stats_count_messages_bytes_and_segments() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start(dir.path());
+    let c = client(&server).await;
+    stream_and_topic(&c, "s", "t", 3).await;
+    let empty = c.get_stats().await.expect("stats");
+    assert_eq!(empty.partitions_count, 3);
+    // Every partition has its (empty) active segment, as in Iggy.
+    assert_eq!(empty.segments_count, 3);
+    assert_eq!(empty.messages_count, 0);
+    assert_eq!(empty.messages_size_bytes.as_bytes_u64(), 0);
+    fill(&c, "s", "t", 2, 7, 10).await;
+    let stats = c.get_stats().await.expect("stats");
+    assert_eq!(stats.messages_count, 14);
+    assert_eq!(stats.segments_count, 3);
+    let topic = c
+        .get_topic(&named("s"), &named("t"))
+        .await
+        .expect("topic")
+        .expect("the topic");
+    assert!(topic.size.as_bytes_u64() > 0);
+    assert_eq!(stats.messages_size_bytes, topic.size);
+    // corelog-server's own version, in Iggy's numeric form.
+    let semver = stats.iggy_server_semver.expect("a version");
+    let v = env!("CARGO_PKG_VERSION")
+        .parse::<iggy_common::SemanticVersion>()
+        .expect("version");
+    assert_eq!(semver, v.get_numeric_version().expect("numeric"));
+    assert!(semver > 0);
+}
+
+fn option(t: &TopicDetails, key: &str) -> Option<OptionValue> {
+    t.options
+        .get(&HeaderKey::from_str(key).expect("key"))
+        .cloned()
+}
+
+async fn topic(c: &IggyClient, name: &str) -> TopicDetails {
+    c.get_topic(&named("s"), &named(name))
+        .await
+        .expect("get topic")
+        .expect("the topic")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn topic_options_are_checked_and_answered_with_their_provenance() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start(dir.path());
+    let c = client(&server).await;
+    c.create_stream("s").await.expect("stream");
+    let create = |name: &'static str, o: TopicCreateOptions| {
+        let c = &c;
+        async move { c.create_topic(&named("s"), name, &o).await }
+    };
+    // Out of Iggy's bounds: refused, nothing created.
+    let small_segment = create(
+        "a",
+        TopicCreateOptions {
+            segment_size: Some(IggyByteSize::from(1024u64)),
+            ..TopicCreateOptions::default()
+        },
+    )
+    .await;
+    assert!(
+        matches!(small_segment, Err(IggyError::InvalidOptionValue(_))),
+        "{small_segment:?}"
+    );
+    let zero_threshold = create(
+        "a",
+        TopicCreateOptions {
+            messages_required_to_save: Some(0),
+            ..TopicCreateOptions::default()
+        },
+    )
+    .await;
+    assert!(zero_threshold.is_err(), "{zero_threshold:?}");
+    let tiny = create(
+        "a",
+        TopicCreateOptions {
+            max_topic_size: Some(MaxTopicSize::from(10_240u64)),
+            ..TopicCreateOptions::default()
+        },
+    )
+    .await;
+    assert!(
+        matches!(tiny, Err(IggyError::InvalidTopicSize(..))),
+        "{tiny:?}"
+    );
+    assert!(c.get_topics(&named("s")).await.expect("topics").is_empty());
+    // Zero sentinels: the resolved values, derived, never a stored 0.
+    create(
+        "zeros",
+        TopicCreateOptions {
+            message_expiry: Some(IggyExpiry::from(0u64)),
+            max_topic_size: Some(MaxTopicSize::from(0u64)),
+            segment_size: Some(IggyByteSize::from(0u64)),
+            ..TopicCreateOptions::default()
+        },
+    )
+    .await
+    .expect("sentinels");
+    let t = topic(&c, "zeros").await;
+    for key in ["message_expiry", "max_topic_size", "segment_size"] {
+        let o = option(&t, key).unwrap_or_else(|| panic!("{key} answered"));
+        assert!(!o.explicit, "{key} derived");
+        assert_ne!(o.value.as_bytes(), 0u64.to_le_bytes(), "{key} resolved");
+    }
+    // What the client sent is explicit; the rest derived.
+    create(
+        "t",
+        TopicCreateOptions {
+            compression_algorithm: Some(CompressionAlgorithm::Gzip),
+            message_expiry: Some(IggyExpiry::from(5_000_000u64)),
+            ..TopicCreateOptions::default()
+        },
+    )
+    .await
+    .expect("topic");
+    let t = topic(&c, "t").await;
+    assert!(option(&t, "message_expiry").expect("expiry").explicit);
+    assert!(!option(&t, "max_topic_size").expect("size").explicit);
+    assert_eq!(t.compression_algorithm, CompressionAlgorithm::Gzip);
+    // An update: storage settings are create-only, a cap below one segment
+    // is refused, a sentinel keeps the stored value, a rename keeps all.
+    let mut raw = std::collections::BTreeMap::new();
+    raw.insert("segment_size".to_owned(), "2MiB".to_owned());
+    let create_only = c
+        .update_topic(
+            &named("s"),
+            &named("t"),
+            "t",
+            &TopicUpdateOptions {
+                raw,
+                ..TopicUpdateOptions::default()
+            },
+        )
+        .await;
+    assert!(
+        matches!(create_only, Err(IggyError::UnsupportedOptionKey(_))),
+        "{create_only:?}"
+    );
+    let update = |max: u64| {
+        let c = &c;
+        async move {
+            let o = TopicUpdateOptions {
+                max_topic_size: Some(MaxTopicSize::from(max)),
+                ..TopicUpdateOptions::default()
+            };
+            c.update_topic(&named("s"), &named("t"), "t", &o).await
+        }
+    };
+    let below = update(4 << 20).await;
+    assert!(
+        matches!(below, Err(IggyError::InvalidTopicSize(..))),
+        "{below:?}"
+    );
+    update(2 << 30).await.expect("two segments");
+    update(0).await.expect("a sentinel");
+    c.update_topic(
+        &named("s"),
+        &named("t"),
+        "t2",
+        &TopicUpdateOptions::default(),
+    )
+    .await
+    .expect("rename");
+    let t = topic(&c, "t2").await;
+    assert_eq!(u64::from(t.max_topic_size), 2 << 30);
+    assert_eq!(u64::from(t.message_expiry), 5_000_000);
+    assert_eq!(t.compression_algorithm, CompressionAlgorithm::Gzip);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streams_take_no_option_keys_and_partition_counts_are_bounded() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start(dir.path());
+    let c = client(&server).await;
+    // A stream that is not there lists no topics.
+    assert!(c
+        .get_topics(&named("nope"))
+        .await
+        .expect("topics")
+        .is_empty());
+    stream_and_topic(&c, "s", "t", 2).await;
+    let mut raw = std::collections::BTreeMap::new();
+    raw.insert("future_key".to_owned(), "1".to_owned());
+    let refused = c
+        .update_stream(&named("s"), "s2", &StreamUpdateOptions { raw })
+        .await;
+    assert!(
+        matches!(refused, Err(IggyError::UnsupportedOptionKey(_))),
+        "{refused:?}"
+    );
+    assert!(c.get_stream(&named("s")).await.expect("get").is_some());
+    for n in [0, 1001] {
+        let r = c.delete_partitions(&named("s"), &named("t"), n).await;
+        assert!(matches!(r, Err(IggyError::TooManyPartitions)), "{n}: {r:?}");
+        let r = c.create_partitions(&named("s"), &named("t"), n).await;
+        assert!(matches!(r, Err(IggyError::TooManyPartitions)), "{n}: {r:?}");
+    }
+    let r = c.delete_partitions(&named("s"), &named("t"), 3).await;
+    assert!(matches!(r, Err(IggyError::InvalidPartitionsCount)), "{r:?}");
+    assert_eq!(topic(&c, "t").await.partitions_count, 2);
+}
