@@ -91,6 +91,8 @@ struct Connection {
     login_deadline: Option<Instant>,
     /// Its entry in the client registry, removed when it is dropped.
     _registration: Registration,
+    /// The request header being read, reused from request to request.
+    header: Vec<u8>,
 }
 
 impl Connection {
@@ -111,6 +113,7 @@ impl Connection {
             peer,
             login_deadline,
             _registration: registration,
+            header: Vec::with_capacity(HEADER_LEN),
         }
     }
 
@@ -127,13 +130,17 @@ impl Connection {
 
     /// Reads one request, answers it, applies the sign-in limits.
     async fn serve_one(&mut self) -> Result<(), CloseReason> {
-        let mut header = Vec::with_capacity(HEADER_LEN);
-        self.wait_for_request(&mut header).await?;
-        let first = Instant::now();
-        let deadline = self.ctx.limits.request_deadline(first, 0);
-        self.read_to(&mut header, HEADER_LEN, deadline).await?;
-        let bytes: &[u8; HEADER_LEN] = header[..].try_into().map_err(|_| CloseReason::Framing)?;
-        let framed = parse_request_header(bytes, self.ctx.max_request).map_err(|e| {
+        let mut header = std::mem::take(&mut self.header);
+        header.clear();
+        let read = self.read_header(&mut header).await;
+        let framed = read.and_then(|first| {
+            let bytes: &[u8; HEADER_LEN] =
+                header[..].try_into().map_err(|_| CloseReason::Framing)?;
+            Ok((first, parse_request_header(bytes, self.ctx.max_request)))
+        });
+        self.header = header;
+        let (first, framed) = framed?;
+        let framed = framed.map_err(|e| {
             let kind = match e {
                 FramingError::TooLarge { .. } => Refusal::TooLarge,
                 _ => Refusal::Malformed,
@@ -200,6 +207,16 @@ impl Connection {
         self.write_outcome(Some(&head), outcome).await
     }
 
+    /// Reads a request header into `header`; returns when its first byte
+    /// came.
+    async fn read_header(&mut self, header: &mut Vec<u8>) -> Result<Instant, CloseReason> {
+        self.wait_for_request(header).await?;
+        let first = Instant::now();
+        let deadline = self.ctx.limits.request_deadline(first, 0);
+        self.read_to(header, HEADER_LEN, deadline).await?;
+        Ok(first)
+    }
+
     /// Waits for the first bytes of the next request: for as long as it
     /// takes once signed in, until the login deadline before.
     async fn wait_for_request(&mut self, header: &mut Vec<u8>) -> Result<(), CloseReason> {
@@ -233,26 +250,27 @@ impl Connection {
     }
 
     /// Reads a payload of `len` bytes into room taken from the budget,
-    /// [`READ_CHUNK`] at a time. Time spent waiting for room moves the
-    /// deadline: the client is not the one holding things up.
+    /// [`READ_CHUNK`] at a time, into a buffer from the pool when it has one
+    /// free (see [`crate::request_buffers`]). Time spent waiting for room
+    /// moves the deadline: the client is not the one holding things up.
     async fn read_payload(
         &mut self,
         len: usize,
         grant: &mut Grant,
         mut deadline: Instant,
     ) -> Result<Bytes, CloseReason> {
-        let mut buf = Vec::with_capacity(len.min(READ_CHUNK));
-        while buf.len() < len {
-            let target = (buf.len() + READ_CHUNK).min(len);
+        let mut req = self.ctx.buffers.take(len, READ_CHUNK);
+        while req.buf.len() < len {
+            let target = (req.buf.len() + READ_CHUNK).min(len);
             let held = grant.bytes() as usize;
             if held < target {
                 let waited = Instant::now();
                 self.ctx.budget.grow(grant, (target - held) as u64).await;
                 deadline += waited.elapsed();
             }
-            self.read_to(&mut buf, target, deadline).await?;
+            self.read_to(&mut req.buf, target, deadline).await?;
         }
-        Ok(Bytes::from(buf))
+        Ok(req.freeze())
     }
 
     fn count_read(

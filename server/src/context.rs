@@ -8,6 +8,7 @@ use crate::login::log_limit::LogLimit;
 use crate::login::Logins;
 use crate::membership::Memberships;
 use crate::metadata::MetadataStore;
+use crate::request_buffers::{pool_bytes, BufPool};
 use crate::users::Users;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -46,6 +47,9 @@ pub struct Context {
     pub limits: Limits,
     /// The bytes of requests in flight (`limits.max_inflight_bytes`).
     pub budget: Arc<Budget>,
+    /// Request payload buffers given back by the requests (and appends)
+    /// done with them, for the next requests.
+    pub buffers: Arc<BufPool>,
     /// Password checks and their throttle.
     pub logins: Logins,
     /// What happened to clients.
@@ -89,6 +93,7 @@ impl Context {
             segment_bytes: corelog::LogConfig::default().segment_bytes,
             clients: Arc::new(Clients::default()),
             budget: Budget::new(limits.max_inflight_bytes),
+            buffers: BufPool::new(pool_bytes(limits.max_inflight_bytes)),
             limits,
             logins,
             counters: Counters::default(),

@@ -26,6 +26,7 @@ pub mod permissions;
 pub mod poll_reply;
 pub mod pool;
 pub mod process;
+pub mod request_buffers;
 pub mod server;
 pub mod status;
 pub mod tls;

@@ -257,6 +257,12 @@ impl Server {
         self.ctx.budget.in_use()
     }
 
+    /// Requests of at least [`crate::request_buffers::MIN_POOLED`] bytes so
+    /// far read into a reused buffer, and into a fresh one.
+    pub fn request_buffers(&self) -> (u64, u64) {
+        self.ctx.buffers.counts()
+    }
+
     /// The address it listens on.
     pub fn local_addr(&self) -> SocketAddr {
         self.addr
