@@ -264,80 +264,100 @@ for s in $SCENARIOS; do
     done
     ;;
   iggy)
-    # Iggy's own benchmark against a real Iggy server and corelog-server, same VM, same run:
-    # IGGY_BENCH (iggy-bench) -m 1000 -P 1000 -b 1000 pinned-producer, then pinned-consumer over
-    # what it wrote, 1 stream, 1 producer / consumer, TCP. IGGY_SERVER_BIN (iggy-server) runs with
-    # 2 pinned shards (cpu_allocation 2), corelog-server with its defaults (a shard per core).
-    # Page cache first; then --enforce-fsync (Iggy: an fsync per write; corelog-server: --fsync
-    # batch). Latencies are iggy-bench's per-batch p99.
+    # Iggy's own benchmark at its default shapes against a real Iggy server and corelog-server,
+    # same VM, same run (issue 21): IGGY_BENCH (iggy-bench) -m 1000 -P 1000 -b $IGGY_BATCHES
+    # (default 300 batches of 1 MB per actor) with pinned-producer (8 producers, 8 streams), then
+    # pinned-consumer (8 consumers), balanced-producer (8 producers, 1 stream, 24 partitions) and
+    # end-to-end-producing-consumer (8), each server started fresh per repetition. IGGY_SERVER_BIN
+    # (iggy-server) runs with 2 pinned shards (cpu_allocation 2), corelog-server with its
+    # defaults (a shard per core). Page cache first; then --enforce-fsync (Iggy: an fsync per
+    # write; corelog-server: --fsync batch). Per shape: throughput, iggy-bench's p50/p99/p99.9
+    # per batch, and the server's CPU seconds (utime + stime from /proc, login pool included)
+    # per GB iggy-bench says it moved. Last, pinned-producer at half of Iggy's median page-cache
+    # peak (--rate-limit) against both, for the tail.
     [[ -x "${IGGY_SERVER_BIN:-}" && -x "${IGGY_BENCH:-}" ]] || { echo "bench.sh iggy: set IGGY_SERVER_BIN and IGGY_BENCH to the iggy-server and iggy-bench binaries" >&2; exit 1; }
     cargo build --release -q -p corelog-server
     S=${CARGO_TARGET_DIR:-target}/release/corelog-server
-    # CPU time of a process in seconds (utime + stime from /proc).
+    IGGY_BATCHES=${IGGY_BATCHES:-300}
+    SHAPES="pinned-producer pinned-consumer balanced-producer end-to-end-producing-consumer"
     cpu_s() { awk -v t="$(getconf CLK_TCK)" '{ print ($14 + $15) / t }' "/proc/$1/stat"; }
-    igb() { # $1 addr, $2 pinned-producer|pinned-consumer, $3 server pid, rest: flags
-      # prints "MB/s p99_ms client_cores server_cores": the cores' worth of CPU time iggy-bench
-      # and the server used over the run's wall time, to say which side bounds the figure.
-      local addr=$1 kind=$2 spid=$3 actors=--producers; shift 3
-      [ "$kind" = pinned-consumer ] && actors=--consumers
+    serve() { # $1 iggy|corelog, $2 page|fsync: starts it on a fresh directory; sets spid, addr
+      fresh
+      if [ "$1" = iggy ]; then
+        IGGY_SYSTEM_PATH="$DATA_DIR/iggy" IGGY_TCP_ADDRESS=127.0.0.1:18090 IGGY_HTTP_ENABLED=false \
+          IGGY_QUIC_ENABLED=false IGGY_WEBSOCKET_ENABLED=false IGGY_SYSTEM_SHARDING_CPU_ALLOCATION=2 \
+          IGGY_ROOT_USERNAME=iggy IGGY_ROOT_PASSWORD=iggy "$IGGY_SERVER_BIN" >"$JSON_DIR/s.log" 2>&1 &
+        spid=$!; addr=127.0.0.1:18090
+        for _ in $(seq 100); do grep -q "Client listener (TCP) accepting" "$JSON_DIR/s.log" && break; sleep 0.1; done
+      else
+        local pol=never; [ "$2" = fsync ] && pol=batch
+        "$S" --dir "$DATA_DIR/s" --listen 127.0.0.1:0 --fsync "$pol" 2>"$JSON_DIR/s.log" &
+        spid=$!
+        for _ in $(seq 100); do grep -q "listening on" "$JSON_DIR/s.log" && break; sleep 0.1; done
+        addr=$(sed -n 's/.*listening on \([0-9.:]*\),.*/\1/p' "$JSON_DIR/s.log" | head -1)
+      fi
+      SERVER_PIDS+=("$spid")
+    }
+    igb() { # $1 shape, rest: iggy-bench's flags before the shape; prints "MB/s p50 p99 p999 cpu_s_per_GB"
+      local shape=$1; shift
       local s0; s0=$(cpu_s "$spid")
-      (cd "$JSON_DIR" && python3 -c 'import resource, subprocess, sys, time
-t = time.monotonic(); subprocess.run(sys.argv[1:]); w = time.monotonic() - t
-r = resource.getrusage(resource.RUSAGE_CHILDREN)
-print("wall=%f cpu=%f" % (w, r.ru_utime + r.ru_stime))' \
-        "$IGGY_BENCH" "$@" -m 1000 -P 1000 -b 1000 "$kind" --streams 1 "$actors" 1 tcp --server-address "$addr" 2>&1) >"$JSON_DIR/igb.out" || true
-      python3 - "$JSON_DIR/igb.out" "$s0" "$(cpu_s "$spid")" <<'PY'
+      timeout 900 "$IGGY_BENCH" "$@" -m 1000 -P 1000 -b "$IGGY_BATCHES" "$shape" tcp --server-address "$addr" \
+        >"$JSON_DIR/igb.out" 2>&1 || true
+      python3 - "$JSON_DIR/igb.out" "$s0" "$(cpu_s "$spid")" <<'PY' || echo "FAILED FAILED FAILED FAILED FAILED"
 import re, sys
 t = re.sub(r"\x1b\[[0-9;]*m", "", open(sys.argv[1]).read())
-m = re.search(r"Results: Total throughput: ([0-9.]+) MB/s.*?p99 latency: ([0-9.]+) ms", t)
-c = re.search(r"wall=([0-9.]+) cpu=([0-9.]+)", t)
-if not m or not c:
-    sys.exit("iggy-bench printed no results:\n" + t[-2000:])
-wall = float(c.group(1))
-server = (float(sys.argv[3]) - float(sys.argv[2])) / wall
-print(m.group(1), m.group(2), "%.2f" % (float(c.group(2)) / wall), "%.2f" % server)
+m = re.search(r"Results: Total throughput: ([0-9.]+) MB/s.*?p50 latency: ([0-9.]+) ms.*?"
+              r"p99 latency: ([0-9.]+) ms, p999 latency: ([0-9.]+) ms", t)
+d = re.search(r"([0-9.]+)(MB|GB) of data processed", t)
+if not m or not d:
+    sys.stderr.write("iggy-bench printed no results:\n" + t[-2000:] + "\n")
+    sys.exit(1)
+gb = float(d.group(1)) / (1000 if d.group(2) == "MB" else 1)
+cpu = float(sys.argv[3]) - float(sys.argv[2])
+print(m.group(1), m.group(2), m.group(3), m.group(4), "%.3f" % (cpu / gb))
 PY
     }
+    stop() { kill -INT "$spid"; wait "$spid" || true; SERVER_PIDS=(); }
+    declare -A F=() # F[mode.shape.srv.k] = figures over the runs; k: t p50 p99 p999 cpu
     for mode in page fsync; do
-      declare -A pt=() pl=() ct=() cl=() pcc=() psc=() ccc=() csc=()
       flags=(); [ "$mode" = fsync ] && flags=(--enforce-fsync)
       for _ in $(seq "$REPS"); do
         for srv in iggy corelog; do
-          fresh
-          if [ "$srv" = iggy ]; then
-            IGGY_SYSTEM_PATH="$DATA_DIR/iggy" IGGY_TCP_ADDRESS=127.0.0.1:18090 IGGY_HTTP_ENABLED=false \
-              IGGY_QUIC_ENABLED=false IGGY_WEBSOCKET_ENABLED=false IGGY_SYSTEM_SHARDING_CPU_ALLOCATION=2 \
-              IGGY_ROOT_USERNAME=iggy IGGY_ROOT_PASSWORD=iggy "$IGGY_SERVER_BIN" >"$JSON_DIR/s.log" 2>&1 &
-            spid=$!; addr=127.0.0.1:18090
-            for _ in $(seq 100); do grep -q "Client listener (TCP) accepting" "$JSON_DIR/s.log" && break; sleep 0.1; done
-          else
-            pol=never; [ "$mode" = fsync ] && pol=batch
-            "$S" --dir "$DATA_DIR/s" --listen 127.0.0.1:0 --fsync "$pol" 2>"$JSON_DIR/s.log" &
-            spid=$!
-            for _ in $(seq 100); do grep -q "listening on" "$JSON_DIR/s.log" && break; sleep 0.1; done
-            addr=$(sed -n 's/.*listening on \([0-9.:]*\),.*/\1/p' "$JSON_DIR/s.log" | head -1)
-          fi
-          read -r t l cc sc < <(igb "$addr" pinned-producer "$spid" "${flags[@]}") || { kill -INT "$spid"; exit 1; }
-          pt[$srv]+=" $t"; pl[$srv]+=" $l"; pcc[$srv]+=" $cc"; psc[$srv]+=" $sc"
-          read -r t l cc sc < <(igb "$addr" pinned-consumer "$spid" "${flags[@]}") || { kill -INT "$spid"; exit 1; }
-          ct[$srv]+=" $t"; cl[$srv]+=" $l"; ccc[$srv]+=" $cc"; csc[$srv]+=" $sc"
-          kill -INT "$spid"; wait "$spid" || true
+          serve "$srv" "$mode"
+          for shape in $SHAPES; do
+            read -r t p50 p99 p999 cpu < <(igb "$shape" "${flags[@]}")
+            for k in t p50 p99 p999 cpu; do F[$mode.$shape.$srv.$k]+=" ${!k}"; done
+          done
+          stop
         done
       done
-      what="page cache"; [ "$mode" = fsync ] && what="fsync per batch"
-      row ratio "iggy-bench pinned-producer, $what (MB/s)" "Iggy server" "${pt[iggy]}" "${pt[corelog]}" ">=" 2
-      row ratio "iggy-bench pinned-producer p99, $what (ms)" "Iggy server" "${pl[iggy]}" "${pl[corelog]}" "<=" 0.5
-      row ratio "iggy-bench pinned-consumer, after $what (MB/s)" "Iggy server" "${ct[iggy]}" "${ct[corelog]}" ">=" 2
-      row ratio "iggy-bench pinned-consumer p99, after $what (ms)" "Iggy server" "${cl[iggy]}" "${cl[corelog]}" "<=" 0.5
-      for srv in iggy corelog; do
-        name="Iggy server"; [ "$srv" = corelog ] && name=corelog-server
-        row value "producer run, $what, against $name: iggy-bench's CPU (cores)" "${pcc[$srv]}" - - cores
-        row value "producer run, $what: $name's CPU (cores)" "${psc[$srv]}" - - cores
-        row value "consumer run, after $what, against $name: iggy-bench's CPU (cores)" "${ccc[$srv]}" - - cores
-        row value "consumer run, after $what: $name's CPU (cores)" "${csc[$srv]}" - - cores
+      what="page cache"; [ "$mode" = fsync ] && what="--enforce-fsync"
+      for shape in $SHAPES; do
+        f() { echo "${F[$mode.$shape.$1.$2]}"; }
+        row ratio "iggy-bench $shape, $what (MB/s)" "Iggy server" "$(f iggy t)" "$(f corelog t)" ">=" 1.5
+        row ratio "iggy-bench $shape p50, $what (ms)" "Iggy server" "$(f iggy p50)" "$(f corelog p50)"
+        row ratio "iggy-bench $shape p99, $what (ms)" "Iggy server" "$(f iggy p99)" "$(f corelog p99)"
+        row ratio "iggy-bench $shape p99.9, $what (ms)" "Iggy server" "$(f iggy p999)" "$(f corelog p999)"
+        row ratio "$shape, $what: server CPU per GB moved (s/GB)" "Iggy server" "$(f iggy cpu)" "$(f corelog cpu)" "<=" 0.5
       done
-      unset pt pl ct cl pcc psc ccc csc
     done
+    # The tail at a rate both can hold: half of Iggy's median page-cache pinned-producer peak.
+    peak=$(median ${F[page.pinned-producer.iggy.t]}); rate=$((peak / 2))
+    declare -A R=()
+    for _ in $(seq "$REPS"); do
+      for srv in iggy corelog; do
+        serve "$srv" page
+        read -r t p50 p99 p999 cpu < <(igb pinned-producer --rate-limit "${rate}MB")
+        for k in t p50 p99 p999 cpu; do R[$srv.$k]+=" ${!k}"; done
+        stop
+      done
+    done
+    row ratio "iggy-bench pinned-producer at ${rate} MB/s (half of Iggy's peak), page cache (MB/s)" "Iggy server" "${R[iggy.t]}" "${R[corelog.t]}"
+    row ratio "same, p50 (ms)" "Iggy server" "${R[iggy.p50]}" "${R[corelog.p50]}"
+    row ratio "same, p99 (ms)" "Iggy server" "${R[iggy.p99]}" "${R[corelog.p99]}" "<=" 0.5
+    row ratio "same, p99.9 (ms)" "Iggy server" "${R[iggy.p999]}" "${R[corelog.p999]}" "<=" 0.5
+    row ratio "same: server CPU per GB moved (s/GB)" "Iggy server" "${R[iggy.cpu]}" "${R[corelog.cpu]}" "<=" 0.5
+    unset F R
     ;;
   partitions)
     # A broker's shape: the same appends spread over 4, 100, 1,000, 2,000 and 10,000 partitions (default
