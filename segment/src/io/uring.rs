@@ -53,6 +53,9 @@ impl Ring {
     ///
     /// Fails when the kernel refuses io_uring (seccomp, `io_uring_disabled`).
     pub fn new(entries: u32) -> io::Result<Ring> {
+        // COOP_TASKRUN, not SINGLE_ISSUER + DEFER_TASKRUN: measured no
+        // better at half of peak (docs/bench/ring-modes.md); every buffered
+        // write on ext4 completes on an io-wq worker anyway.
         let uring = IoUring::builder().setup_coop_taskrun().build(entries)?;
         // SAFETY: eventfd(2) has no memory preconditions; the result is checked.
         let efd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
