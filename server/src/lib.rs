@@ -29,6 +29,7 @@ pub mod process;
 pub mod request_buffers;
 pub mod server;
 pub mod status;
+pub mod tcp;
 pub mod tls;
 pub mod topic_options;
 pub mod transport;
