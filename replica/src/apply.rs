@@ -13,9 +13,9 @@
 //! partition's end is already stored (a restart replays the journal from
 //! its snapshot) and counts as applied.
 
-use crate::group::Inbox;
+use crate::inbox::{Applied, Done, Inbox};
 use bytes::Bytes;
-use corelog::{AppendAck, AppendError, RequestError};
+use corelog::{AppendError, RequestError};
 use crossbeam_channel::Sender;
 use futures_channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use std::collections::VecDeque;
@@ -60,17 +60,6 @@ pub(crate) enum ApplyCmd {
     Skip,
 }
 
-/// What storing an entry did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Done {
-    /// The batch was stored now.
-    Appended(AppendAck),
-    /// The batch was stored before (a replay).
-    Replayed,
-    /// Done; a count (offsets deleted, segments deleted), 0 when none.
-    Count(u64),
-}
-
 /// An entry to apply: its place in the log and its command.
 #[derive(Debug)]
 pub(crate) struct ApplyItem {
@@ -78,9 +67,6 @@ pub(crate) struct ApplyItem {
     pub term: u64,
     pub cmd: ApplyCmd,
 }
-
-/// What applying an entry gave.
-pub(crate) type Applied = Result<Done, RequestError>;
 
 type Pending = Pin<Box<dyn Future<Output = Applied>>>;
 

@@ -2,9 +2,9 @@
 //! leads.
 
 use crate::command::Command;
-use crate::group::{Inbox, Proposal};
+use crate::error::ReplicaError;
+use crate::inbox::{Inbox, Proposal};
 use crate::status::{GroupView, Shared};
-use crate::ReplicaError;
 use bytes::Bytes;
 use corelog::{AppendAck, Batch};
 use crossbeam_channel::Sender;

@@ -36,113 +36,28 @@
 mod apply;
 mod command;
 pub mod config;
+mod error;
 mod group;
 mod handle;
+mod inbox;
 pub mod journal;
 mod log;
+mod machine;
 mod net;
 mod status;
 
 pub use config::{ClusterConfig, ConfigError, NodeAddr, ReplicaOptions};
-pub use group::GroupError;
+pub use error::{GroupError, ReplicaError, StartError};
 pub use handle::{Origin, ReplicaHandle};
+pub use machine::MetaMachine;
 pub use status::GroupView;
 
-use bytes::Bytes;
-use group::{Group, GroupSetup, Inbox, Role};
+use group::{Group, GroupSetup, Role};
+use inbox::Inbox;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-
-/// The embedder's metadata as a replicated state machine (group 0).
-///
-/// Changes are proposed as opaque bytes computed from the metadata as of
-/// [`version`](MetaMachine::version); every node applies them in log order.
-pub trait MetaMachine: Send + Sync + 'static {
-    /// The index of the last metadata entry applied, as recorded durably
-    /// (entries up to it are not applied again after a restart).
-    fn applied_index(&self) -> u64;
-    /// The version changes are computed from: the index of the last entry
-    /// that took effect.
-    fn version(&self) -> u64;
-    /// Applies entry `index`, a change made from version `base`, durably.
-    /// When the version is no longer `base` it changes nothing and returns
-    /// `false` (the proposer is told [`ReplicaError::Conflict`]).
-    fn apply(&self, index: u64, base: u64, data: &[u8]) -> Result<bool, String>;
-    /// The metadata as of [`applied_index`](MetaMachine::applied_index).
-    fn snapshot(&self) -> Bytes;
-    /// Replaces the metadata with a snapshot's, taken at `index`.
-    fn restore(&self, index: u64, data: &[u8]) -> Result<(), String>;
-    /// Whether entries for `partition` still apply (false once the
-    /// metadata deleted it, so a late entry cannot bring it back).
-    fn keeps(&self, partition: u64) -> bool;
-}
-
-/// Why a replicated request failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum ReplicaError {
-    /// This node does not lead the group: nothing was stored; send it to
-    /// the leader.
-    #[error("this node does not lead (leader: {leader:?}); nothing was stored")]
-    NotLeader {
-        /// the leader, if known
-        leader: Option<u64>,
-    },
-    /// The outcome is unknown: the entry may still commit (a leader change
-    /// or a timeout came first).
-    #[error("not committed in time: the outcome is unknown")]
-    NotCommitted,
-    /// A metadata change made from an older version; nothing changed.
-    #[error("the metadata changed meanwhile; nothing was applied")]
-    Conflict,
-    /// The batch was refused at admission; nothing was stored.
-    #[error("partition {partition}: batch refused: {error}")]
-    Admission {
-        /// the partition
-        partition: u64,
-        /// why
-        error: corelog::BatchError,
-    },
-    /// The committed entry could not be stored here.
-    #[error("applying: {0}")]
-    Apply(String),
-    /// The replica is stopping.
-    #[error("the replica is stopping")]
-    Stopped,
-}
-
-/// Why a replica cannot start.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum StartError {
-    /// This node is not in the cluster file.
-    #[error("node {0} is not in the cluster file")]
-    UnknownNode(u64),
-    /// The engine's shards differ from the cluster's data groups.
-    #[error("the engine runs {engine} shards, the cluster {cluster} data groups (set the same)")]
-    Shards {
-        /// the engine's
-        engine: usize,
-        /// the cluster file's
-        cluster: usize,
-    },
-    /// The replica port.
-    #[error("listen on {addr}: {source}")]
-    Listen {
-        /// the address
-        addr: std::net::SocketAddr,
-        /// the error
-        source: std::io::Error,
-    },
-    /// A thread or the applier.
-    #[error("start: {0}")]
-    Spawn(String),
-    /// A group could not open.
-    #[error(transparent)]
-    Group(#[from] GroupError),
-}
 
 /// What a replica needs.
 #[derive(Debug, Clone)]

@@ -13,14 +13,16 @@ mod peers;
 mod propose;
 mod snapshot;
 
-use crate::apply::{self, ApplyCmd, ApplyItem};
+use crate::apply::{ApplyCmd, ApplyItem};
 use crate::command::Command;
 use crate::config::{ClusterConfig, ReplicaOptions};
+use crate::error::{GroupError, ReplicaError};
+use crate::inbox::{Applied, Done, Inbox, Proposal};
 use crate::journal::storage::JournalStorage;
-use crate::journal::{Journal, JournalError};
+use crate::journal::Journal;
+use crate::machine::MetaMachine;
 use crate::net::Transport;
 use crate::status::Shared;
-use crate::{MetaMachine, ReplicaError};
 use corelog::AppendAck;
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use futures_channel::oneshot;
@@ -31,41 +33,6 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
-
-pub(crate) use propose::Proposal;
-
-/// What a group's loop receives.
-pub(crate) enum Inbox {
-    /// A message from a peer.
-    Raft(Message),
-    /// A proposal from the handle.
-    Propose(Proposal),
-    /// A compaction's flush is done.
-    Flushed {
-        index: u64,
-        ends: Result<bytes::Bytes, corelog::RequestError>,
-    },
-    /// The applier stored an entry.
-    Applied {
-        index: u64,
-        term: u64,
-        result: apply::Applied,
-    },
-    /// Stop the loop.
-    Stop,
-}
-
-impl std::fmt::Debug for Inbox {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Inbox::Raft(m) => write!(f, "Raft({:?} from {})", m.get_msg_type(), m.from),
-            Inbox::Propose(_) => write!(f, "Propose"),
-            Inbox::Applied { index, .. } => write!(f, "Applied({index})"),
-            Inbox::Flushed { index, .. } => write!(f, "Flushed({index})"),
-            Inbox::Stop => write!(f, "Stop"),
-        }
-    }
-}
 
 /// A client waiting for its entry.
 enum Waiter {
@@ -112,36 +79,6 @@ pub(crate) struct GroupSetup {
     pub engine: corelog::Handle,
     pub cluster: ClusterConfig,
     pub opts: ReplicaOptions,
-}
-
-/// Why a group cannot run.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum GroupError {
-    /// The journal.
-    #[error("group {group}: journal: {source}")]
-    Journal {
-        /// the group
-        group: u32,
-        /// the error
-        source: JournalError,
-    },
-    /// raft-rs refused.
-    #[error("group {group}: raft: {source}")]
-    Raft {
-        /// the group
-        group: u32,
-        /// the error
-        source: raft::Error,
-    },
-    /// The state machine failed.
-    #[error("group {group}: applying: {why}")]
-    Apply {
-        /// the group
-        group: u32,
-        /// what failed
-        why: String,
-    },
 }
 
 pub(crate) struct Group {
@@ -523,7 +460,7 @@ impl Group {
         Ok(())
     }
 
-    fn on_applied(&mut self, index: u64, term: u64, result: apply::Applied) {
+    fn on_applied(&mut self, index: u64, term: u64, result: Applied) {
         if index <= self.applied {
             return;
         }
@@ -548,10 +485,10 @@ impl Group {
                 continue;
             }
             match (p.waiter, &result) {
-                (Waiter::Append(tx), Ok(apply::Done::Appended(ack))) => {
+                (Waiter::Append(tx), Ok(Done::Appended(ack))) => {
                     let _ = tx.send(Ok(*ack));
                 }
-                (Waiter::Count(tx), Ok(apply::Done::Count(n))) => {
+                (Waiter::Count(tx), Ok(Done::Count(n))) => {
                     let _ = tx.send(Ok(*n));
                 }
                 (w, Err(e)) => w.fail(ReplicaError::Apply(e.to_string())),

@@ -6,52 +6,10 @@
 
 use super::{Group, Pending, Waiter};
 use crate::command::Command;
-use crate::ReplicaError;
-use bytes::Bytes;
-use corelog::{AppendAck, Batch, RequestError, Stamp};
-use futures_channel::oneshot;
+use crate::error::ReplicaError;
+use crate::inbox::Proposal;
+use corelog::{RequestError, Stamp};
 use std::time::Instant;
-
-/// What the handle asks a group's leader to replicate.
-pub(crate) enum Proposal {
-    /// A producer's admitted batch.
-    Append {
-        partition: u64,
-        batch: Batch,
-        client: u128,
-        request: u64,
-        reply: oneshot::Sender<Result<AppendAck, ReplicaError>>,
-    },
-    /// A command on a partition with a count for an answer (offsets,
-    /// deletions).
-    Partition {
-        cmd: Command,
-        reply: oneshot::Sender<Result<u64, ReplicaError>>,
-    },
-    /// A metadata change made from the metadata as of `base`.
-    Meta {
-        base: u64,
-        data: Bytes,
-        reply: oneshot::Sender<Result<bool, ReplicaError>>,
-    },
-}
-
-impl Proposal {
-    /// Answers the proposal with `e`.
-    pub(crate) fn fail(self, e: ReplicaError) {
-        match self {
-            Proposal::Append { reply, .. } => {
-                let _ = reply.send(Err(e));
-            }
-            Proposal::Partition { reply, .. } => {
-                let _ = reply.send(Err(e));
-            }
-            Proposal::Meta { reply, .. } => {
-                let _ = reply.send(Err(e));
-            }
-        }
-    }
-}
 
 /// Microseconds since the Unix epoch.
 fn now_us() -> u64 {

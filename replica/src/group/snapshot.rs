@@ -13,7 +13,8 @@
 //! data snapshot = count u32, then count × (partition u64, end offset u64)
 //! ```
 
-use super::{Group, GroupError, Role};
+use super::{Group, Role};
+use crate::error::GroupError;
 use crate::net::fetch;
 use bytes::Bytes;
 use raft::eraftpb::Snapshot;

@@ -12,7 +12,7 @@ pub mod fetch;
 pub mod frame;
 pub mod raft_frame;
 
-use crate::group::Inbox;
+use crate::inbox::Inbox;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use frame::{Frame, Kind};
 use raft::eraftpb::Message;

@@ -1,0 +1,97 @@
+//! What a group's loop receives, from peers, the handle, the applier and
+//! its compaction's flush, and what applying an entry answers.
+
+use crate::command::Command;
+use crate::error::ReplicaError;
+use bytes::Bytes;
+use corelog::{AppendAck, Batch, RequestError};
+use futures_channel::oneshot;
+use raft::eraftpb::Message;
+
+/// What a group's loop receives.
+pub(crate) enum Inbox {
+    /// A message from a peer.
+    Raft(Message),
+    /// A proposal from the handle.
+    Propose(Proposal),
+    /// A compaction's flush is done.
+    Flushed {
+        index: u64,
+        ends: Result<bytes::Bytes, corelog::RequestError>,
+    },
+    /// The applier stored an entry.
+    Applied {
+        index: u64,
+        term: u64,
+        result: Applied,
+    },
+    /// Stop the loop.
+    Stop,
+}
+
+impl std::fmt::Debug for Inbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Inbox::Raft(m) => write!(f, "Raft({:?} from {})", m.get_msg_type(), m.from),
+            Inbox::Propose(_) => write!(f, "Propose"),
+            Inbox::Applied { index, .. } => write!(f, "Applied({index})"),
+            Inbox::Flushed { index, .. } => write!(f, "Flushed({index})"),
+            Inbox::Stop => write!(f, "Stop"),
+        }
+    }
+}
+
+/// What the handle asks a group's leader to replicate.
+pub(crate) enum Proposal {
+    /// A producer's admitted batch.
+    Append {
+        partition: u64,
+        batch: Batch,
+        client: u128,
+        request: u64,
+        reply: oneshot::Sender<Result<AppendAck, ReplicaError>>,
+    },
+    /// A command on a partition with a count for an answer (offsets,
+    /// deletions).
+    Partition {
+        cmd: Command,
+        reply: oneshot::Sender<Result<u64, ReplicaError>>,
+    },
+    /// A metadata change made from the metadata as of `base`.
+    Meta {
+        base: u64,
+        data: Bytes,
+        reply: oneshot::Sender<Result<bool, ReplicaError>>,
+    },
+}
+
+impl Proposal {
+    /// Answers the proposal with `e`.
+    pub(crate) fn fail(self, e: ReplicaError) {
+        match self {
+            Proposal::Append { reply, .. } => {
+                let _ = reply.send(Err(e));
+            }
+            Proposal::Partition { reply, .. } => {
+                let _ = reply.send(Err(e));
+            }
+            Proposal::Meta { reply, .. } => {
+                let _ = reply.send(Err(e));
+            }
+        }
+    }
+}
+
+/// What storing an entry did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Done {
+    /// The batch was stored now.
+    Appended(AppendAck),
+    /// The batch was stored before (a replay).
+    Replayed,
+    /// Done; a count (offsets deleted, segments deleted), 0 when none.
+    Count(u64),
+}
+
+/// What applying an entry gave.
+pub(crate) type Applied = Result<Done, RequestError>;
