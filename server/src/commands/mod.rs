@@ -43,6 +43,9 @@ pub struct Session {
     pub peer: Option<std::net::IpAddr>,
     /// Failed sign-ins on this connection.
     pub failed_logins: u32,
+    /// It joined a consumer group (and may have left since): while it is a
+    /// member, silence past the heartbeat threshold evicts it.
+    pub joined: bool,
 }
 
 impl Default for Session {
@@ -54,6 +57,7 @@ impl Default for Session {
             client: None,
             peer: None,
             failed_logins: 0,
+            joined: false,
         }
     }
 }
