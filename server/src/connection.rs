@@ -9,8 +9,9 @@
 //!   in-flight budget, given back once the request is answered;
 //! - `max_failed_logins` failed sign-ins close the connection.
 //!
-//! Framing errors close the connection; every other failure is an error
-//! status, and the connection goes on.
+//! Framing errors close the connection, and so does a login Iggy's server
+//! answers with an `Eviction` frame (`wire/eviction.rs`); every other
+//! failure is an error status, and the connection goes on.
 //!
 //! [`Limits::request_deadline`]: crate::limits::Limits::request_deadline
 
@@ -22,11 +23,13 @@ use crate::counters::{CloseReason, Counters, Refusal};
 use crate::status;
 use crate::tls::TlsStream;
 use crate::transport::{ReadError, Transport};
+use crate::wire::eviction;
 use crate::wire::header::{
     parse_request_header, reply_header, FramingError, RequestHead, HEADER_LEN,
 };
 use crate::wire::request::{decode_request, Request};
 use bytes::Bytes;
+use iggy_binary_protocol::codes::{LOGIN_REGISTER_CODE, LOGIN_REGISTER_WITH_PAT_CODE};
 use iggy_binary_protocol::consensus::Operation;
 use iggy_common::IggyError;
 use monoio::net::TcpStream;
@@ -168,7 +171,9 @@ impl Connection {
         };
         self.ctx.in_flight.fetch_sub(1, Ordering::SeqCst);
         drop(grant);
-        written.map_err(|e| io_reason(&e))?;
+        if written.map_err(|e| io_reason(&e))? == Written::Evicted {
+            return Err(CloseReason::Evicted);
+        }
         if self.session.failed_logins >= self.ctx.limits.max_failed_logins {
             return Err(CloseReason::LoginFailures);
         }
@@ -181,7 +186,7 @@ impl Connection {
     }
 
     /// Decodes and executes a routed request and writes its reply.
-    async fn answer(&mut self, head: RequestHead, payload: Bytes) -> std::io::Result<()> {
+    async fn answer(&mut self, head: RequestHead, payload: Bytes) -> std::io::Result<Written> {
         let outcome = match decode_request(head.code, &payload) {
             Ok(request) => {
                 let kind = match request {
@@ -201,7 +206,15 @@ impl Connection {
             }
             Err(e) => {
                 self.ctx.counters.refused(Refusal::Malformed);
-                Outcome::Error(status::from_decode(&e))
+                if matches!(
+                    head.code,
+                    LOGIN_REGISTER_CODE | LOGIN_REGISTER_WITH_PAT_CODE
+                ) {
+                    tracing::debug!("login from {:?} evicted: {e}", self.peer);
+                    Outcome::Evict(eviction::for_login(&e))
+                } else {
+                    Outcome::Error(status::from_decode(&e))
+                }
             }
         };
         self.write_outcome(Some(&head), outcome).await
@@ -293,7 +306,7 @@ impl Connection {
         &mut self,
         head: Option<&RequestHead>,
         outcome: Outcome,
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<Written> {
         let (status, body) = match outcome {
             Outcome::Poll(wire) => {
                 let n = wire.remaining() as u64;
@@ -301,7 +314,15 @@ impl Connection {
                     .write_wire(wire, self.ctx.limits.stall_timeout)
                     .await?;
                 Counters::add(&self.ctx.counters.bytes_out, n);
-                return Ok(());
+                return Ok(Written::Reply);
+            }
+            Outcome::Evict(reason) => {
+                let frame = eviction::frame(head.map_or(0, |h| h.client), reason);
+                self.transport
+                    .write_all(frame.to_vec(), self.ctx.limits.stall_timeout)
+                    .await?;
+                Counters::add(&self.ctx.counters.bytes_out, frame.len() as u64);
+                return Ok(Written::Evicted);
             }
             Outcome::Body(body) => (0, body),
             Outcome::Error(e) => (e.as_code(), Bytes::new()),
@@ -322,8 +343,17 @@ impl Connection {
             .write_all(out, self.ctx.limits.stall_timeout)
             .await?;
         Counters::add(&self.ctx.counters.bytes_out, n);
-        Ok(())
+        Ok(Written::Reply)
     }
+}
+
+/// What answered a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    /// A reply: the connection goes on.
+    Reply,
+    /// An eviction: the connection ends.
+    Evicted,
 }
 
 /// The close reason of a failed read or write.

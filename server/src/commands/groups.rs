@@ -54,6 +54,7 @@ pub(super) fn resolve<'c>(
     let key = GroupKey {
         stream: s.id,
         topic: t.id,
+        topic_uid: t.uid,
         group: g.id,
     };
     Ok((t, g, key))
@@ -172,6 +173,7 @@ pub(super) async fn get_all(
         let key = GroupKey {
             stream: s.id,
             topic: t.id,
+            topic_uid: t.uid,
             group: g.id,
         };
         groups.push(header(t, g, ctx.groups.members(key, count(t)).len())?);
