@@ -1,10 +1,12 @@
 //! Streams → topics → partitions, and the engine partition behind each
 //! Iggy partition. Plain data: [`crate::metadata`] persists it.
 //!
-//! Stream ids count from 0 over the server's life, topic ids from 0 within
-//! their stream, and engine partition ids from 0 over the server's life:
-//! none is ever reused, so a deleted topic's partitions cannot be mistaken
-//! for a new topic's.
+//! A new stream gets the lowest id no stream holds, a new topic the lowest
+//! id no topic of its stream holds, as Iggy's server does: a deleted
+//! stream's or topic's id is given again. Engine partition ids count from 0
+//! over the server's life and are never reused, so a deleted topic's
+//! partitions cannot be mistaken for a new topic's; nor are topic `uid`s,
+//! which tell a topic from an earlier one that had its ids.
 
 use iggy_binary_protocol::WireIdentifier;
 use serde::{Deserialize, Serialize};
@@ -26,8 +28,6 @@ pub struct Catalog {
     /// after the drop is recognised and not stored.
     #[serde(default)]
     pub deleted_partitions: Vec<u64>,
-    /// The id the next stream gets.
-    pub next_stream_id: u32,
     /// The engine partition id the next partition gets.
     pub next_partition: u64,
     /// Streams, by id.
@@ -35,6 +35,9 @@ pub struct Catalog {
     /// The id the next user gets (the root user is 0 and not stored).
     #[serde(default)]
     pub next_user_id: u32,
+    /// The last topic `uid` given (0: none yet).
+    #[serde(default)]
+    pub last_topic_uid: u64,
     /// Users other than root ([`crate::accounts`]).
     #[serde(default)]
     pub users: Vec<crate::accounts::UserMeta>,
@@ -52,8 +55,6 @@ pub struct StreamMeta {
     pub name: String,
     /// Creation time, µs since the epoch.
     pub created_at: u64,
-    /// The id the next topic gets.
-    pub next_topic_id: u32,
     /// Topics, by id.
     pub topics: Vec<TopicMeta>,
     /// The options block the client sent, kept verbatim.
@@ -65,6 +66,10 @@ pub struct StreamMeta {
 pub struct TopicMeta {
     /// Its id within the stream.
     pub id: u32,
+    /// Unique over the server's life (0 for topics made before uids were):
+    /// what in-memory state keys a topic by, since its ids may be reused.
+    #[serde(default)]
+    pub uid: u64,
     /// Its name, unique within the stream.
     pub name: String,
     /// Creation time, µs since the epoch.
@@ -167,18 +172,19 @@ impl Catalog {
         if self.streams.iter().any(|s| s.name == name) {
             return Err(CatalogError::StreamExists(name.to_owned()));
         }
-        let id = self.next_stream_id;
-        self.next_stream_id = id
-            .checked_add(1)
+        let id = lowest_free(self.streams.iter().map(|s| s.id))
             .ok_or(CatalogError::IdsExhausted("stream"))?;
-        self.streams.push(StreamMeta {
-            id,
-            name: name.to_owned(),
-            created_at: now,
-            next_topic_id: 0,
-            topics: Vec::new(),
-            options,
-        });
+        let at = self.streams.partition_point(|s| s.id < id);
+        self.streams.insert(
+            at,
+            StreamMeta {
+                id,
+                name: name.to_owned(),
+                created_at: now,
+                topics: Vec::new(),
+                options,
+            },
+        );
         Ok(id)
     }
 
@@ -201,6 +207,10 @@ impl Catalog {
         now: u64,
     ) -> Result<(u32, u32), CatalogError> {
         let sid = self.stream(stream)?.id;
+        let uid = self
+            .last_topic_uid
+            .checked_add(1)
+            .ok_or(CatalogError::IdsExhausted("topic uid"))?;
         let s = self
             .streams
             .iter_mut()
@@ -212,19 +222,23 @@ impl Catalog {
                 topic: name.to_owned(),
             });
         }
-        let id = s.next_topic_id;
-        s.next_topic_id = id
-            .checked_add(1)
+        let id = lowest_free(s.topics.iter().map(|t| t.id))
             .ok_or(CatalogError::IdsExhausted("topic"))?;
-        s.topics.push(TopicMeta {
-            id,
-            name: name.to_owned(),
-            created_at: now,
-            partitions,
-            options,
-            groups: Vec::new(),
-            next_group_id: 0,
-        });
+        let at = s.topics.partition_point(|t| t.id < id);
+        s.topics.insert(
+            at,
+            TopicMeta {
+                id,
+                uid,
+                name: name.to_owned(),
+                created_at: now,
+                partitions,
+                options,
+                groups: Vec::new(),
+                next_group_id: 0,
+            },
+        );
+        self.last_topic_uid = uid;
         Ok((sid, id))
     }
 
@@ -233,6 +247,8 @@ impl Catalog {
         let sid = self.stream(stream)?.id;
         let at = self.streams.iter().position(|s| s.id == sid);
         let removed = at.map(|i| self.streams.remove(i));
+        self.revoke_grants(sid, None);
+
         Ok(removed
             .map(|s| s.topics.into_iter().flat_map(|t| t.partitions).collect())
             .unwrap_or_default())
@@ -250,9 +266,25 @@ impl Catalog {
             return Ok(Vec::new());
         };
         let at = s.topics.iter().position(|t| t.id == tid);
-        Ok(at
-            .map(|i| s.topics.remove(i).partitions)
-            .unwrap_or_default())
+        let removed = at.map(|i| s.topics.remove(i).partitions);
+        self.revoke_grants(sid, Some(tid));
+        Ok(removed.unwrap_or_default())
+    }
+
+    /// Drops every user's grants over a deleted stream (`topic` none) or
+    /// topic, so a stream or topic that gets its id later does not inherit
+    /// them.
+    fn revoke_grants(&mut self, stream: u32, topic: Option<u32>) {
+        for p in self.users.iter_mut().filter_map(|u| u.permissions.as_mut()) {
+            match topic {
+                None => p.streams.retain(|g| g.stream_id != stream),
+                Some(topic) => {
+                    for g in p.streams.iter_mut().filter(|g| g.stream_id == stream) {
+                        g.topics.retain(|t| t.topic_id != topic);
+                    }
+                }
+            }
+        }
     }
 
     /// Every engine partition some topic holds.
@@ -263,12 +295,27 @@ impl Catalog {
     }
 }
 
+/// The lowest id not among `taken`; none when every `u32` is.
+fn lowest_free(taken: impl Iterator<Item = u32>) -> Option<u32> {
+    let mut ids: Vec<u32> = taken.collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let mut want = 0u32;
+    for id in ids {
+        if id != want {
+            break;
+        }
+        want = want.checked_add(1)?;
+    }
+    Some(want)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn ids_are_never_reused_and_names_are_looked_up() {
+    fn the_lowest_free_ids_are_given_and_partitions_are_never_reused() {
         let mut c = Catalog::default();
         let s = c.add_stream("orders", Vec::new(), 1).expect("stream");
         assert_eq!(s, 0);
@@ -276,19 +323,81 @@ mod tests {
         let parts = c.reserve_partitions(3).expect("ids");
         c.add_topic(&named, "t", parts, Vec::new(), 2)
             .expect("topic");
-        assert_eq!(
-            c.topic(&WireIdentifier::numeric(0), &WireIdentifier::numeric(0))
-                .expect("found")
-                .1
-                .partitions,
-            vec![0, 1, 2]
-        );
+        let (_, t) = c
+            .topic(&WireIdentifier::numeric(0), &WireIdentifier::numeric(0))
+            .expect("found");
+        assert_eq!((t.partitions.clone(), t.uid), (vec![0, 1, 2], 1));
         assert_eq!(c.remove_stream(&named).expect("removed"), vec![0, 1, 2]);
-        assert_eq!(c.add_stream("orders", Vec::new(), 3).expect("again"), 1);
-        assert_eq!(c.reserve_partitions(1).expect("ids"), vec![3]);
+        // The id comes back, the engine partitions and the topic uid do not.
+        assert_eq!(c.add_stream("orders", Vec::new(), 3).expect("again"), 0);
+        assert_eq!(c.add_stream("b", Vec::new(), 3).expect("b"), 1);
+        assert_eq!(c.add_stream("c", Vec::new(), 3).expect("c"), 2);
+        c.remove_stream(&WireIdentifier::numeric(1))
+            .expect("b gone");
+        assert_eq!(c.add_stream("d", Vec::new(), 3).expect("d"), 1);
+        let ids: Vec<u32> = c.streams.iter().map(|s| s.id).collect();
+        assert_eq!(ids, vec![0, 1, 2], "streams stay in id order");
+        let parts = c.reserve_partitions(1).expect("ids");
+        assert_eq!(parts, vec![3]);
+        for name in ["t", "u"] {
+            c.add_topic(&named, name, Vec::new(), Vec::new(), 4)
+                .expect("topic");
+        }
+        c.remove_topic(&named, &WireIdentifier::numeric(0))
+            .expect("t gone");
+        let again = c.add_topic(&named, "v", parts, Vec::new(), 5).expect("v");
+        assert_eq!(again, (0, 0));
+        let (_, v) = c.topic(&named, &WireIdentifier::numeric(0)).expect("v");
+        assert_eq!((v.name.as_str(), v.uid), ("v", 4));
         assert!(matches!(
             c.add_stream("orders", Vec::new(), 4),
             Err(CatalogError::StreamExists(_))
         ));
+    }
+
+    #[test]
+    fn grants_over_a_deleted_stream_or_topic_are_dropped() {
+        use crate::permissions::{Permissions, StreamGrant, TopicGrant};
+        let mut c = Catalog::default();
+        for name in ["a", "b"] {
+            c.add_stream(name, Vec::new(), 1).expect("stream");
+        }
+        let a = WireIdentifier::numeric(0);
+        for name in ["x", "y"] {
+            c.add_topic(&a, name, Vec::new(), Vec::new(), 1)
+                .expect("topic");
+        }
+        let grant = |stream_id| StreamGrant {
+            stream_id,
+            read_stream: true,
+            topics: vec![0, 1]
+                .into_iter()
+                .map(|topic_id| TopicGrant {
+                    topic_id,
+                    read_topic: true,
+                    ..TopicGrant::default()
+                })
+                .collect(),
+            ..StreamGrant::default()
+        };
+        c.users.push(crate::accounts::UserMeta {
+            id: 1,
+            username: "u".into(),
+            password_hash: String::new(),
+            status: 1,
+            created_at: 1,
+            permissions: Some(Permissions {
+                streams: vec![grant(0), grant(1)],
+                ..Permissions::default()
+            }),
+            options: Vec::new(),
+            tokens: Vec::new(),
+        });
+        c.remove_topic(&a, &WireIdentifier::numeric(0)).expect("x");
+        c.remove_stream(&WireIdentifier::numeric(1)).expect("b");
+        let p = c.users[0].permissions.as_ref().expect("grants");
+        assert_eq!(p.streams.len(), 1, "stream 1's grant is gone");
+        let topics: Vec<u32> = p.streams[0].topics.iter().map(|t| t.topic_id).collect();
+        assert_eq!(topics, vec![1], "topic 0's grant is gone");
     }
 }

@@ -185,6 +185,7 @@ mod tests {
     fn topic(options: Vec<u8>, partitions: usize) -> TopicMeta {
         TopicMeta {
             id: 0,
+            uid: 0,
             name: "t".into(),
             created_at: 0,
             partitions: (0..partitions as u64).collect(),

@@ -1,16 +1,19 @@
 //! One client connection, served on the shard it was handed to: read a
 //! request, answer it, repeat, within the limits of [`crate::limits`]:
 //!
-//! - waiting for the first byte of a request: unbounded once signed in;
-//!   before that, until `login_timeout` after connecting (or signing out);
+//! - waiting for the first byte of a request: unbounded once signed in
+//!   (but a consumer-group member silent for 1.2 heartbeat intervals is
+//!   evicted, as in Iggy's server); before that, until `login_timeout`
+//!   after connecting (or signing out);
 //! - from a request's first byte: no gap over `stall_timeout`, and the
 //!   whole request within its deadline ([`Limits::request_deadline`]);
 //! - payload bytes are read only into room taken from the shared
 //!   in-flight budget, given back once the request is answered;
 //! - `max_failed_logins` failed sign-ins close the connection.
 //!
-//! Framing errors close the connection; every other failure is an error
-//! status, and the connection goes on.
+//! Framing errors close the connection, and so does a login Iggy's server
+//! answers with an `Eviction` frame (`wire/eviction.rs`); every other
+//! failure is an error status, and the connection goes on.
 //!
 //! [`Limits::request_deadline`]: crate::limits::Limits::request_deadline
 
@@ -22,12 +25,15 @@ use crate::counters::{CloseReason, Counters, Refusal};
 use crate::status;
 use crate::tls::TlsStream;
 use crate::transport::{ReadError, Transport};
+use crate::wire::eviction;
 use crate::wire::header::{
     parse_request_header, reply_header, FramingError, RequestHead, HEADER_LEN,
 };
 use crate::wire::request::{decode_request, Request};
 use bytes::Bytes;
+use iggy_binary_protocol::codes::{LOGIN_REGISTER_CODE, LOGIN_REGISTER_WITH_PAT_CODE};
 use iggy_binary_protocol::consensus::Operation;
+use iggy_binary_protocol::EvictionReason;
 use iggy_common::IggyError;
 use monoio::net::TcpStream;
 use std::net::SocketAddr;
@@ -93,6 +99,11 @@ struct Connection {
     _registration: Registration,
     /// The request header being read, reused from request to request.
     header: Vec<u8>,
+    /// When the last request's first byte came (Iggy's heartbeat: any
+    /// request is a sign of life).
+    last_request: Instant,
+    /// The client id of its last request (an eviction frame names it).
+    last_client: u128,
 }
 
 impl Connection {
@@ -114,6 +125,8 @@ impl Connection {
             login_deadline,
             _registration: registration,
             header: Vec::with_capacity(HEADER_LEN),
+            last_request: Instant::now(),
+            last_client: 0,
         }
     }
 
@@ -157,8 +170,12 @@ impl Connection {
             .read_payload(framed.payload_len, &mut grant, deadline)
             .await?;
         self.ctx.in_flight.fetch_add(1, Ordering::SeqCst);
+        self.last_request = first;
         let written = match framed.head {
-            Ok(head) => self.answer(head, payload).await,
+            Ok(head) => {
+                self.last_client = head.client;
+                self.answer(head, payload).await
+            }
             Err(e) => {
                 self.ctx.counters.refused(Refusal::Malformed);
                 tracing::debug!("request from {:?}: {e}", self.peer);
@@ -168,7 +185,9 @@ impl Connection {
         };
         self.ctx.in_flight.fetch_sub(1, Ordering::SeqCst);
         drop(grant);
-        written.map_err(|e| io_reason(&e))?;
+        if written.map_err(|e| io_reason(&e))? == Written::Evicted {
+            return Err(CloseReason::Evicted);
+        }
         if self.session.failed_logins >= self.ctx.limits.max_failed_logins {
             return Err(CloseReason::LoginFailures);
         }
@@ -181,7 +200,7 @@ impl Connection {
     }
 
     /// Decodes and executes a routed request and writes its reply.
-    async fn answer(&mut self, head: RequestHead, payload: Bytes) -> std::io::Result<()> {
+    async fn answer(&mut self, head: RequestHead, payload: Bytes) -> std::io::Result<Written> {
         let outcome = match decode_request(head.code, &payload) {
             Ok(request) => {
                 let kind = match request {
@@ -201,7 +220,15 @@ impl Connection {
             }
             Err(e) => {
                 self.ctx.counters.refused(Refusal::Malformed);
-                Outcome::Error(status::from_decode(&e))
+                if matches!(
+                    head.code,
+                    LOGIN_REGISTER_CODE | LOGIN_REGISTER_WITH_PAT_CODE
+                ) {
+                    tracing::debug!("login from {:?} evicted: {e}", self.peer);
+                    Outcome::Evict(eviction::for_login(&e))
+                } else {
+                    Outcome::Error(status::from_decode(&e))
+                }
             }
         };
         self.write_outcome(Some(&head), outcome).await
@@ -218,13 +245,58 @@ impl Connection {
     }
 
     /// Waits for the first bytes of the next request: for as long as it
-    /// takes once signed in, until the login deadline before.
+    /// takes once signed in (a consumer-group member: until the heartbeat
+    /// threshold), until the login deadline before.
     async fn wait_for_request(&mut self, header: &mut Vec<u8>) -> Result<(), CloseReason> {
-        let read = self
+        loop {
+            let stale = self.stale_deadline();
+            let deadline = self.login_deadline.or(stale);
+            let read = self.transport.read_into(header, HEADER_LEN, deadline).await;
+            if !matches!(read, Err(ReadError::TimedOut)) || self.login_deadline.is_some() {
+                return self.count_read(read, CloseReason::LoginTimeout);
+            }
+            // Silent past the threshold: evicted if it still is a member
+            // (its group may have been deleted meanwhile).
+            if self
+                .ctx
+                .groups
+                .groups_of(self.session.connection)
+                .is_empty()
+            {
+                self.session.joined = false;
+                continue;
+            }
+            self.evict_stale().await;
+            return Err(CloseReason::Stale);
+        }
+    }
+
+    /// When a silent member is evicted, if it is one and heartbeats are
+    /// checked.
+    fn stale_deadline(&self) -> Option<Instant> {
+        let after = self.ctx.limits.stale_after()?;
+        (self.session.id.is_some() && self.session.joined).then(|| self.last_request + after)
+    }
+
+    /// Drops a silent member from its groups (their partitions are dealt
+    /// to the others) and tells the client with `Eviction(StaleClient)`.
+    async fn evict_stale(&mut self) {
+        self.ctx.groups.remove_connection(self.session.connection);
+        tracing::info!(
+            "client {} ({:?}) evicted: silent past the heartbeat threshold",
+            self.session.connection,
+            self.peer
+        );
+        let frame = eviction::frame(self.last_client, EvictionReason::StaleClient);
+        let n = frame.len() as u64;
+        if self
             .transport
-            .read_into(header, HEADER_LEN, self.login_deadline)
-            .await;
-        self.count_read(read, CloseReason::LoginTimeout)
+            .write_all(frame.to_vec(), self.ctx.limits.stall_timeout)
+            .await
+            .is_ok()
+        {
+            Counters::add(&self.ctx.counters.bytes_out, n);
+        }
     }
 
     /// Reads until `buf` holds `len` bytes: each read within the stall
@@ -293,7 +365,7 @@ impl Connection {
         &mut self,
         head: Option<&RequestHead>,
         outcome: Outcome,
-    ) -> std::io::Result<()> {
+    ) -> std::io::Result<Written> {
         let (status, body) = match outcome {
             Outcome::Poll(wire) => {
                 let n = wire.remaining() as u64;
@@ -301,7 +373,15 @@ impl Connection {
                     .write_wire(wire, self.ctx.limits.stall_timeout)
                     .await?;
                 Counters::add(&self.ctx.counters.bytes_out, n);
-                return Ok(());
+                return Ok(Written::Reply);
+            }
+            Outcome::Evict(reason) => {
+                let frame = eviction::frame(head.map_or(0, |h| h.client), reason);
+                self.transport
+                    .write_all(frame.to_vec(), self.ctx.limits.stall_timeout)
+                    .await?;
+                Counters::add(&self.ctx.counters.bytes_out, frame.len() as u64);
+                return Ok(Written::Evicted);
             }
             Outcome::Body(body) => (0, body),
             Outcome::Error(e) => (e.as_code(), Bytes::new()),
@@ -322,8 +402,17 @@ impl Connection {
             .write_all(out, self.ctx.limits.stall_timeout)
             .await?;
         Counters::add(&self.ctx.counters.bytes_out, n);
-        Ok(())
+        Ok(Written::Reply)
     }
+}
+
+/// What answered a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Written {
+    /// A reply: the connection goes on.
+    Reply,
+    /// An eviction: the connection ends.
+    Evicted,
 }
 
 /// The close reason of a failed read or write.

@@ -19,6 +19,8 @@ use std::sync::Arc;
 pub struct Context {
     /// The engine.
     pub engine: corelog::Handle,
+    /// The data directory (GET_STATS reports its file system's space).
+    pub dir: std::path::PathBuf,
     /// Streams, topics and their partitions.
     pub metadata: Arc<MetadataStore>,
     /// In a cluster: the replication, and every node.
@@ -80,6 +82,7 @@ impl Context {
         )?;
         Ok(Context {
             engine,
+            dir: std::path::PathBuf::new(),
             metadata,
             cluster: None,
             tls: None,

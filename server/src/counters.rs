@@ -27,11 +27,16 @@ pub enum CloseReason {
     Io,
     /// The server is stopping.
     Shutdown,
+    /// A login Iggy's server answers with an eviction
+    /// (`wire/eviction.rs`).
+    Evicted,
+    /// A consumer-group member silent past the heartbeat threshold.
+    Stale,
 }
 
 impl CloseReason {
     /// Every reason, in the order of [`Counters::closed`].
-    pub const ALL: [CloseReason; 9] = [
+    pub const ALL: [CloseReason; 11] = [
         CloseReason::ClientLeft,
         CloseReason::LoginTimeout,
         CloseReason::Stalled,
@@ -41,6 +46,8 @@ impl CloseReason {
         CloseReason::Tls,
         CloseReason::Io,
         CloseReason::Shutdown,
+        CloseReason::Evicted,
+        CloseReason::Stale,
     ];
 
     /// Its name in logs.
@@ -55,6 +62,8 @@ impl CloseReason {
             CloseReason::Tls => "tls",
             CloseReason::Io => "io",
             CloseReason::Shutdown => "shutdown",
+            CloseReason::Evicted => "evicted",
+            CloseReason::Stale => "stale",
         }
     }
 
@@ -109,7 +118,7 @@ pub struct Counters {
     pub open: AtomicU64,
     /// Connections closed at once: `--max-connections` reached.
     pub refused: AtomicU64,
-    closed: [AtomicU64; 9],
+    closed: [AtomicU64; 11],
     /// Sign-ins refused: wrong credentials.
     pub logins_failed: AtomicU64,
     /// Sign-ins refused unchecked: the peer address was throttled.
@@ -131,7 +140,7 @@ pub struct CountersSnapshot {
     /// see [`Counters::refused`]
     pub refused: u64,
     /// closed connections by reason, in [`CloseReason::ALL`]'s order
-    pub closed: [u64; 9],
+    pub closed: [u64; 11],
     /// see [`Counters::logins_failed`]
     pub logins_failed: u64,
     /// see [`Counters::logins_throttled`]

@@ -17,13 +17,17 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
-/// A group, by the ids of its stream, topic and itself (none is reused).
+/// A group, by the ids of its stream, topic and itself, and its topic's
+/// uid: a deleted topic's id is given again, its uid is not, so the members
+/// of a deleted topic's groups are never taken for a new topic's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct GroupKey {
     /// the stream id
     pub stream: u32,
     /// the topic id
     pub topic: u32,
+    /// the topic's uid
+    pub topic_uid: u64,
     /// the group id
     pub group: u32,
 }
@@ -250,6 +254,7 @@ mod tests {
     const KEY: GroupKey = GroupKey {
         stream: 1,
         topic: 2,
+        topic_uid: 4,
         group: 3,
     };
 

@@ -1,6 +1,7 @@
 //! This process as the kernel sees it (`/proc/self`): resident memory,
-//! threads, bytes read from and written to storage. For GET_STATS (the
-//! fields Iggy fills from the same sources) and the load test.
+//! threads, bytes read from and written to storage; and the host's memory
+//! and a directory's file system space. For GET_STATS (the fields Iggy
+//! fills from the same sources) and the load test.
 
 /// A `Name:   value` field of `/proc/self/status` (kB fields in kB).
 fn status_field(name: &str) -> Option<u64> {
@@ -44,6 +45,35 @@ pub fn storage_io() -> (u64, u64) {
     (field("read_bytes"), field("write_bytes"))
 }
 
+/// The host's memory and the part of it available, bytes
+/// (`MemTotal`, `MemAvailable` of `/proc/meminfo`).
+pub fn host_memory() -> (u64, u64) {
+    let info = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    let field = |name: &str| {
+        info.lines()
+            .find_map(|l| {
+                let kb: u64 = l
+                    .strip_prefix(name)?
+                    .strip_prefix(':')?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()?;
+                kb.checked_mul(1024)
+            })
+            .unwrap_or(0)
+    };
+    (field("MemTotal"), field("MemAvailable"))
+}
+
+/// The free (to this user) and total bytes of the file system holding
+/// `dir`; zeros when it cannot be asked.
+pub fn disk_space(dir: &std::path::Path) -> (u64, u64) {
+    let free = fs4::available_space(dir).unwrap_or(0);
+    let total = fs4::total_space(dir).unwrap_or(0);
+    (free, total)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -60,5 +90,9 @@ mod tests {
         let resident = resident_bytes();
         assert!(resident > 1 << 20);
         assert!(peak_resident_bytes() >= resident);
+        let (total, available) = host_memory();
+        assert!(total >= resident && available <= total);
+        let (free, total) = disk_space(std::path::Path::new("/"));
+        assert!(total > 0 && free <= total, "{free} of {total}");
     }
 }

@@ -217,6 +217,7 @@ impl Server {
         )
         .map_err(ServerError::Thread)?;
         ctx.segment_bytes = config.segment_bytes;
+        ctx.dir = config.dir.clone();
         if let (Some(r), Some(c)) = (&replica, &config.cluster) {
             ctx.cluster = Some(crate::context::Cluster::new(r.handle(), c.config.clone()));
         }

@@ -147,6 +147,17 @@ async fn stats_count_messages_bytes_and_segments() {
         .expect("version");
     assert_eq!(semver, v.get_numeric_version().expect("numeric"));
     assert!(semver > 0);
+    // The data directory's file system, and the host's memory (Iggy's CLI
+    // `stats` test asserts the disk fields).
+    let (free, total) = (
+        stats.free_disk_space.as_bytes_u64(),
+        stats.total_disk_space.as_bytes_u64(),
+    );
+    let expected = fs4::total_space(dir.path()).expect("statvfs");
+    assert_eq!(total, expected, "the data directory's file system");
+    assert!(free > 0 && free <= total, "{free} of {total}");
+    let memory = stats.total_memory.as_bytes_u64();
+    assert!(memory > 0 && stats.available_memory.as_bytes_u64() <= memory);
 }
 
 fn option(t: &TopicDetails, key: &str) -> Option<OptionValue> {

@@ -83,9 +83,15 @@ async fn streams_topics_messages_and_offsets_survive_a_restart() {
         .await
         .expect("poll next");
     assert_eq!(next.messages[0].header.offset, 42);
-    // New streams get new ids after a restart too.
+    // The deleted stream's id is the lowest free one after a restart too,
+    // and a topic there gets fresh engine partitions, empty.
     let fresh = c.create_stream("fresh").await.expect("create");
-    assert_eq!(fresh.id, 2);
+    assert_eq!(fresh.id, 1);
+    let t = c
+        .create_topic(&named("fresh"), "t", &TopicCreateOptions::default())
+        .await
+        .expect("topic");
+    assert_eq!((t.id, t.messages_count), (0, 0));
     server.shutdown().expect("shutdown");
 }
 

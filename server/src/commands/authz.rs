@@ -39,6 +39,7 @@ pub fn need(request: &Request) -> Need<'_> {
     match request {
         Request::Ping
         | Request::Login(_)
+        | Request::LegacyLogin { .. }
         | Request::Logout
         | Request::GetMe
         | Request::GetClusterMetadata

@@ -54,6 +54,7 @@ pub(super) fn resolve<'c>(
     let key = GroupKey {
         stream: s.id,
         topic: t.id,
+        topic_uid: t.uid,
         group: g.id,
     };
     Ok((t, g, key))
@@ -172,6 +173,7 @@ pub(super) async fn get_all(
         let key = GroupKey {
             stream: s.id,
             topic: t.id,
+            topic_uid: t.uid,
             group: g.id,
         };
         groups.push(header(t, g, ctx.groups.members(key, count(t)).len())?);
@@ -182,12 +184,13 @@ pub(super) async fn get_all(
 /// Makes the connection a member (again: a second join changes nothing).
 pub(super) async fn join(
     ctx: &Arc<Context>,
-    session: &Session,
+    session: &mut Session,
     r: JoinConsumerGroupRequest,
 ) -> Result<Outcome, IggyError> {
     let catalog = ctx.metadata.snapshot();
     let (t, _, key) = resolve(&catalog, &r.stream_id, &r.topic_id, &r.group_id)?;
     ctx.groups.join(key, session.connection, count(t));
+    session.joined = true;
     Ok(Outcome::empty())
 }
 

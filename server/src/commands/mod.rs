@@ -23,7 +23,7 @@ use crate::wire::iovec::WireVec;
 use crate::wire::request::Request;
 use bytes::Bytes;
 use iggy_binary_protocol::codec::WireEncode;
-use iggy_binary_protocol::WireIdentifier;
+use iggy_binary_protocol::{EvictionReason, WireIdentifier};
 use iggy_common::{Identifier, IggyError};
 use std::sync::Arc;
 
@@ -43,6 +43,9 @@ pub struct Session {
     pub peer: Option<std::net::IpAddr>,
     /// Failed sign-ins on this connection.
     pub failed_logins: u32,
+    /// It joined a consumer group (and may have left since): while it is a
+    /// member, silence past the heartbeat threshold evicts it.
+    pub joined: bool,
 }
 
 impl Default for Session {
@@ -54,6 +57,7 @@ impl Default for Session {
             client: None,
             peer: None,
             failed_logins: 0,
+            joined: false,
         }
     }
 }
@@ -67,6 +71,9 @@ pub enum Outcome {
     Poll(WireVec),
     /// An error status and an empty body.
     Error(IggyError),
+    /// No reply: an `Eviction` frame (`wire/eviction.rs`), and the
+    /// connection is closed.
+    Evict(EvictionReason),
 }
 
 impl Outcome {
@@ -98,6 +105,10 @@ pub async fn execute(
     match request {
         Request::Ping => return Outcome::empty(),
         Request::Login(login) => return session::login(ctx, session, login).await,
+        Request::LegacyLogin { code } => {
+            tracing::debug!("legacy login command {code}: evicted as Iggy's server does");
+            return Outcome::Evict(EvictionReason::MalformedLogin);
+        }
         _ if !signed_in => return Outcome::Error(IggyError::Unauthenticated),
         _ => {}
     }
@@ -111,7 +122,9 @@ pub async fn execute(
     }
     let user = session.user;
     match request {
-        Request::Ping | Request::Login(_) => Outcome::Error(IggyError::InvalidCommand),
+        Request::Ping | Request::Login(_) | Request::LegacyLogin { .. } => {
+            Outcome::Error(IggyError::InvalidCommand)
+        }
         Request::Logout => {
             // Signing out ends its consumer-group memberships.
             ctx.groups.remove_connection(session.connection);

@@ -78,6 +78,7 @@ fn target(
         let key = crate::membership::GroupKey {
             stream: s.id,
             topic: t.id,
+            topic_uid: t.uid,
             group: g.id,
         };
         if !ctx.groups.owns(key, session.connection, count(t), index) {

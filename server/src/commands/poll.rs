@@ -65,6 +65,7 @@ pub(super) async fn poll(
         let key = GroupKey {
             stream: s.id,
             topic: t.id,
+            topic_uid: t.uid,
             group: g.id,
         };
         match ctx

@@ -12,9 +12,10 @@ use iggy_common::{ClusterNodeRole, ClusterNodeStatus};
 
 /// What the server can say about itself cheaply: counts from the catalog,
 /// messages, their bytes and segment files summed over the partitions'
-/// engine stats (one message to each partition's shard), times, the host, and this process as the kernel counts it (resident
-/// memory, threads, storage bytes read and written: Iggy's sources for the
-/// same fields). The client counters without a field in Iggy's stats
+/// engine stats (one message to each partition's shard), times, the host
+/// (its memory, the data directory's file system space), and this process
+/// as the kernel counts it (resident memory, threads, storage bytes read
+/// and written: Iggy's sources for the same fields). The client counters without a field in Iggy's stats
 /// (connections refused and closed by reason, failed sign-ins, refused
 /// requests, network bytes) are logged at shutdown.
 pub(super) async fn stats(ctx: &Context) -> Outcome {
@@ -33,13 +34,15 @@ pub(super) async fn stats(ctx: &Context) -> Outcome {
     let kernel = read("/proc/sys/kernel/osrelease");
     let now = now_micros();
     let (read_bytes, written_bytes) = process::storage_io();
+    let (total_memory, available_memory) = process::host_memory();
+    let (free_disk_space, total_disk_space) = process::disk_space(&ctx.dir);
     Outcome::encoded(&StatsResponse {
         process_id: std::process::id(),
         cpu_usage: 0.0,
         total_cpu_usage: 0.0,
         memory_usage: process::resident_bytes(),
-        total_memory: 0,
-        available_memory: 0,
+        total_memory,
+        available_memory,
         run_time: now.saturating_sub(ctx.started_at),
         start_time: ctx.started_at,
         read_bytes,
@@ -72,8 +75,8 @@ pub(super) async fn stats(ctx: &Context) -> Outcome {
             .and_then(|v| v.get_numeric_version().ok()),
         cache_metrics: Vec::new(),
         threads_count: u32::try_from(process::threads()).unwrap_or(u32::MAX),
-        free_disk_space: 0,
-        total_disk_space: 0,
+        free_disk_space,
+        total_disk_space,
     })
 }
 

@@ -1,6 +1,7 @@
 //! Iggy's TCP framing at 0.11.0-edge.4: headers, request payloads, and the
 //! owned vectored write of a reply.
 
+pub mod eviction;
 pub mod header;
 pub mod iovec;
 pub mod request;

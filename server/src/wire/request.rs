@@ -13,10 +13,10 @@ use iggy_binary_protocol::codes::{
     GET_CONSUMER_OFFSET_CODE, GET_ME_CODE, GET_PERSONAL_ACCESS_TOKENS_CODE, GET_STATS_CODE,
     GET_STREAMS_CODE, GET_STREAM_CODE, GET_TOPICS_CODE, GET_TOPIC_CODE, GET_USERS_CODE,
     GET_USER_CODE, JOIN_CONSUMER_GROUP_CODE, LEAVE_CONSUMER_GROUP_CODE, LOGIN_REGISTER_CODE,
-    LOGIN_REGISTER_WITH_PAT_CODE, LOGOUT_USER_CODE, PING_CODE, POLL_MESSAGES_CODE,
-    PURGE_STREAM_CODE, PURGE_TOPIC_CODE, SEND_MESSAGES_CODE, STORE_CONSUMER_OFFSET_CODE,
-    SYNC_CONSUMER_GROUP_CODE, UPDATE_PERMISSIONS_CODE, UPDATE_STREAM_CODE, UPDATE_TOPIC_CODE,
-    UPDATE_USER_CODE,
+    LOGIN_REGISTER_WITH_PAT_CODE, LOGIN_USER_CODE, LOGIN_WITH_PERSONAL_ACCESS_TOKEN_CODE,
+    LOGOUT_USER_CODE, PING_CODE, POLL_MESSAGES_CODE, PURGE_STREAM_CODE, PURGE_TOPIC_CODE,
+    SEND_MESSAGES_CODE, STORE_CONSUMER_OFFSET_CODE, SYNC_CONSUMER_GROUP_CODE,
+    UPDATE_PERMISSIONS_CODE, UPDATE_STREAM_CODE, UPDATE_TOPIC_CODE, UPDATE_USER_CODE,
 };
 use iggy_binary_protocol::requests::consumer_groups::{
     CreateConsumerGroupRequest, DeleteConsumerGroupRequest, GetConsumerGroupRequest,
@@ -49,7 +49,7 @@ use iggy_binary_protocol::requests::users::{
     ChangePasswordRequest, CreateUserRequest, DeleteUserRequest, GetUserRequest,
     LoginRegisterRequest, LoginRegisterWithPatRequest, UpdatePermissionsRequest, UpdateUserRequest,
 };
-use iggy_binary_protocol::version::ClientVersionInfo;
+use iggy_binary_protocol::version::{is_protocol_compatible, ClientVersionInfo};
 use iggy_binary_protocol::{WireError, WireIdentifier, WirePartitioning};
 use secrecy::ExposeSecret;
 
@@ -64,9 +64,14 @@ pub enum Request {
     /// GET_CLUSTER_METADATA.
     GetClusterMetadata,
     /// LOGIN_REGISTER, with a password or a personal access token: sign in,
-    /// open a session. (The legacy LOGIN_USER and
-    /// LOGIN_WITH_PERSONAL_ACCESS_TOKEN are refused, as Iggy's server does.)
+    /// open a session.
     Login(Login),
+    /// The legacy LOGIN_USER or LOGIN_WITH_PERSONAL_ACCESS_TOKEN: refused
+    /// with a `MalformedLogin` eviction, as Iggy's server does.
+    LegacyLogin {
+        /// its code
+        code: u32,
+    },
     /// LOGOUT_USER.
     Logout,
     /// GET_ME: the caller's connection.
@@ -223,6 +228,13 @@ pub enum DecodeError {
         /// bytes after the prefix
         available: usize,
     },
+    /// LOGIN_REGISTER: the client's protocol version is outside the window
+    /// this server accepts.
+    #[error("login: protocol version {version:#x} is outside the accepted window")]
+    IncompatibleProtocol {
+        /// the client's packed version
+        version: u32,
+    },
 }
 
 /// Decodes the payload of command `code`.
@@ -236,6 +248,7 @@ pub fn decode_request(code: u32, payload: &[u8]) -> Result<Request, DecodeError>
         LOGIN_REGISTER_CODE | LOGIN_REGISTER_WITH_PAT_CODE => {
             Request::Login(login_register(code, payload)?)
         }
+        LOGIN_USER_CODE | LOGIN_WITH_PERSONAL_ACCESS_TOKEN_CODE => Request::LegacyLogin { code },
         GET_ME_CODE => Request::GetMe,
         GET_CLIENTS_CODE => Request::GetClients,
         GET_USERS_CODE => Request::GetUsers,
@@ -293,10 +306,16 @@ fn exact<T: WireDecode>(code: u32, payload: &[u8]) -> Result<T, DecodeError> {
 }
 
 /// `[ClientVersionInfo]` then a password body or a token body (both run to
-/// the end of the payload); whichever decodes exactly.
+/// the end of the payload); whichever decodes exactly. The version is
+/// checked first, as Iggy's server does, before anything else is read.
 fn login_register(code: u32, payload: &[u8]) -> Result<Login, DecodeError> {
     let (version, prefix) =
         ClientVersionInfo::decode(payload).map_err(|source| DecodeError::Wire { code, source })?;
+    if !is_protocol_compatible(version.protocol_version) {
+        return Err(DecodeError::IncompatibleProtocol {
+            version: version.protocol_version,
+        });
+    }
     let tail = payload.get(prefix..).unwrap_or(&[]);
     let credentials = match LoginRegisterRequest::decode_after_prefix(version.clone(), tail) {
         Ok((r, used)) if used == tail.len() => Some((

@@ -4,7 +4,9 @@
 
 use iggy_binary_protocol::codec::WireEncode;
 use iggy_binary_protocol::codes::LOGIN_REGISTER_CODE;
-use iggy_binary_protocol::consensus::{Command, Operation, ReplyHeader, RequestHeader};
+use iggy_binary_protocol::consensus::{
+    Command, EvictionHeader, Operation, ReplyHeader, RequestHeader,
+};
 use iggy_binary_protocol::requests::users::LoginRegisterRequest;
 use iggy_binary_protocol::{ClientVersionInfo, WireName, IGGY_PROTOCOL_VERSION};
 use std::io::{Read, Write};
@@ -124,6 +126,21 @@ impl Raw {
             self.session = u64::from_le_bytes(s);
         }
         reply.status
+    }
+
+    /// Writes `code`'s request and reads a header-only `Eviction` frame:
+    /// its reason byte and the protocol window it carries.
+    pub fn send_evicted(&mut self, code: u32, payload: &[u8]) -> (u8, (u32, u32)) {
+        let header = self.header(code, payload.len());
+        self.stream.write_all(&header).expect("write header");
+        self.stream.write_all(payload).expect("write payload");
+        let mut h = [0u8; 256];
+        self.stream.read_exact(&mut h).expect("a frame");
+        let e: EvictionHeader = bytemuck::checked::pod_read_unaligned(&h);
+        assert_eq!(e.command, Command::Eviction, "an Eviction, not a Reply");
+        assert_eq!((e.size, e.client), (256, 42));
+        let window = (e.server_protocol_version, e.server_protocol_version_min);
+        (e.reason as u8, window)
     }
 
     /// Whether the server closed the connection (reads EOF).
