@@ -361,3 +361,57 @@ async fn describe_options_lists_iggys_topic_keys_with_this_servers_defaults() {
         assert!(c.describe_options(scope).await.expect("scope").is_empty());
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_is_a_zip_of_the_sections_asked_for_and_needs_read_servers() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start(dir.path());
+    let c = client(&server).await;
+    stream_and_topic(&c, "s", "t", 1).await;
+    fill(&c, "s", "t", 1, 3, 3).await;
+    let zip = c
+        .snapshot(
+            SnapshotCompression::Deflated,
+            vec![SystemSnapshotType::Test],
+        )
+        .await
+        .expect("snapshot");
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(zip.0)).expect("a zip");
+    let mut text = String::new();
+    zip.by_name("test.txt")
+        .expect("test.txt")
+        .read_to_string(&mut text)
+        .expect("read");
+    assert_eq!(text.trim(), "test");
+    let all = c
+        .snapshot(SnapshotCompression::Stored, vec![SystemSnapshotType::All])
+        .await
+        .expect("all");
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(all.0)).expect("a zip");
+    assert_eq!(zip.len(), 5);
+    let mut files = String::new();
+    zip.by_name("filesystem_overview.txt")
+        .expect("listing")
+        .read_to_string(&mut files)
+        .expect("read");
+    assert!(files.contains("partitions/"), "the data directory: {files}");
+    // Iggy's rule: a snapshot needs read_servers.
+    c.create_user("reader1", "secret-password", UserStatus::Active, None)
+        .await
+        .expect("user");
+    let r = common::connect(&server).await;
+    r.login_user("reader1", "secret-password")
+        .await
+        .expect("login");
+    let refused = r
+        .snapshot(
+            SnapshotCompression::Deflated,
+            vec![SystemSnapshotType::Test],
+        )
+        .await;
+    assert_eq!(
+        refused.map(|_| ()).map_err(|e| e.as_code()),
+        Err(IggyError::Unauthorized.as_code())
+    );
+}
