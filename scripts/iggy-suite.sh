@@ -30,7 +30,7 @@
 # In place of `iggy-server` the harness finds LAUNCHER (written into the suite's target dir as
 # target/debug/iggy-server): a few lines of shell that `exec` the real corelog-server of this
 # project with the harness's settings: IGGY_SYSTEM_PATH (its data under <path>/corelog),
-# IGGY_TCP_ADDRESS, IGGY_ROOT_USERNAME/PASSWORD, and --runtime-config
+# IGGY_TCP_ADDRESS, IGGY_ROOT_USERNAME/PASSWORD, IGGY_HEARTBEAT_ENABLED/INTERVAL, and --runtime-config
 # <path>/runtime/current_config.toml, the file the harness waits for: corelog-server writes it
 # (`[tcp] address = "<bound address>"`) once it listens.
 #
@@ -167,10 +167,15 @@ if [[ \${IGGY_TCP_TLS_ENABLED:-false} == true ]]; then
     tls=(--tls-cert "\${IGGY_TCP_TLS_CERT_FILE:?}" --tls-key "\${IGGY_TCP_TLS_KEY_FILE:?}")
 fi
 mkdir -p "\$sys"
+# Iggy's [heartbeat]: a consumer-group member silent for 1.2 intervals is evicted.
+heartbeat=\${IGGY_HEARTBEAT_INTERVAL:-30s}
+heartbeat=\${heartbeat// /}
+[[ \${IGGY_HEARTBEAT_ENABLED:-true} == true ]] || heartbeat=0
 export CORELOG_SERVER_USERNAME=\${IGGY_ROOT_USERNAME:-iggy}
 export CORELOG_SERVER_PASSWORD=\${IGGY_ROOT_PASSWORD:-iggy}
 exec "$server" --dir "\$sys/corelog" --listen "\${IGGY_TCP_ADDRESS:-127.0.0.1:8090}" \\
-    --shards 1 --fsync batch --runtime-config "\$sys/runtime/current_config.toml" "\${tls[@]}"
+    --shards 1 --fsync batch --heartbeat-interval "\$heartbeat" \\
+    --runtime-config "\$sys/runtime/current_config.toml" "\${tls[@]}"
 LAUNCHER
     chmod +x "$dir/iggy-server"
     echo "$dir/iggy-server"
@@ -184,6 +189,7 @@ NA_RULES=(
     'server::message_cleanup::=reads the segment files under Iggy'"'"'s partition directories, on topics whose own segment_size (1 MiB) corelog does not apply (its segments are sized by --segment-bytes); corelog'"'"'s retention through the API is tested in server/tests/topic_lifecycle.rs'
     'server::purge_delete::=asserts Iggy'"'"'s data-directory layout (segment files named by their first offset, one file per consumer offset) on topics with their own segment_size (1 MiB), which corelog does not apply'
     'server::specific::consumer_offset_ahead_after_crash=edits a consumer-offset file under Iggy'"'"'s partition directory (corelog keeps offsets in its own log)'
+    'server::specific::rejoin_window_exceeding_evicted_ring=clustering: a replica rejoining past its peers'"'"' evicted journal ring (VSR RangeEvicted and the commit floor), proven by the growth of the .log files under Iggy'"'"'s own partition directory (streams/0/topics/0/partitions/0)'
     'log_rotation_scenario=rotation of Iggy'"'"'s own log files under its data directory (corelog-server logs to stderr)'
     'encryption_scenario.*encryption_enabled=Iggy'"'"'s at-rest encryption of message data, not implemented in corelog-server'
     'tcp_tls_self_signed=a self-signed certificate made by the server, not implemented (corelog-server takes --tls-cert and --tls-key)'
@@ -192,6 +198,7 @@ NA_RULES=(
     'cli::system::test_snapshot_cmd::should_be_successful=GET_SNAPSHOT_FILE, answered FeatureUnavailable (listed as not implemented in the README)'
     'sdk::options::given_explicit_segment_size_when_creating_topic_should_roll_at_it=a topic'"'"'s own segment_size, not implemented (stored and answered; corelog'"'"'s segments are sized by --segment-bytes, README)'
     'cli::general::test_missing_credentials::should_fail_with_error_message|cli::personal_access_token::test_pat_delete_command::should_be_successful|cli::personal_access_token::test_pat_login_options::should_be_successful|cli::system::test_cli_session_scenario::should_be_successful|cli::system::test_me_command::should_be_unsuccessful_using_transport_tcp=environment: the CLI needs a secret-service keyring (D-Bus), which this machine lacks'
+    'cli::context::test_context_applied::should_apply_context$=QUIC transport: the CLI context it applies selects quic, and the CLI then connects to the QUIC address (corelog-server has none; the CLI retries until the timeout)'
     '::tcp[^:]*$=RUN'
     '(::|_)http(_|$)|a2a_jwt|cross_protocol=HTTP transport'
     '::quic|transportprotocol_quic|transport_quic=QUIC transport'

@@ -3,6 +3,7 @@
 use crate::config::Config;
 use crate::error::{OpenError, RequestError};
 use crate::lock::DirLock;
+use crate::preallocation;
 use crate::queue::{Reply, ShardQueue};
 use crate::request::{Request, Respond};
 use crate::shard::{self, placement, PartitionRecovery};
@@ -149,15 +150,7 @@ impl Engine {
             .collect();
         let shards = config.shards.unwrap_or(cpus.len().max(1)).max(1);
         let mut config = config;
-        let free = fs4::available_space(&config.dir).unwrap_or(u64::MAX);
-        let asked = config.log.preallocation.budget;
-        config.log.preallocation.budget = preallocation_budget(asked, free, shards);
-        if config.log.preallocation.budget < asked {
-            tracing::info!(
-                "preallocation budget {} bytes a shard (asked {asked}): {free} bytes free",
-                config.log.preallocation.budget
-            );
-        }
+        preallocation::fit(&mut config.log, &config.dir, shards);
         let id = ENGINE_IDS.fetch_add(1, Ordering::Relaxed);
         let queues: Vec<Arc<ShardQueue>> = (0..shards)
             .map(|i| Arc::new(ShardQueue::new(i, config.queue_depth)))
@@ -569,33 +562,5 @@ impl Handle {
                 Box::pin(f())
             }))
         })
-    }
-}
-
-/// The share of free space the preallocation of all shards together may
-/// hold: a sixteenth.
-const PREALLOCATION_SHARE_OF_FREE: u64 = 16;
-
-/// Each shard's preallocation budget: the configured one, but never more
-/// than its share of a sixteenth of the free space, so that preallocation
-/// cannot be what fills a disk.
-pub(crate) fn preallocation_budget(configured: u64, free: u64, shards: usize) -> u64 {
-    configured.min(free / PREALLOCATION_SHARE_OF_FREE / shards.max(1) as u64)
-}
-
-#[cfg(test)]
-mod budget_tests {
-    use super::preallocation_budget;
-
-    #[test]
-    fn the_budget_is_a_small_share_of_free_space() {
-        const GIB: u64 = 1 << 30;
-        // Plenty free: the configured budget.
-        assert_eq!(preallocation_budget(GIB, 80 * GIB, 2), GIB);
-        // 8 GiB free, 2 shards: a sixteenth, halved.
-        assert_eq!(preallocation_budget(GIB, 8 * GIB, 2), GIB / 4);
-        // A full disk: nothing ahead.
-        assert_eq!(preallocation_budget(GIB, 0, 4), 0);
-        assert_eq!(preallocation_budget(GIB, 16 * GIB, 0), GIB);
     }
 }

@@ -32,6 +32,7 @@ mod engine;
 mod error;
 mod lock;
 mod partitions;
+mod preallocation;
 mod queue;
 mod request;
 mod shard;

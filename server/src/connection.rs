@@ -1,8 +1,10 @@
 //! One client connection, served on the shard it was handed to: read a
 //! request, answer it, repeat, within the limits of [`crate::limits`]:
 //!
-//! - waiting for the first byte of a request: unbounded once signed in;
-//!   before that, until `login_timeout` after connecting (or signing out);
+//! - waiting for the first byte of a request: unbounded once signed in
+//!   (but a consumer-group member silent for 1.2 heartbeat intervals is
+//!   evicted, as in Iggy's server); before that, until `login_timeout`
+//!   after connecting (or signing out);
 //! - from a request's first byte: no gap over `stall_timeout`, and the
 //!   whole request within its deadline ([`Limits::request_deadline`]);
 //! - payload bytes are read only into room taken from the shared
@@ -31,6 +33,7 @@ use crate::wire::request::{decode_request, Request};
 use bytes::Bytes;
 use iggy_binary_protocol::codes::{LOGIN_REGISTER_CODE, LOGIN_REGISTER_WITH_PAT_CODE};
 use iggy_binary_protocol::consensus::Operation;
+use iggy_binary_protocol::EvictionReason;
 use iggy_common::IggyError;
 use monoio::net::TcpStream;
 use std::net::SocketAddr;
@@ -96,6 +99,11 @@ struct Connection {
     _registration: Registration,
     /// The request header being read, reused from request to request.
     header: Vec<u8>,
+    /// When the last request's first byte came (Iggy's heartbeat: any
+    /// request is a sign of life).
+    last_request: Instant,
+    /// The client id of its last request (an eviction frame names it).
+    last_client: u128,
 }
 
 impl Connection {
@@ -117,6 +125,8 @@ impl Connection {
             login_deadline,
             _registration: registration,
             header: Vec::with_capacity(HEADER_LEN),
+            last_request: Instant::now(),
+            last_client: 0,
         }
     }
 
@@ -160,8 +170,12 @@ impl Connection {
             .read_payload(framed.payload_len, &mut grant, deadline)
             .await?;
         self.ctx.in_flight.fetch_add(1, Ordering::SeqCst);
+        self.last_request = first;
         let written = match framed.head {
-            Ok(head) => self.answer(head, payload).await,
+            Ok(head) => {
+                self.last_client = head.client;
+                self.answer(head, payload).await
+            }
             Err(e) => {
                 self.ctx.counters.refused(Refusal::Malformed);
                 tracing::debug!("request from {:?}: {e}", self.peer);
@@ -231,13 +245,58 @@ impl Connection {
     }
 
     /// Waits for the first bytes of the next request: for as long as it
-    /// takes once signed in, until the login deadline before.
+    /// takes once signed in (a consumer-group member: until the heartbeat
+    /// threshold), until the login deadline before.
     async fn wait_for_request(&mut self, header: &mut Vec<u8>) -> Result<(), CloseReason> {
-        let read = self
+        loop {
+            let stale = self.stale_deadline();
+            let deadline = self.login_deadline.or(stale);
+            let read = self.transport.read_into(header, HEADER_LEN, deadline).await;
+            if !matches!(read, Err(ReadError::TimedOut)) || self.login_deadline.is_some() {
+                return self.count_read(read, CloseReason::LoginTimeout);
+            }
+            // Silent past the threshold: evicted if it still is a member
+            // (its group may have been deleted meanwhile).
+            if self
+                .ctx
+                .groups
+                .groups_of(self.session.connection)
+                .is_empty()
+            {
+                self.session.joined = false;
+                continue;
+            }
+            self.evict_stale().await;
+            return Err(CloseReason::Stale);
+        }
+    }
+
+    /// When a silent member is evicted, if it is one and heartbeats are
+    /// checked.
+    fn stale_deadline(&self) -> Option<Instant> {
+        let after = self.ctx.limits.stale_after()?;
+        (self.session.id.is_some() && self.session.joined).then(|| self.last_request + after)
+    }
+
+    /// Drops a silent member from its groups (their partitions are dealt
+    /// to the others) and tells the client with `Eviction(StaleClient)`.
+    async fn evict_stale(&mut self) {
+        self.ctx.groups.remove_connection(self.session.connection);
+        tracing::info!(
+            "client {} ({:?}) evicted: silent past the heartbeat threshold",
+            self.session.connection,
+            self.peer
+        );
+        let frame = eviction::frame(self.last_client, EvictionReason::StaleClient);
+        let n = frame.len() as u64;
+        if self
             .transport
-            .read_into(header, HEADER_LEN, self.login_deadline)
-            .await;
-        self.count_read(read, CloseReason::LoginTimeout)
+            .write_all(frame.to_vec(), self.ctx.limits.stall_timeout)
+            .await
+            .is_ok()
+        {
+            Counters::add(&self.ctx.counters.bytes_out, n);
+        }
     }
 
     /// Reads until `buf` holds `len` bytes: each read within the stall

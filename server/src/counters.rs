@@ -30,11 +30,13 @@ pub enum CloseReason {
     /// A login Iggy's server answers with an eviction
     /// (`wire/eviction.rs`).
     Evicted,
+    /// A consumer-group member silent past the heartbeat threshold.
+    Stale,
 }
 
 impl CloseReason {
     /// Every reason, in the order of [`Counters::closed`].
-    pub const ALL: [CloseReason; 10] = [
+    pub const ALL: [CloseReason; 11] = [
         CloseReason::ClientLeft,
         CloseReason::LoginTimeout,
         CloseReason::Stalled,
@@ -45,6 +47,7 @@ impl CloseReason {
         CloseReason::Io,
         CloseReason::Shutdown,
         CloseReason::Evicted,
+        CloseReason::Stale,
     ];
 
     /// Its name in logs.
@@ -60,6 +63,7 @@ impl CloseReason {
             CloseReason::Io => "io",
             CloseReason::Shutdown => "shutdown",
             CloseReason::Evicted => "evicted",
+            CloseReason::Stale => "stale",
         }
     }
 
@@ -114,7 +118,7 @@ pub struct Counters {
     pub open: AtomicU64,
     /// Connections closed at once: `--max-connections` reached.
     pub refused: AtomicU64,
-    closed: [AtomicU64; 10],
+    closed: [AtomicU64; 11],
     /// Sign-ins refused: wrong credentials.
     pub logins_failed: AtomicU64,
     /// Sign-ins refused unchecked: the peer address was throttled.
@@ -136,7 +140,7 @@ pub struct CountersSnapshot {
     /// see [`Counters::refused`]
     pub refused: u64,
     /// closed connections by reason, in [`CloseReason::ALL`]'s order
-    pub closed: [u64; 10],
+    pub closed: [u64; 11],
     /// see [`Counters::logins_failed`]
     pub logins_failed: u64,
     /// see [`Counters::logins_throttled`]

@@ -37,6 +37,11 @@ pub struct Limits {
     pub login_failure_burst: u32,
     /// ... and then per second.
     pub login_failure_rate: f64,
+    /// Iggy's heartbeat interval: a consumer-group member that sends
+    /// nothing (no request, no PING) for 1.2 times it is evicted (an
+    /// `Eviction(StaleClient)` frame, the connection closed) and its
+    /// partitions dealt to the other members. Zero: never.
+    pub heartbeat_interval: Duration,
 }
 
 impl Default for Limits {
@@ -52,6 +57,7 @@ impl Default for Limits {
             max_failed_logins: 3,
             login_failure_burst: 10,
             login_failure_rate: 1.0,
+            heartbeat_interval: Duration::from_secs(30),
         }
     }
 }
@@ -101,6 +107,13 @@ impl Limits {
             return Err(LimitsError::Zero("--max-failed-logins"));
         }
         Ok(request)
+    }
+
+    /// How long a consumer-group member may send nothing before it is
+    /// evicted: 1.2 heartbeat intervals, as in Iggy's server; `None` when
+    /// heartbeats are not checked.
+    pub fn stale_after(&self) -> Option<Duration> {
+        (!self.heartbeat_interval.is_zero()).then(|| self.heartbeat_interval.saturating_mul(6) / 5)
     }
 
     /// When a request of `payload` bytes whose first byte came at `first`

@@ -85,6 +85,11 @@ struct Args {
     /// ...and then per second; past them its sign-ins are refused unchecked.
     #[arg(long, default_value_t = Limits::default().login_failure_rate)]
     login_failure_rate: f64,
+    /// Iggy's heartbeat interval: a consumer-group member silent for 1.2
+    /// times it (no request, no PING) is evicted and its partitions move to
+    /// the other members. 0 turns the check off.
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    heartbeat_interval: Duration,
     /// Once listening, write `[tcp] address = "<bound address>"` here: the
     /// `runtime/current_config.toml` Iggy's test harness waits for.
     #[arg(long)]
@@ -191,6 +196,7 @@ fn main() -> std::process::ExitCode {
             max_failed_logins: args.max_failed_logins,
             login_failure_burst: args.login_failure_burst,
             login_failure_rate: args.login_failure_rate,
+            heartbeat_interval: args.heartbeat_interval,
         },
         ..ServerConfig::new(args.dir, listen)
     };

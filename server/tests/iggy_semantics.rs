@@ -1,11 +1,11 @@
 //! Answers that must be the ones Iggy's server gives (its integration suite
 //! checks them): the status codes of a missing topic or consumer group, a
 //! consumer offset past the partition's end refused, and the system stats'
-//! message and segment counts.
+//! message and segment counts, and the topic option catalog (DESCRIBE_OPTIONS).
 
 mod common;
 
-use common::{client, fill, named, start, stream_and_topic};
+use common::{client, fill, named, start, start_small_segments, stream_and_topic};
 use iggy::prelude::*;
 use std::str::FromStr;
 
@@ -332,4 +332,32 @@ async fn streams_take_no_option_keys_and_partition_counts_are_bounded() {
     let r = c.delete_partitions(&named("s"), &named("t"), 3).await;
     assert!(matches!(r, Err(IggyError::InvalidPartitionsCount)), "{r:?}");
     assert_eq!(topic(&c, "t").await.partitions_count, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_options_lists_iggys_topic_keys_with_this_servers_defaults() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start_small_segments(dir.path(), 4 << 20, std::time::Duration::from_secs(30));
+    let c = client(&server).await;
+    let specs = c
+        .describe_options(OptionsScope::Topic)
+        .await
+        .expect("topic");
+    let mut keys: Vec<&str> = specs.iter().map(|s| s.key.as_str()).collect();
+    keys.sort_unstable();
+    let mut accepted = iggy_common::TOPIC_OPTION_KEYS.to_vec();
+    accepted.sort_unstable();
+    assert_eq!(keys, accepted, "exactly the keys a topic takes");
+    let default = |key: &str| {
+        let s = specs.iter().find(|s| s.key == key).expect("listed");
+        (s.kind, s.default_value.clone())
+    };
+    let segment = (4u64 << 20).to_le_bytes().to_vec();
+    assert_eq!(default("segment_size"), (HeaderKind::Uint64, segment));
+    // Under --fsync batch a send is acknowledged once synced.
+    assert_eq!(default("enforce_fsync"), (HeaderKind::Bool, vec![1]));
+    assert_eq!(default("messages_required_to_save").1, Vec::<u8>::new());
+    for scope in [OptionsScope::Stream, OptionsScope::User] {
+        assert!(c.describe_options(scope).await.expect("scope").is_empty());
+    }
 }

@@ -40,6 +40,7 @@ pub fn need(request: &Request) -> Need<'_> {
         Request::Ping
         | Request::Login(_)
         | Request::LegacyLogin { .. }
+        | Request::DescribeOptions(_)
         | Request::Logout
         | Request::GetMe
         | Request::GetClusterMetadata

@@ -184,12 +184,13 @@ pub(super) async fn get_all(
 /// Makes the connection a member (again: a second join changes nothing).
 pub(super) async fn join(
     ctx: &Arc<Context>,
-    session: &Session,
+    session: &mut Session,
     r: JoinConsumerGroupRequest,
 ) -> Result<Outcome, IggyError> {
     let catalog = ctx.metadata.snapshot();
     let (t, _, key) = resolve(&catalog, &r.stream_id, &r.topic_id, &r.group_id)?;
     ctx.groups.join(key, session.connection, count(t));
+    session.joined = true;
     Ok(Outcome::empty())
 }
 

@@ -43,6 +43,9 @@ pub struct Session {
     pub peer: Option<std::net::IpAddr>,
     /// Failed sign-ins on this connection.
     pub failed_logins: u32,
+    /// It joined a consumer group (and may have left since): while it is a
+    /// member, silence past the heartbeat threshold evicts it.
+    pub joined: bool,
 }
 
 impl Default for Session {
@@ -54,6 +57,7 @@ impl Default for Session {
             client: None,
             peer: None,
             failed_logins: 0,
+            joined: false,
         }
     }
 }
@@ -140,6 +144,7 @@ pub async fn execute(
         Request::CreateToken(r) => tokens::create(ctx, user, r).await.into(),
         Request::DeleteToken(r) => tokens::delete(ctx, user, &r.name).await.into(),
         Request::GetStats => system::stats(ctx).await,
+        Request::DescribeOptions(r) => system::describe_options(ctx, r.scope),
         Request::GetClusterMetadata => system::cluster_metadata(ctx),
         // In a cluster, everything else is served by the node leading
         // every group; elsewhere it is refused before anything is done,

@@ -1,13 +1,16 @@
-//! GET_STATS: the SDK and Iggy's bench need a well-formed answer.
+//! GET_STATS (the SDK and Iggy's bench need a well-formed answer),
+//! GET_CLUSTER_METADATA and DESCRIBE_OPTIONS.
 
 use super::topics::{partition_stats, totals};
 use super::Outcome;
 use crate::context::{now_micros, Context};
 use crate::process;
+use iggy_binary_protocol::requests::system::OPTIONS_SCOPE_TOPIC;
 use iggy_binary_protocol::responses::system::get_cluster_metadata::{
     ClusterMetadataResponse, ClusterNodeResponse,
 };
 use iggy_binary_protocol::responses::system::get_stats::StatsResponse;
+use iggy_binary_protocol::responses::system::DescribeOptionsResponse;
 use iggy_common::{ClusterNodeRole, ClusterNodeStatus};
 
 /// What the server can say about itself cheaply: counts from the catalog,
@@ -78,6 +81,19 @@ pub(super) async fn stats(ctx: &Context) -> Outcome {
         free_disk_space,
         total_disk_space,
     })
+}
+
+/// DESCRIBE_OPTIONS: the keys a topic takes, with corelog's defaults;
+/// streams and users take none (as in Iggy).
+pub(super) fn describe_options(ctx: &Context, scope: u8) -> Outcome {
+    let entries = match scope {
+        OPTIONS_SCOPE_TOPIC => match crate::topic_options::catalog(ctx.topic_defaults()) {
+            Ok(entries) => entries,
+            Err(e) => return Outcome::Error(e),
+        },
+        _ => Vec::new(),
+    };
+    Outcome::encoded(&DescribeOptionsResponse { entries })
 }
 
 fn count(n: usize) -> u32 {

@@ -8,8 +8,8 @@ use iggy_binary_protocol::codes::{
     CREATE_PERSONAL_ACCESS_TOKEN_CODE, CREATE_STREAM_CODE, CREATE_TOPIC_CODE, CREATE_USER_CODE,
     DELETE_CONSUMER_GROUP_CODE, DELETE_CONSUMER_OFFSET_CODE, DELETE_PARTITIONS_CODE,
     DELETE_PERSONAL_ACCESS_TOKEN_CODE, DELETE_SEGMENTS_CODE, DELETE_STREAM_CODE, DELETE_TOPIC_CODE,
-    DELETE_USER_CODE, FLUSH_UNSAVED_BUFFER_CODE, GET_CLIENTS_CODE, GET_CLIENT_CODE,
-    GET_CLUSTER_METADATA_CODE, GET_CONSUMER_GROUPS_CODE, GET_CONSUMER_GROUP_CODE,
+    DELETE_USER_CODE, DESCRIBE_OPTIONS_CODE, FLUSH_UNSAVED_BUFFER_CODE, GET_CLIENTS_CODE,
+    GET_CLIENT_CODE, GET_CLUSTER_METADATA_CODE, GET_CONSUMER_GROUPS_CODE, GET_CONSUMER_GROUP_CODE,
     GET_CONSUMER_OFFSET_CODE, GET_ME_CODE, GET_PERSONAL_ACCESS_TOKENS_CODE, GET_STATS_CODE,
     GET_STREAMS_CODE, GET_STREAM_CODE, GET_TOPICS_CODE, GET_TOPIC_CODE, GET_USERS_CODE,
     GET_USER_CODE, JOIN_CONSUMER_GROUP_CODE, LEAVE_CONSUMER_GROUP_CODE, LOGIN_REGISTER_CODE,
@@ -40,7 +40,7 @@ use iggy_binary_protocol::requests::streams::{
     CreateStreamRequest, DeleteStreamRequest, GetStreamRequest, PurgeStreamRequest,
     UpdateStreamRequest,
 };
-use iggy_binary_protocol::requests::system::GetClientRequest;
+use iggy_binary_protocol::requests::system::{DescribeOptionsRequest, GetClientRequest};
 use iggy_binary_protocol::requests::topics::{
     CreateTopicRequest, DeleteTopicRequest, GetTopicRequest, GetTopicsRequest, PurgeTopicRequest,
     UpdateTopicRequest,
@@ -61,6 +61,8 @@ pub enum Request {
     Ping,
     /// GET_STATS.
     GetStats,
+    /// DESCRIBE_OPTIONS: the option keys of topics, streams or users.
+    DescribeOptions(DescribeOptionsRequest),
     /// GET_CLUSTER_METADATA.
     GetClusterMetadata,
     /// LOGIN_REGISTER, with a password or a personal access token: sign in,
@@ -242,6 +244,7 @@ pub fn decode_request(code: u32, payload: &[u8]) -> Result<Request, DecodeError>
     Ok(match code {
         PING_CODE => Request::Ping,
         GET_STATS_CODE => Request::GetStats,
+        DESCRIBE_OPTIONS_CODE => Request::DescribeOptions(exact(code, payload)?),
         GET_CLUSTER_METADATA_CODE => Request::GetClusterMetadata,
         LOGOUT_USER_CODE => Request::Logout,
         GET_STREAMS_CODE => Request::GetStreams,
