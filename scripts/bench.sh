@@ -274,7 +274,8 @@ for s in $SCENARIOS; do
     # write; corelog-server: --fsync batch). Per shape: throughput, iggy-bench's p50/p99/p99.9
     # per batch, and the server's CPU seconds (utime + stime from /proc, login pool included)
     # per GB iggy-bench says it moved. Last, pinned-producer at half of Iggy's median page-cache
-    # peak (--rate-limit) against both, for the tail.
+    # peak (--rate-limit) against both, for the tail, and the same rate from corelog-bench --target
+    # --rate (open loop, latency from each batch's schedule).
     [[ -x "${IGGY_SERVER_BIN:-}" && -x "${IGGY_BENCH:-}" ]] || { echo "bench.sh iggy: set IGGY_SERVER_BIN and IGGY_BENCH to the iggy-server and iggy-bench binaries" >&2; exit 1; }
     cargo build --release -q -p corelog-server
     S=${CARGO_TARGET_DIR:-target}/release/corelog-server
@@ -357,7 +358,40 @@ PY
     row ratio "same, p99 (ms)" "Iggy server" "${R[iggy.p99]}" "${R[corelog.p99]}" "<=" 0.5
     row ratio "same, p99.9 (ms)" "Iggy server" "${R[iggy.p999]}" "${R[corelog.p999]}" "<=" 0.5
     row ratio "same: server CPU per GB moved (s/GB)" "Iggy server" "${R[iggy.cpu]}" "${R[corelog.cpu]}" "<=" 0.5
-    unset F R
+    # The same rate from corelog-bench: open loop, latency from each batch's scheduled send
+    # (iggy-bench's counts from the send, after its rate limiter let it go). pinned-producer's
+    # shape: 8 producers with one connection and one request in flight each, 1 MB batches
+    # (1000 x 1000 B), 300 batches each (2.4 GB) after half a second of warm-up; one stream of 8
+    # partitions (a producer's own) where iggy-bench makes 8 streams of one.
+    declare -A Q=()
+    for run in $(seq "$REPS"); do
+      for srv in iggy corelog; do
+        serve "$srv" page
+        "$B" --quiet --target "tcp://$addr" --rate "$rate" --producers 8 --inflight 1 --partitions 8 \
+          --message-size 1000 --messages-per-batch 1000 --total-bytes 2400MB --warmup 0.5 --no-poll \
+          --json "$JSON_DIR/q.json" >"$JSON_DIR/q.out" 2>&1 || { cat "$JSON_DIR/q.out" >&2; echo '{}' >"$JSON_DIR/q.json"; }
+        read -r t p50 p99 p999 held got < <(python3 - "$JSON_DIR/q.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+try:
+    a, r = d["append"], d["rate"]
+    l = a["latency_us"]
+    print(a["mb_per_s"], l["p50"] / 1e3, l["p99"] / 1e3, l["p999"] / 1e3, r["held"], r["achieved_mb_per_s"])
+except (KeyError, TypeError):
+    print("FAILED FAILED FAILED FAILED False 0")
+PY
+        )
+        for k in t p50 p99 p999; do Q[$srv.$k]+=" ${!k}"; done
+        [ "$held" = True ] || printf 'corelog-bench --rate %s against the %s server, run %s: RATE NOT HELD (it took %.0f MB/s).\n' \
+          "$rate" "$([ "$srv" = iggy ] && echo Iggy || echo corelog)" "$run" "$got" >>"$JSON_DIR/notes"
+        stop
+      done
+    done
+    row ratio "corelog-bench --target --rate ${rate} (the same half of Iggy's peak; 8 producers x 1 connection, 1 MB batches, latency from each batch's schedule), page cache (MB/s)" "Iggy server" "${Q[iggy.t]}" "${Q[corelog.t]}"
+    row ratio "same, p50 from schedule (ms)" "Iggy server" "${Q[iggy.p50]}" "${Q[corelog.p50]}"
+    row ratio "same, p99 from schedule (ms)" "Iggy server" "${Q[iggy.p99]}" "${Q[corelog.p99]}" "<=" 0.5
+    row ratio "same, p99.9 from schedule (ms)" "Iggy server" "${Q[iggy.p999]}" "${Q[corelog.p999]}" "<=" 0.5
+    unset F R Q
     ;;
   partitions)
     # A broker's shape: the same appends spread over 4, 100, 1,000, 2,000 and 10,000 partitions (default

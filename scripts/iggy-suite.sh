@@ -7,6 +7,9 @@
 #   scripts/iggy-suite.sh run        # run the TCP tests (builds what is missing first)
 #   scripts/iggy-suite.sh report     # regenerate docs/iggy-suite.md from the last run's log
 #   scripts/iggy-suite.sh run FILTER # only the tests whose names contain FILTER (report left alone)
+#   scripts/iggy-suite.sh examples   # as a user would: Iggy's Rust examples that use consumer
+#                                    # groups and iggy-bench's eight kinds at their defaults
+#                                    # against corelog-server; writes docs/iggy-examples.md
 #
 # Nothing of Iggy is committed to this project. The script works on an Iggy checkout outside the
 # tree: IGGY_SRC (default /work/iggy-src, the commit whose iggy_binary_protocol is 0.11.0-edge.4,
@@ -195,9 +198,9 @@ NA_RULES=(
     'tcp_tls_self_signed=a self-signed certificate made by the server, not implemented (corelog-server takes --tls-cert and --tls-key)'
     'server::specific::segment_rotation_scenario=HTTP transport (the scenario signs in over HTTP)'
     'server::flush_vsr::|cli::message::test_message_flush_command::should_be_successful=expects FLUSH_UNSAVED_BUFFER refused (Iggy at this commit answers FeatureUnavailable over TCP); corelog-server implements it (the partition'"'"'s stored messages are synced), tested in server/tests/sdk_roundtrip.rs'
-    'cli::system::test_snapshot_cmd::should_be_successful=GET_SNAPSHOT_FILE, answered FeatureUnavailable (listed as not implemented in the README)'
     'sdk::options::given_explicit_segment_size_when_creating_topic_should_roll_at_it=a topic'"'"'s own segment_size, not implemented (stored and answered; corelog'"'"'s segments are sized by --segment-bytes, README)'
     'cli::general::test_missing_credentials::should_fail_with_error_message|cli::personal_access_token::test_pat_delete_command::should_be_successful|cli::personal_access_token::test_pat_login_options::should_be_successful|cli::system::test_cli_session_scenario::should_be_successful|cli::system::test_me_command::should_be_unsuccessful_using_transport_tcp=environment: the CLI needs a secret-service keyring (D-Bus), which this machine lacks'
+    'cli::context::test_context_applied::should_apply_context$=QUIC transport: the CLI context it applies selects quic, and the CLI then connects to the QUIC address (corelog-server has none; the CLI retries until the timeout)'
     '::tcp[^:]*$=RUN'
     '(::|_)http(_|$)|a2a_jwt|cross_protocol=HTTP transport'
     '::quic|transportprotocol_quic|transport_quic=QUIC transport'
@@ -264,11 +267,98 @@ report() {
     log "wrote $OUT"
 }
 
+# Iggy's Rust examples that consume through consumer groups (multi-tenant; new-sdk, also with
+# --consumer-kind 2, a group; the stream builder's, whose consumers are groups by default), each
+# after the producer its README pairs it with, in the README's order, and iggy-bench's eight
+# kinds at their defaults (each consumer kind after the producer kind that fills its streams),
+# against a release corelog-server at its defaults (--fsync never, as Iggy's page-cache
+# default), a fresh data directory per group of runs. The examples are built from the trimmed
+# copy into SUITE_TARGET, outside the tree; iggy-bench is IGGY_BENCH (default the prebuilt
+# peer in /dev/shm/peers). The stream-builder examples dial localhost:8090, so the examples'
+# server listens there (the phase stops if the port is taken); iggy-bench's on EXAMPLES_BENCH_PORT.
+EXAMPLE_TIMEOUT=${EXAMPLE_TIMEOUT:-120}
+BENCH_TIMEOUT=${BENCH_TIMEOUT:-1200}
+IGGY_BENCH=${IGGY_BENCH:-/dev/shm/peers/iggy-bench}
+EXAMPLES_OUT=${EXAMPLES_OUT:-$root/docs/iggy-examples.md}
+EXAMPLES_BENCH_PORT=${EXAMPLES_BENCH_PORT:-18090}
+# group: a fresh server for each group; rows: name and the example's arguments
+EXAMPLE_GROUPS=(
+    "multi-tenant-producer;multi-tenant-consumer"
+    "new-sdk-producer;new-sdk-consumer;new-sdk-consumer --consumer-kind 2"
+    "stream-basic"
+    "stream-producer;stream-consumer"
+    "stream-producer-config;stream-consumer-config"
+)
+BENCH_KINDS=(pinned-producer pinned-consumer balanced-producer balanced-consumer-group
+    pinned-producer-and-consumer balanced-producer-and-consumer-group
+    end-to-end-producing-consumer end-to-end-producing-consumer-group)
+
+examples() {
+    prepare
+    [[ -x $IGGY_BENCH ]] || { log "no iggy-bench at IGGY_BENCH=$IGGY_BENCH"; exit 2; }
+    log "building Iggy's Rust examples (target $SUITE_TARGET)"
+    (cd "$SUITE_DIR" && nice -n 15 cargo build -q --examples -p iggy_examples)
+    (cd "$root" && nice -n 10 cargo build -q --release -p corelog-server)
+    local server=$SUITE_TARGET/release/corelog-server ex=$SUITE_TARGET/debug/examples
+    local out=${SUITE_LOG%/*}/examples.d
+    rm -rf "$out"
+    mkdir -p "$out/logs"
+    : >"$out/results"
+    local spid=""
+    serve() { # $1: address; a fresh data directory
+        rm -rf "$out/data"
+        "$server" --dir "$out/data" --listen "$1" >>"$out/server.log" 2>&1 &
+        spid=$!
+        for _ in $(seq 100); do
+            ss -ltn | grep -q " ${1}\b" && return 0
+            sleep 0.1
+        done
+        log "corelog-server did not listen on $1"; exit 1
+    }
+    stop() { kill -INT "$spid"; wait "$spid" || true; }
+    trap '[[ -n $spid ]] && kill -9 "$spid" 2>/dev/null; true' EXIT
+    if ss -ltn | grep -q " 127.0.0.1:8090\b\| \*:8090\b\| 0.0.0.0:8090\b"; then
+        log "port 8090 is taken (the stream-builder examples dial it); stop what listens there"; exit 1
+    fi
+    local group row name args safe start rc
+    for group in "${EXAMPLE_GROUPS[@]}"; do
+        serve 127.0.0.1:8090
+        IFS=';' read -ra rows <<<"$group"
+        for row in "${rows[@]}"; do
+            name=${row%% *}; args=${row#"$name"}
+            safe=${row// /_}
+            start=$(date +%s.%N)
+            set +e
+            # shellcheck disable=SC2086
+            (cd "$out" && timeout -k 5 "$EXAMPLE_TIMEOUT" "$ex/$name" $args) >"$out/logs/example.$safe.log" 2>&1
+            rc=$?
+            set -e
+            printf "example\t%s\t%s\t%.1f\n" "$row" "$rc" "$(echo "$(date +%s.%N) - $start" | bc)" >>"$out/results"
+        done
+        stop
+    done
+    serve "127.0.0.1:$EXAMPLES_BENCH_PORT"
+    for kind in "${BENCH_KINDS[@]}"; do
+        start=$(date +%s.%N)
+        set +e
+        timeout -k 10 "$BENCH_TIMEOUT" "$IGGY_BENCH" "$kind" tcp --server-address "127.0.0.1:$EXAMPLES_BENCH_PORT" \
+            >"$out/logs/bench.$kind.log" 2>&1
+        rc=$?
+        set -e
+        printf "bench\t%s\t%s\t%.1f\n" "$kind" "$rc" "$(echo "$(date +%s.%N) - $start" | bc)" >>"$out/results"
+    done
+    stop
+    spid=""
+    python3 "$root/scripts/iggy_examples_report.py" "$out" "$EXAMPLES_OUT" "$EXAMPLE_TIMEOUT" "$BENCH_TIMEOUT"
+    log "wrote $EXAMPLES_OUT"
+}
+
 case "$phase" in
     prepare) prepare ;;
     build) build ;;
     run) run ;;
     report) report ;;
+    examples) examples ;;
     all) build; run ;;
     *) log "unknown phase $phase"; exit 2 ;;
 esac

@@ -28,6 +28,7 @@ pub mod pool;
 pub mod process;
 pub mod request_buffers;
 pub mod server;
+pub mod snapshot;
 pub mod status;
 pub mod tcp;
 pub mod tls;

@@ -16,11 +16,12 @@
 //! `max_topic_size`, as in Iggy), but corelog's segments are sized by the
 //! server.
 
-use iggy_binary_protocol::WireOptions;
+use iggy_binary_protocol::responses::system::OptionDescriptor;
+use iggy_binary_protocol::{WireName, WireOptions};
 use iggy_common::{
-    topic_option_keys, validate_topic_segment_size, HeaderKey, HeaderValue, IggyByteSize,
-    IggyError, MaxTopicSize, OptionValue, OptionsProvenance, ResourceOptions, TopicCreateOptions,
-    MAX_TOPIC_SEGMENT_SIZE, UPDATABLE_TOPIC_OPTION_KEYS,
+    topic_option_keys, validate_topic_segment_size, HeaderKey, HeaderKind, HeaderValue,
+    IggyByteSize, IggyError, MaxTopicSize, OptionValue, OptionsProvenance, ResourceOptions,
+    TopicCreateOptions, MAX_TOPIC_SEGMENT_SIZE, TOPIC_OPTION_KEYS, UPDATABLE_TOPIC_OPTION_KEYS,
 };
 use std::str::FromStr;
 
@@ -160,6 +161,55 @@ pub fn answer(
     let derived =
         iggy_common::wire_conversions::resource_options_to_wire(&derived, OptionsProvenance::All)?;
     Ok((parsed.to_wire()?, derived))
+}
+
+/// DESCRIBE_OPTIONS for topics: every key a topic takes (Iggy's catalog,
+/// exactly: a client discovers keys here), its kind, and the value this
+/// server resolves it to when a topic does not set it (none for Iggy's
+/// flush thresholds, which corelog has not).
+pub fn catalog(defaults: TopicDefaults) -> Result<Vec<OptionDescriptor>, IggyError> {
+    let (_, derived) = answer(&[], defaults)?;
+    let derived = iggy_common::wire_conversions::resource_options_from_wire(&derived, false)?;
+    TOPIC_OPTION_KEYS
+        .iter()
+        .map(|&key| {
+            let (kind, default_value) = match derived.get(&HeaderKey::from_str(key)?) {
+                Some(v) => (v.value.kind(), v.value.value()),
+                None if key == topic_option_keys::MESSAGES_REQUIRED_TO_SAVE => {
+                    (HeaderKind::Uint32, bytes::Bytes::new())
+                }
+                None => (HeaderKind::Uint64, bytes::Bytes::new()),
+            };
+            Ok(OptionDescriptor {
+                key: WireName::new(key).map_err(|_| IggyError::InvalidFormat)?,
+                kind: kind.as_code(),
+                default_value,
+                description: describe(key).to_owned(),
+            })
+        })
+        .collect()
+}
+
+fn describe(key: &str) -> &'static str {
+    match key {
+        topic_option_keys::COMPRESSION_ALGORITHM => "compression of the messages (none, gzip)",
+        topic_option_keys::MESSAGE_EXPIRY => {
+            "microseconds (or a duration such as 7 days) after which a sealed segment whose newest message is older is deleted"
+        }
+        topic_option_keys::MAX_TOPIC_SIZE => {
+            "bytes the topic may hold, shared by its partitions; the oldest sealed segments go past it (at least one segment)"
+        }
+        topic_option_keys::SEGMENT_SIZE => {
+            "stored and answered; corelog's segments are sized by the server (--segment-bytes)"
+        }
+        topic_option_keys::ENFORCE_FSYNC => {
+            "whether a send is acknowledged only once synced: the server's --fsync policy decides"
+        }
+        topic_option_keys::PREALLOCATE_SEGMENTS => {
+            "whole-segment preallocation; corelog preallocates a step ahead of the writes instead"
+        }
+        _ => "Iggy's flush threshold; corelog has none (stored and answered)",
+    }
 }
 
 /// Iggy's code of the topic's compression algorithm (none unless set).

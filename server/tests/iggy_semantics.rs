@@ -1,11 +1,11 @@
 //! Answers that must be the ones Iggy's server gives (its integration suite
 //! checks them): the status codes of a missing topic or consumer group, a
 //! consumer offset past the partition's end refused, and the system stats'
-//! message and segment counts.
+//! message and segment counts, and the topic option catalog (DESCRIBE_OPTIONS).
 
 mod common;
 
-use common::{client, fill, named, start, stream_and_topic};
+use common::{client, fill, named, start, start_small_segments, stream_and_topic};
 use iggy::prelude::*;
 use std::str::FromStr;
 
@@ -332,4 +332,86 @@ async fn streams_take_no_option_keys_and_partition_counts_are_bounded() {
     let r = c.delete_partitions(&named("s"), &named("t"), 3).await;
     assert!(matches!(r, Err(IggyError::InvalidPartitionsCount)), "{r:?}");
     assert_eq!(topic(&c, "t").await.partitions_count, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_options_lists_iggys_topic_keys_with_this_servers_defaults() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start_small_segments(dir.path(), 4 << 20, std::time::Duration::from_secs(30));
+    let c = client(&server).await;
+    let specs = c
+        .describe_options(OptionsScope::Topic)
+        .await
+        .expect("topic");
+    let mut keys: Vec<&str> = specs.iter().map(|s| s.key.as_str()).collect();
+    keys.sort_unstable();
+    let mut accepted = iggy_common::TOPIC_OPTION_KEYS.to_vec();
+    accepted.sort_unstable();
+    assert_eq!(keys, accepted, "exactly the keys a topic takes");
+    let default = |key: &str| {
+        let s = specs.iter().find(|s| s.key == key).expect("listed");
+        (s.kind, s.default_value.clone())
+    };
+    let segment = (4u64 << 20).to_le_bytes().to_vec();
+    assert_eq!(default("segment_size"), (HeaderKind::Uint64, segment));
+    // Under --fsync batch a send is acknowledged once synced.
+    assert_eq!(default("enforce_fsync"), (HeaderKind::Bool, vec![1]));
+    assert_eq!(default("messages_required_to_save").1, Vec::<u8>::new());
+    for scope in [OptionsScope::Stream, OptionsScope::User] {
+        assert!(c.describe_options(scope).await.expect("scope").is_empty());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_snapshot_is_a_zip_of_the_sections_asked_for_and_needs_read_servers() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start(dir.path());
+    let c = client(&server).await;
+    stream_and_topic(&c, "s", "t", 1).await;
+    fill(&c, "s", "t", 1, 3, 3).await;
+    let zip = c
+        .snapshot(
+            SnapshotCompression::Deflated,
+            vec![SystemSnapshotType::Test],
+        )
+        .await
+        .expect("snapshot");
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(zip.0)).expect("a zip");
+    let mut text = String::new();
+    zip.by_name("test.txt")
+        .expect("test.txt")
+        .read_to_string(&mut text)
+        .expect("read");
+    assert_eq!(text.trim(), "test");
+    let all = c
+        .snapshot(SnapshotCompression::Stored, vec![SystemSnapshotType::All])
+        .await
+        .expect("all");
+    let mut zip = zip::ZipArchive::new(std::io::Cursor::new(all.0)).expect("a zip");
+    assert_eq!(zip.len(), 5);
+    let mut files = String::new();
+    zip.by_name("filesystem_overview.txt")
+        .expect("listing")
+        .read_to_string(&mut files)
+        .expect("read");
+    assert!(files.contains("partitions/"), "the data directory: {files}");
+    // Iggy's rule: a snapshot needs read_servers.
+    c.create_user("reader1", "secret-password", UserStatus::Active, None)
+        .await
+        .expect("user");
+    let r = common::connect(&server).await;
+    r.login_user("reader1", "secret-password")
+        .await
+        .expect("login");
+    let refused = r
+        .snapshot(
+            SnapshotCompression::Deflated,
+            vec![SystemSnapshotType::Test],
+        )
+        .await;
+    assert_eq!(
+        refused.map(|_| ()).map_err(|e| e.as_code()),
+        Err(IggyError::Unauthorized.as_code())
+    );
 }

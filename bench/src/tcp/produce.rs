@@ -9,6 +9,7 @@
 //! latency counts from that due time, so a batch a slow reply held back is
 //! charged its wait (no coordinated omission).
 
+use super::client::Client;
 use super::shared::{named, Shared, STREAM, TOPIC};
 use crate::report::Phase;
 use crate::schedule::Schedule;
@@ -21,8 +22,9 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// One lane's part of the run.
-#[derive(Debug)]
 pub struct Lane {
+    /// Its connection, signed in before the run's clock starts.
+    pub client: Client,
     /// The partitions it sends to, round robin.
     pub parts: Vec<u32>,
     /// Its pre-built batches.
@@ -91,7 +93,7 @@ fn wait_until(s: &Shared, at: Instant) -> bool {
 /// until the budget is spent or the run stops.
 pub fn produce(s: &Shared, lane: Lane) -> Result<Produced, String> {
     let _ = crate::schedule::precise_sleeps();
-    let mut client = s.connect()?;
+    let mut client = lane.client;
     let prefixes: Vec<Vec<u8>> = lane
         .parts
         .iter()

@@ -1,10 +1,10 @@
 //! The TCP run: set up a stream and topic, produce, consume, report.
 
-use super::client::ClientError;
+use super::client::{Client, ClientError};
 use super::consume::{consume, poll_count};
 use super::produce::{pace, produce, Lane, Produced};
 use super::rate::RateCheck;
-use super::shared::{named, Shared, STREAM, TOPIC};
+use super::shared::{named, Login, Shared, STREAM, TOPIC};
 use crate::args::Args;
 use crate::report::{print_table, Phase};
 use crate::{budget_for_remote, schedule, workload, Live};
@@ -73,21 +73,25 @@ pub fn run_report(args: &Args, target: &str) -> Result<Value, String> {
     }
     let shape = Shape::new(args);
     let (total, duration) = budget_for_remote(args);
-    let go_at = Instant::now() + Duration::from_millis(300);
-    let shared = Arc::new(Shared {
+    let login = Login {
         addr,
         username: args.username.clone(),
         password: args.password.clone(),
+    };
+    setup(&mut login.connect()?, shape.partitions)?;
+    let clients = login.connect_many(shape.producers * shape.inflight)?;
+    let go_at = Instant::now() + Duration::from_millis(50);
+    let shared = Arc::new(Shared {
+        login,
         live: Live::default(),
         go_at,
         measure_from: go_at + Duration::from_secs_f64(args.warmup.max(0.0)),
         total,
         sent: (0..shape.partitions).map(|_| AtomicU64::new(0)).collect(),
     });
-    setup(&shared, shape.partitions)?;
     println!(
         "corelog-bench: tcp://{}, stream {STREAM}, topic {TOPIC}: {} partitions, {} producers x {} connections, {} consumers, {}..{} B messages x {} per batch; {}",
-        shared.addr,
+        shared.login.addr,
         shape.partitions,
         shape.producers,
         shape.inflight,
@@ -97,7 +101,7 @@ pub fn run_report(args: &Args, target: &str) -> Result<Value, String> {
         args.messages_per_batch,
         schedule::describe(args.rate)
     );
-    let lanes = spawn_lanes(args, &shape, &shared);
+    let lanes = spawn_lanes(args, &shape, &shared, clients);
     if let Some(d) = duration {
         stop_after(&shared, d);
     }
@@ -172,8 +176,10 @@ fn spawn_lanes(
     args: &Args,
     shape: &Shape,
     shared: &Arc<Shared>,
+    clients: Vec<Client>,
 ) -> Vec<JoinHandle<Result<Produced, String>>> {
-    let count = shape.producers * shape.inflight;
+    let count = clients.len();
+    let mut clients = clients.into_iter();
     let mut lanes = Vec::with_capacity(count);
     for i in 0..shape.producers {
         let parts = shape.share(i, shape.producers);
@@ -189,7 +195,11 @@ fn spawn_lanes(
             let mut parts = parts.clone();
             let shift = l % parts.len();
             parts.rotate_left(shift);
+            let Some(client) = clients.next() else {
+                break;
+            };
             let lane = Lane {
+                client,
                 parts,
                 pool,
                 per_batch: args.messages_per_batch as u32,
@@ -267,8 +277,7 @@ fn read_back(args: &Args, shape: &Shape, shared: &Arc<Shared>, errors: &mut Vec<
 }
 
 /// A fresh stream and topic (an old stream of the same name is deleted).
-fn setup(shared: &Shared, partitions: u64) -> Result<(), String> {
-    let mut admin = shared.connect()?;
+fn setup(admin: &mut Client, partitions: u64) -> Result<(), String> {
     let stream = named(STREAM)?;
     let delete = DeleteStreamRequest {
         stream_id: stream.clone(),

@@ -14,7 +14,6 @@ use crate::accounts::{ROOT_USER_ID, STATUS_INACTIVE};
 use crate::catalog::Catalog;
 use crate::permissions::Action;
 use crate::wire::request::Request;
-use iggy_binary_protocol::codes::GET_SNAPSHOT_FILE_CODE;
 use iggy_binary_protocol::WireIdentifier;
 use iggy_common::IggyError;
 
@@ -40,6 +39,7 @@ pub fn need(request: &Request) -> Need<'_> {
         Request::Ping
         | Request::Login(_)
         | Request::LegacyLogin { .. }
+        | Request::DescribeOptions(_)
         | Request::Logout
         | Request::GetMe
         | Request::GetClusterMetadata
@@ -48,13 +48,11 @@ pub fn need(request: &Request) -> Need<'_> {
         | Request::DeleteToken(_) => Need::SignedIn,
         // Not implemented, but refused as Iggy refuses it to a user without
         // the grant (the reply is `FeatureUnavailable` otherwise).
-        Request::Unsupported {
-            code: GET_SNAPSHOT_FILE_CODE,
-        } => Need::Global(A::ReadServers),
         Request::Unsupported { .. } => Need::SignedIn,
-        Request::GetStats | Request::GetClients | Request::GetClient(_) => {
-            Need::Global(A::ReadServers)
-        }
+        Request::GetStats
+        | Request::GetSnapshot(_)
+        | Request::GetClients
+        | Request::GetClient(_) => Need::Global(A::ReadServers),
         Request::GetUsers => Need::Global(A::ReadUsers),
         Request::GetUser(r) => Need::SelfOr(A::ReadUsers, &r.user_id),
         Request::CreateUser(_) | Request::DeleteUser(_) | Request::UpdateUser(_) => {

@@ -149,6 +149,8 @@ pub async fn execute(
         Request::CreateToken(r) => tokens::create(ctx, user, r).await.into(),
         Request::DeleteToken(r) => tokens::delete(ctx, user, &r.name).await.into(),
         Request::GetStats => system::stats(ctx).await,
+        Request::GetSnapshot(r) => system::snapshot(ctx, r).await.into(),
+        Request::DescribeOptions(r) => system::describe_options(ctx, r.scope),
         Request::GetClusterMetadata => system::cluster_metadata(ctx),
         // A send on a node that does not lead is answered only if it
         // repeats one this node took while it led (`send.rs`).

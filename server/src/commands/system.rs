@@ -1,14 +1,20 @@
-//! GET_STATS: the SDK and Iggy's bench need a well-formed answer.
+//! GET_STATS (the SDK and Iggy's bench need a well-formed answer),
+//! GET_CLUSTER_METADATA, DESCRIBE_OPTIONS and GET_SNAPSHOT_FILE.
 
 use super::topics::{partition_stats, totals};
 use super::Outcome;
 use crate::context::{now_micros, Context};
 use crate::process;
+use crate::snapshot::{SnapshotError, Subject};
+use iggy_binary_protocol::requests::system::GetSnapshotRequest;
+use iggy_binary_protocol::requests::system::OPTIONS_SCOPE_TOPIC;
 use iggy_binary_protocol::responses::system::get_cluster_metadata::{
     ClusterMetadataResponse, ClusterNodeResponse,
 };
 use iggy_binary_protocol::responses::system::get_stats::StatsResponse;
+use iggy_binary_protocol::responses::system::DescribeOptionsResponse;
 use iggy_common::{ClusterNodeRole, ClusterNodeStatus};
+use iggy_common::{IggyError, SnapshotCompression, SystemSnapshotType};
 
 /// What the server can say about itself cheaply: counts from the catalog,
 /// messages, their bytes and segment files summed over the partitions'
@@ -78,6 +84,60 @@ pub(super) async fn stats(ctx: &Context) -> Outcome {
         free_disk_space,
         total_disk_space,
     })
+}
+
+/// DESCRIBE_OPTIONS: the keys a topic takes, with corelog's defaults;
+/// streams and users take none (as in Iggy).
+pub(super) fn describe_options(ctx: &Context, scope: u8) -> Outcome {
+    let entries = match scope {
+        OPTIONS_SCOPE_TOPIC => match crate::topic_options::catalog(ctx.topic_defaults()) {
+            Ok(entries) => entries,
+            Err(e) => return Outcome::Error(e),
+        },
+        _ => Vec::new(),
+    };
+    Outcome::encoded(&DescribeOptionsResponse { entries })
+}
+
+/// GET_SNAPSHOT_FILE: the archive of the sections asked for, made on a
+/// thread of its own (it lists the data directory).
+pub(super) async fn snapshot(ctx: &Context, r: GetSnapshotRequest) -> Result<Outcome, IggyError> {
+    let compression = SnapshotCompression::from_code(r.compression)?;
+    let sections = r
+        .snapshot_types
+        .iter()
+        .map(|&c| SystemSnapshotType::from_code(c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let subject = Subject {
+        dir: ctx.dir.clone(),
+        settings: format!(
+            "listen = {}\ndir = {}\nacks after sync (--fsync batch) = {}\nsegment bytes = {}\n{:#?}\n",
+            ctx.listen,
+            ctx.dir.display(),
+            ctx.durable_acks,
+            ctx.segment_bytes,
+            ctx.limits
+        ),
+    };
+    let (tx, rx) = futures_channel::oneshot::channel();
+    std::thread::Builder::new()
+        .name("corelog-snapshot".into())
+        .spawn(move || {
+            let _ = tx.send(crate::snapshot::archive(&subject, &sections, compression));
+        })
+        .map_err(|_| IggyError::SnapshotFileCompletionFailed)?;
+    match rx
+        .await
+        .map_err(|_| IggyError::SnapshotFileCompletionFailed)?
+    {
+        Ok(zip) => Ok(Outcome::Body(zip.into())),
+        Err(SnapshotError::BadSections) => Err(IggyError::InvalidCommand),
+        Err(SnapshotError::Compression(_)) => Err(IggyError::FeatureUnavailable),
+        Err(e) => {
+            tracing::warn!("snapshot: {e}");
+            Err(IggyError::SnapshotFileCompletionFailed)
+        }
+    }
 }
 
 fn count(n: usize) -> u32 {

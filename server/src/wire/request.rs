@@ -8,15 +8,16 @@ use iggy_binary_protocol::codes::{
     CREATE_PERSONAL_ACCESS_TOKEN_CODE, CREATE_STREAM_CODE, CREATE_TOPIC_CODE, CREATE_USER_CODE,
     DELETE_CONSUMER_GROUP_CODE, DELETE_CONSUMER_OFFSET_CODE, DELETE_PARTITIONS_CODE,
     DELETE_PERSONAL_ACCESS_TOKEN_CODE, DELETE_SEGMENTS_CODE, DELETE_STREAM_CODE, DELETE_TOPIC_CODE,
-    DELETE_USER_CODE, FLUSH_UNSAVED_BUFFER_CODE, GET_CLIENTS_CODE, GET_CLIENT_CODE,
-    GET_CLUSTER_METADATA_CODE, GET_CONSUMER_GROUPS_CODE, GET_CONSUMER_GROUP_CODE,
-    GET_CONSUMER_OFFSET_CODE, GET_ME_CODE, GET_PERSONAL_ACCESS_TOKENS_CODE, GET_STATS_CODE,
-    GET_STREAMS_CODE, GET_STREAM_CODE, GET_TOPICS_CODE, GET_TOPIC_CODE, GET_USERS_CODE,
-    GET_USER_CODE, JOIN_CONSUMER_GROUP_CODE, LEAVE_CONSUMER_GROUP_CODE, LOGIN_REGISTER_CODE,
-    LOGIN_REGISTER_WITH_PAT_CODE, LOGIN_USER_CODE, LOGIN_WITH_PERSONAL_ACCESS_TOKEN_CODE,
-    LOGOUT_USER_CODE, PING_CODE, POLL_MESSAGES_CODE, PURGE_STREAM_CODE, PURGE_TOPIC_CODE,
-    SEND_MESSAGES_CODE, STORE_CONSUMER_OFFSET_CODE, SYNC_CONSUMER_GROUP_CODE,
-    UPDATE_PERMISSIONS_CODE, UPDATE_STREAM_CODE, UPDATE_TOPIC_CODE, UPDATE_USER_CODE,
+    DELETE_USER_CODE, DESCRIBE_OPTIONS_CODE, FLUSH_UNSAVED_BUFFER_CODE, GET_CLIENTS_CODE,
+    GET_CLIENT_CODE, GET_CLUSTER_METADATA_CODE, GET_CONSUMER_GROUPS_CODE, GET_CONSUMER_GROUP_CODE,
+    GET_CONSUMER_OFFSET_CODE, GET_ME_CODE, GET_PERSONAL_ACCESS_TOKENS_CODE, GET_SNAPSHOT_FILE_CODE,
+    GET_STATS_CODE, GET_STREAMS_CODE, GET_STREAM_CODE, GET_TOPICS_CODE, GET_TOPIC_CODE,
+    GET_USERS_CODE, GET_USER_CODE, JOIN_CONSUMER_GROUP_CODE, LEAVE_CONSUMER_GROUP_CODE,
+    LOGIN_REGISTER_CODE, LOGIN_REGISTER_WITH_PAT_CODE, LOGIN_USER_CODE,
+    LOGIN_WITH_PERSONAL_ACCESS_TOKEN_CODE, LOGOUT_USER_CODE, PING_CODE, POLL_MESSAGES_CODE,
+    PURGE_STREAM_CODE, PURGE_TOPIC_CODE, SEND_MESSAGES_CODE, STORE_CONSUMER_OFFSET_CODE,
+    SYNC_CONSUMER_GROUP_CODE, UPDATE_PERMISSIONS_CODE, UPDATE_STREAM_CODE, UPDATE_TOPIC_CODE,
+    UPDATE_USER_CODE,
 };
 use iggy_binary_protocol::requests::consumer_groups::{
     CreateConsumerGroupRequest, DeleteConsumerGroupRequest, GetConsumerGroupRequest,
@@ -40,7 +41,9 @@ use iggy_binary_protocol::requests::streams::{
     CreateStreamRequest, DeleteStreamRequest, GetStreamRequest, PurgeStreamRequest,
     UpdateStreamRequest,
 };
-use iggy_binary_protocol::requests::system::GetClientRequest;
+use iggy_binary_protocol::requests::system::{
+    DescribeOptionsRequest, GetClientRequest, GetSnapshotRequest,
+};
 use iggy_binary_protocol::requests::topics::{
     CreateTopicRequest, DeleteTopicRequest, GetTopicRequest, GetTopicsRequest, PurgeTopicRequest,
     UpdateTopicRequest,
@@ -61,6 +64,10 @@ pub enum Request {
     Ping,
     /// GET_STATS.
     GetStats,
+    /// GET_SNAPSHOT_FILE: a zip of diagnostics (`snapshot.rs`).
+    GetSnapshot(GetSnapshotRequest),
+    /// DESCRIBE_OPTIONS: the option keys of topics, streams or users.
+    DescribeOptions(DescribeOptionsRequest),
     /// GET_CLUSTER_METADATA.
     GetClusterMetadata,
     /// LOGIN_REGISTER, with a password or a personal access token: sign in,
@@ -242,6 +249,8 @@ pub fn decode_request(code: u32, payload: &[u8]) -> Result<Request, DecodeError>
     Ok(match code {
         PING_CODE => Request::Ping,
         GET_STATS_CODE => Request::GetStats,
+        DESCRIBE_OPTIONS_CODE => Request::DescribeOptions(exact(code, payload)?),
+        GET_SNAPSHOT_FILE_CODE => Request::GetSnapshot(exact(code, payload)?),
         GET_CLUSTER_METADATA_CODE => Request::GetClusterMetadata,
         LOGOUT_USER_CODE => Request::Logout,
         GET_STREAMS_CODE => Request::GetStreams,
