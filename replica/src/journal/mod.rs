@@ -95,6 +95,39 @@ fn io_err(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Journ
     move |source| JournalError::Io { op, path, source }
 }
 
+/// Removes compacted journal files on a thread of their own: removing a
+/// 64 MiB file frees its pages, which took 11-29 ms on tmpfs (measured on a
+/// group's loop, where every send of the group waited for it). Nothing
+/// depends on the removal being done or durable: a compacted file found at
+/// open is read past (its records are at or below the snapshot) and removed
+/// at the next compaction. Inline if no thread can be started.
+fn remove_files(paths: Vec<PathBuf>) {
+    if paths.is_empty() {
+        return;
+    }
+    let remove = |paths: Vec<PathBuf>| {
+        for p in paths {
+            if let Err(e) = std::fs::remove_file(&p) {
+                tracing::warn!("removing compacted journal file {}: {e}", p.display());
+            }
+        }
+    };
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<PathBuf>>();
+    let spawned = std::thread::Builder::new()
+        .name("journal-remove".into())
+        .spawn(move || {
+            if let Ok(paths) = rx.recv() {
+                remove(paths);
+            }
+        });
+    match spawned {
+        Ok(_) => {
+            let _ = tx.send(paths);
+        }
+        Err(_) => remove(paths),
+    }
+}
+
 /// What recovery cut from the files at open.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Recovered {
@@ -519,7 +552,8 @@ impl Journal {
         self.retained -= dropped;
         self.entries.drain(..drop);
         self.positions.drain(..drop);
-        // Remove whole files that hold only compacted entries.
+        // Whole files that hold only compacted entries go, off this thread.
+        let mut gone = Vec::new();
         while self.files.len() > 1
             && self
                 .files
@@ -527,11 +561,11 @@ impl Journal {
                 .is_some_and(|f| f.first_index <= index + 1)
         {
             if let Some(f) = self.files.pop_front() {
-                std::fs::remove_file(&f.path).map_err(io_err("remove", &f.path))?;
+                gone.push(f.path);
                 self.files_base += 1;
-                self.dir_dirty = true;
             }
         }
+        remove_files(gone);
         self.sync()
     }
 
