@@ -16,6 +16,8 @@
 //! | found in the files                                | done                         |
 //! |---------------------------------------------------|------------------------------|
 //! | whole records, indexes consecutive, terms rising  | kept                         |
+//! | a file wholly at or below the snapshot (the next  | not read; removed at the     |
+//! |   file starts at or below snapshot + 1)           |   next compaction            |
 //! | records at or below the snapshot                  | skipped (compacted)          |
 //! | a torn or damaged record (length, checksum, type) | cut there, reported          |
 //! | an index gap or a term going back                 | cut there, reported          |
@@ -224,6 +226,17 @@ impl Journal {
         let mut cut_at: Option<(usize, u64)> = None;
         let mut prev: Option<(u64, u64)> = None; // (index, term)
         'files: for (n, (first, path)) in listed.iter().enumerate() {
+            // Compacted whole (its removal, off the loop, had not run or
+            // failed): nothing in it counts, not even a gap or damage.
+            if listed.get(n + 1).is_some_and(|(next, _)| *next <= snap + 1) {
+                let len = std::fs::metadata(path).map_or(0, |m| m.len());
+                self.files.push_back(JFile {
+                    first_index: *first,
+                    path: path.clone(),
+                    len,
+                });
+                continue;
+            }
             let bytes = Bytes::from(std::fs::read(path).map_err(io_err("read", path))?);
             let mut at = 0usize;
             while at < bytes.len() {
