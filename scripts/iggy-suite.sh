@@ -269,7 +269,8 @@ report() {
 
 # Iggy's Rust examples that consume through consumer groups (multi-tenant; new-sdk, also with
 # --consumer-kind 2, a group; the stream builder's, whose consumers are groups by default), each
-# after the producer its README pairs it with, in the README's order, and iggy-bench's eight
+# after the producer its README pairs it with, in the README's order, Iggy's CLI creating a
+# stream, a topic, a consumer group, a user and a personal access token, and iggy-bench's eight
 # kinds at their defaults (each consumer kind after the producer kind that fills its streams),
 # against a release corelog-server at its defaults (--fsync never, as Iggy's page-cache
 # default), a fresh data directory per group of runs. The examples are built from the trimmed
@@ -281,13 +282,15 @@ BENCH_TIMEOUT=${BENCH_TIMEOUT:-1200}
 IGGY_BENCH=${IGGY_BENCH:-/dev/shm/peers/iggy-bench}
 EXAMPLES_OUT=${EXAMPLES_OUT:-$root/docs/iggy-examples.md}
 EXAMPLES_BENCH_PORT=${EXAMPLES_BENCH_PORT:-18090}
-# group: a fresh server for each group; rows: name and the example's arguments
+# group: a fresh server for each group; rows: an example's name and arguments, or `iggy ...`
+# (Iggy's CLI, as built by `build`, signed in as the root user through IGGY_USERNAME/PASSWORD)
 EXAMPLE_GROUPS=(
     "multi-tenant-producer;multi-tenant-consumer"
     "new-sdk-producer;new-sdk-consumer;new-sdk-consumer --consumer-kind 2"
     "stream-basic"
     "stream-producer;stream-consumer"
     "stream-producer-config;stream-consumer-config"
+    "iggy stream create cli-stream;iggy topic create cli-stream cli-topic 3 none;iggy consumer-group create cli-stream cli-topic cli-group;iggy consumer-group get cli-stream cli-topic cli-group;iggy user create cli-user cli-Password1;iggy pat create cli-token"
 )
 BENCH_KINDS=(pinned-producer pinned-consumer balanced-producer balanced-consumer-group
     pinned-producer-and-consumer balanced-producer-and-consumer-group
@@ -304,19 +307,19 @@ examples() {
     rm -rf "$out"
     mkdir -p "$out/logs"
     : >"$out/results"
-    local spid=""
+    EXAMPLES_SPID=""
     serve() { # $1: address; a fresh data directory
         rm -rf "$out/data"
         "$server" --dir "$out/data" --listen "$1" >>"$out/server.log" 2>&1 &
-        spid=$!
+        EXAMPLES_SPID=$!
         for _ in $(seq 100); do
             ss -ltn | grep -q " ${1}\b" && return 0
             sleep 0.1
         done
         log "corelog-server did not listen on $1"; exit 1
     }
-    stop() { kill -INT "$spid"; wait "$spid" || true; }
-    trap '[[ -n $spid ]] && kill -9 "$spid" 2>/dev/null; true' EXIT
+    stop() { kill -INT "$EXAMPLES_SPID"; wait "$EXAMPLES_SPID" || true; EXAMPLES_SPID=""; }
+    trap '[[ -n ${EXAMPLES_SPID:-} ]] && kill -9 "$EXAMPLES_SPID" 2>/dev/null; true' EXIT
     if ss -ltn | grep -q " 127.0.0.1:8090\b\| \*:8090\b\| 0.0.0.0:8090\b"; then
         log "port 8090 is taken (the stream-builder examples dial it); stop what listens there"; exit 1
     fi
@@ -329,8 +332,11 @@ examples() {
             safe=${row// /_}
             start=$(date +%s.%N)
             set +e
+            local bin=$ex/$name
+            [[ $name == iggy ]] && bin=$SUITE_TARGET/debug/iggy
             # shellcheck disable=SC2086
-            (cd "$out" && timeout -k 5 "$EXAMPLE_TIMEOUT" "$ex/$name" $args) >"$out/logs/example.$safe.log" 2>&1
+            (cd "$out" && IGGY_USERNAME=iggy IGGY_PASSWORD=iggy timeout -k 5 "$EXAMPLE_TIMEOUT" "$bin" $args) \
+                >"$out/logs/example.$safe.log" 2>&1
             rc=$?
             set -e
             printf "example\t%s\t%s\t%.1f\n" "$row" "$rc" "$(echo "$(date +%s.%N) - $start" | bc)" >>"$out/results"
@@ -348,7 +354,6 @@ examples() {
         printf "bench\t%s\t%s\t%.1f\n" "$kind" "$rc" "$(echo "$(date +%s.%N) - $start" | bc)" >>"$out/results"
     done
     stop
-    spid=""
     python3 "$root/scripts/iggy_examples_report.py" "$out" "$EXAMPLES_OUT" "$EXAMPLE_TIMEOUT" "$BENCH_TIMEOUT"
     log "wrote $EXAMPLES_OUT"
 }
