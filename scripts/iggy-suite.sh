@@ -35,7 +35,9 @@
 # project with the harness's settings: IGGY_SYSTEM_PATH (its data under <path>/corelog),
 # IGGY_TCP_ADDRESS, IGGY_ROOT_USERNAME/PASSWORD, IGGY_HEARTBEAT_ENABLED/INTERVAL, and --runtime-config
 # <path>/runtime/current_config.toml, the file the harness waits for: corelog-server writes it
-# (`[tcp] address = "<bound address>"`) once it listens.
+# (`[tcp] address = "<bound address>"`) once it listens. When the harness asks for a self-signed
+# certificate (IGGY_TCP_TLS_SELF_SIGNED) the launcher makes one with openssl and hands it to
+# corelog-server (--tls-cert, --tls-key): corelog-server makes no certificates of its own.
 #
 # Which tests run: every test whose harness transport is TCP (names ending in `tcp`,
 # `tcp_tls_*`) and the tests without a transport matrix that talk TCP (the CLI tests and the
@@ -162,14 +164,18 @@ write_launcher() {
 set -euo pipefail
 sys=\${IGGY_SYSTEM_PATH:?IGGY_SYSTEM_PATH is not set}
 tls=()
+mkdir -p "\$sys"
 if [[ \${IGGY_TCP_TLS_ENABLED:-false} == true ]]; then
     if [[ \${IGGY_TCP_TLS_SELF_SIGNED:-false} == true ]]; then
-        echo "corelog-server launcher: corelog-server does not make self-signed certificates" >&2
-        exit 3
+        # corelog-server takes a certificate, it makes none: make one as an operator would.
+        openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \\
+            -subj /CN=localhost -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \\
+            -keyout "\$sys/self-signed.key" -out "\$sys/self-signed.crt" 2>/dev/null
+        tls=(--tls-cert "\$sys/self-signed.crt" --tls-key "\$sys/self-signed.key")
+    else
+        tls=(--tls-cert "\${IGGY_TCP_TLS_CERT_FILE:?}" --tls-key "\${IGGY_TCP_TLS_KEY_FILE:?}")
     fi
-    tls=(--tls-cert "\${IGGY_TCP_TLS_CERT_FILE:?}" --tls-key "\${IGGY_TCP_TLS_KEY_FILE:?}")
 fi
-mkdir -p "\$sys"
 # Iggy's [heartbeat]: a consumer-group member silent for 1.2 intervals is evicted.
 heartbeat=\${IGGY_HEARTBEAT_INTERVAL:-30s}
 heartbeat=\${heartbeat// /}
@@ -195,7 +201,6 @@ NA_RULES=(
     'server::specific::rejoin_window_exceeding_evicted_ring=clustering: a replica rejoining past its peers'"'"' evicted journal ring (VSR RangeEvicted and the commit floor), proven by the growth of the .log files under Iggy'"'"'s own partition directory (streams/0/topics/0/partitions/0)'
     'log_rotation_scenario=rotation of Iggy'"'"'s own log files under its data directory (corelog-server logs to stderr)'
     'encryption_scenario.*encryption_enabled=Iggy'"'"'s at-rest encryption of message data, not implemented in corelog-server'
-    'tcp_tls_self_signed=a self-signed certificate made by the server, not implemented (corelog-server takes --tls-cert and --tls-key)'
     'server::specific::segment_rotation_scenario=HTTP transport (the scenario signs in over HTTP)'
     'server::flush_vsr::|cli::message::test_message_flush_command::should_be_successful=expects FLUSH_UNSAVED_BUFFER refused (Iggy at this commit answers FeatureUnavailable over TCP); corelog-server implements it (the partition'"'"'s stored messages are synced), tested in server/tests/sdk_roundtrip.rs'
     'cli::system::test_snapshot_cmd::should_be_successful=its server_logs section must hold Iggy'"'"'s own log lines (`INFO shard-...`, named after Iggy'"'"'s shard threads); corelog-server logs to stderr and keeps no log files, which its snapshot says; the archive itself is checked by server::general::snapshot and server/tests/iggy_semantics.rs'

@@ -84,6 +84,8 @@ def main():
             lines = [TRACING.sub("", l.strip()) for l in log.splitlines()]
             lines = [l for l in lines if l and not l.startswith("---")]
             last = lines[-1][:200] if lines else ""
+            # A token the CLI printed is a secret, even of a throwaway server.
+            last = re.sub(r"(Token: )\S+", r"\1(not shown)", last)
             f.write(
                 f"| `{cell(name)}` | {outcome(rc, secs, ex_timeout)} | {secs:.1f} | {cell(last)} |\n"
             )
