@@ -21,12 +21,17 @@ pub struct ReplicaHandle {
     pub(crate) limits: corelog::Limits,
 }
 
-/// How a request reached the leader: the client's id and request number
-/// (from Iggy's request header; zeros when unknown). Stored with the entry.
+/// Who sent a request: the client's id, its session and the request's
+/// number (from Iggy's request header; zeros when unknown). A send with the
+/// same three as an earlier one on this node is a repeat: answered from the
+/// first, never stored twice (see `group/clients.rs`). The client and the
+/// request number are stored with the entry.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Origin {
-    /// The client's id.
+    /// The client's id (0: unknown; such sends are never repeats).
     pub client: u128,
+    /// The session the client signed in under.
+    pub session: u64,
     /// Its request number.
     pub request: u64,
 }
@@ -69,13 +74,36 @@ impl ReplicaHandle {
         bytes: Bytes,
         origin: Origin,
     ) -> impl Future<Output = Result<AppendAck, ReplicaError>> + Send + 'static {
+        self.append_as(partition, bytes, origin, false)
+    }
+
+    /// Like [`append`](Self::append), on a node that may not lead: a repeat
+    /// of a send this node proposed (when it led) is answered with that
+    /// send's outcome; anything else is refused with `NotLeader`, nothing
+    /// stored.
+    pub fn append_repeat(
+        &self,
+        partition: u64,
+        bytes: Bytes,
+        origin: Origin,
+    ) -> impl Future<Output = Result<AppendAck, ReplicaError>> + Send + 'static {
+        self.append_as(partition, bytes, origin, true)
+    }
+
+    fn append_as(
+        &self,
+        partition: u64,
+        bytes: Bytes,
+        origin: Origin,
+        only_repeat: bool,
+    ) -> impl Future<Output = Result<AppendAck, ReplicaError>> + Send + 'static {
         let admitted = Batch::admit(bytes, &self.limits);
         let submitted = admitted.map(move |batch| {
             self.submit(self.group_of(partition), move |reply| Proposal::Append {
                 partition,
                 batch,
-                client: origin.client,
-                request: origin.request,
+                origin,
+                only_repeat,
                 reply,
             })
         });

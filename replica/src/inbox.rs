@@ -3,6 +3,7 @@
 
 use crate::command::Command;
 use crate::error::ReplicaError;
+use crate::handle::Origin;
 use bytes::Bytes;
 use corelog::{AppendAck, Batch, RequestError};
 use futures_channel::oneshot;
@@ -47,8 +48,11 @@ pub(crate) enum Proposal {
     Append {
         partition: u64,
         batch: Batch,
-        client: u128,
-        request: u64,
+        origin: Origin,
+        /// Only a repeat of a send this node knows is answered; anything
+        /// else is refused as "not the leader" (the node does not lead
+        /// every group).
+        only_repeat: bool,
         reply: oneshot::Sender<Result<AppendAck, ReplicaError>>,
     },
     /// A command on a partition with a count for an answer (offsets,

@@ -136,3 +136,81 @@ fn a_wiped_follower_is_rebuilt_from_the_journal_and_from_a_snapshot() {
         }
     }
 }
+
+/// A send repeated after "not committed" (same client, session and request
+/// number, as Iggy's SDK repeats it, not knowing whether the first was
+/// stored) is stored once: the repeat waits for the first send's entry and
+/// answers with its acknowledgement; a new request number is a new send.
+#[test]
+fn a_repeated_send_is_stored_once() {
+    // Commits time out fast; the leader keeps its leadership for 3 s
+    // without a majority (check-quorum), long enough for the followers to
+    // come back.
+    let opts = corelog_replica::ReplicaOptions {
+        commit_timeout: Duration::from_millis(200),
+        election_ticks: 150,
+        ..options()
+    };
+    let dirs: Vec<_> = (0..3)
+        .map(|_| tempfile::tempdir().expect("tempdir"))
+        .collect();
+    let cluster = cluster(3);
+    let mut nodes: Vec<Node> = (0..3)
+        .map(|i| Node::start(i as u64 + 1, dirs[i].path(), &cluster, opts.clone()))
+        .collect();
+    let leader = wait_for_leader(&nodes.iter().collect::<Vec<_>>(), Duration::from_secs(20));
+    let li = (leader - 1) as usize;
+    let h = nodes[li].handle();
+    let first = batch(1, 3);
+    let ack = append_retrying(&nodes[li], 0, first.clone());
+    assert_eq!(ack.base_offset, 0);
+
+    // No majority: the send's outcome is unknown, and so is its repeat's.
+    let followers: Vec<usize> = (0..3).filter(|&i| i != li).collect();
+    for &f in &followers {
+        nodes[f].stop();
+    }
+    let send = batch(2, 4);
+    let o = corelog_replica::Origin {
+        client: 42,
+        session: 1,
+        request: 7,
+    };
+    for _ in 0..2 {
+        let r = pollster::block_on(h.append(0, send.clone(), o));
+        assert!(matches!(r, Err(ReplicaError::NotCommitted)), "{r:?}");
+    }
+    for &f in &followers {
+        nodes[f] = Node::start(f as u64 + 1, dirs[f].path(), &cluster, opts.clone());
+    }
+    // The client repeats until it has an answer, as the SDK does.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let acked = loop {
+        match pollster::block_on(h.append(0, send.clone(), o)) {
+            Ok(a) => break a,
+            Err(ReplicaError::NotCommitted) if std::time::Instant::now() < deadline => {}
+            Err(e) => panic!("repeat: {e}"),
+        }
+    };
+    assert_eq!(acked.base_offset, 3, "stored after the first batch");
+    // Stored: a repeat is answered at once with the same acknowledgement.
+    let again = pollster::block_on(h.append(0, send.clone(), o)).expect("repeat");
+    assert_eq!(again, acked);
+    // The next request is a new send.
+    let next = batch(3, 2);
+    let o2 = corelog_replica::Origin { request: 8, ..o };
+    let ack2 = pollster::block_on(h.append(0, next.clone(), o2)).expect("next send");
+    assert_eq!(ack2.base_offset, 7, "the repeats took no offsets");
+
+    // Every node holds each batch once.
+    let want = first.len() + send.len() + next.len();
+    for n in &nodes {
+        wait_stored(&n.engine(), 0, want, Duration::from_secs(20));
+        assert_eq!(
+            stored(&n.engine(), 0).len(),
+            want,
+            "partition 0 on node {}",
+            n.id
+        );
+    }
+}

@@ -185,16 +185,18 @@ impl Context {
     }
 
     /// Stores a producer's batch in `partition`; resolves at the fsync
-    /// policy's durable point (in a cluster: on a majority's).
+    /// policy's durable point (in a cluster: on a majority's, and a repeat
+    /// of a send from the same `origin` is answered from the first; a node
+    /// that does not lead answers only such repeats).
     pub async fn append(
         &self,
         partition: u64,
         batch: bytes::Bytes,
+        origin: corelog_replica::Origin,
     ) -> Result<corelog::AppendAck, StoreError> {
         match self.replica() {
-            Some(r) => Ok(r
-                .append(partition, batch, corelog_replica::Origin::default())
-                .await?),
+            Some(r) if r.leads_all() => Ok(r.append(partition, batch, origin).await?),
+            Some(r) => Ok(r.append_repeat(partition, batch, origin).await?),
             None => Ok(self.engine.append(partition, batch).await?),
         }
     }

@@ -4,46 +4,17 @@
 
 mod common;
 
-use common::raw::Raw;
+use common::raw::{send_payload, Raw};
 use common::{client, named, start, stream_and_topic};
 use iggy::prelude::*;
 use iggy_binary_protocol::codec::WireEncode;
 use iggy_binary_protocol::codes::{GET_STREAMS_CODE, PING_CODE, SEND_MESSAGES_CODE};
-use iggy_binary_protocol::requests::messages::{RawMessage, SendMessagesEncoder};
 use iggy_binary_protocol::requests::streams::GetStreamRequest;
-use iggy_binary_protocol::{WireIdentifier, WirePartitioning};
+use iggy_binary_protocol::WireIdentifier;
 use std::io::Write;
 
 /// A way to damage a request payload.
 type Spoil = Box<dyn Fn(&mut Vec<u8>)>;
-
-/// A SEND_MESSAGES payload for s/t partition 0 with two messages.
-fn send_payload() -> Vec<u8> {
-    let msgs = [
-        RawMessage {
-            id: 1,
-            origin_timestamp: 10,
-            headers: None,
-            payload: b"first",
-        },
-        RawMessage {
-            id: 2,
-            origin_timestamp: 11,
-            headers: None,
-            payload: b"second",
-        },
-    ];
-    let mut buf = bytes::BytesMut::new();
-    SendMessagesEncoder::encode(
-        &mut buf,
-        &WireIdentifier::named("s").expect("id"),
-        &WireIdentifier::named("t").expect("id"),
-        &WirePartitioning::PartitionId(0),
-        &msgs,
-    )
-    .expect("encode");
-    buf.to_vec()
-}
 
 async fn stored(c: &IggyClient) -> u64 {
     c.get_topic(&named("s"), &named("t"))

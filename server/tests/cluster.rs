@@ -224,3 +224,57 @@ async fn the_sdk_follows_the_leader_and_replicas_are_identical() {
     assert_eq!(files[0], files[1]);
     assert_eq!(files[0], files[2]);
 }
+
+/// A send repeated under the same client, session and request number with
+/// the same batch (as the SDK repeats one answered "not committed") is
+/// answered from the first and stored once; another batch under the same
+/// number (the SDK numbers a session's consecutive sends alike) is a new
+/// send; a follower refuses a send it never took.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_send_is_stored_once() {
+    use common::raw::{send_payload, send_payload_ids, Raw};
+    use iggy_binary_protocol::codes::SEND_MESSAGES_CODE;
+    let dirs: Vec<_> = (0..3)
+        .map(|_| tempfile::tempdir().expect("tempdir"))
+        .collect();
+    let cluster = cluster_config();
+    let servers: Vec<Server> = (0..3)
+        .map(|i| start_node(dirs[i].path(), i as u64 + 1, &cluster))
+        .collect();
+    let leader = wait_for_leader(&servers.iter().collect::<Vec<_>>());
+    let leader_addr = cluster.node(leader).expect("node").client;
+    let c = signed_in(leader_addr).await;
+    c.create_stream("s").await.expect("create stream");
+    c.create_topic(&named("s"), "t", &TopicCreateOptions::default())
+        .await
+        .expect("create topic");
+
+    let payload = send_payload();
+    let mut raw = Raw::connect(leader_addr);
+    assert_eq!(raw.login("iggy", "iggy"), 0);
+    let first = raw.send(SEND_MESSAGES_CODE, &payload);
+    assert_eq!(first.status, 0);
+    let again = raw.repeat(SEND_MESSAGES_CODE, &payload);
+    assert_eq!(again.status, 0);
+    assert_eq!(again.body, first.body, "the first send's answer");
+    assert_eq!(ids_in(&c, 0).await, vec![1, 2], "stored once");
+
+    // A follower never took it: "not accepted", nothing stored.
+    let follower = cluster.node((leader % 3) + 1).expect("node").client;
+    let mut other = Raw::connect(follower);
+    assert_eq!(other.login("iggy", "iggy"), 0);
+    let refused = other.send(SEND_MESSAGES_CODE, &payload);
+    assert_eq!(
+        refused.status,
+        IggyError::TransientNotAccepted.as_code(),
+        "a follower refuses a send that is not a repeat"
+    );
+
+    let other = raw.repeat(SEND_MESSAGES_CODE, &send_payload_ids([3, 4]));
+    assert_eq!(other.status, 0);
+    assert_ne!(other.body, first.body, "another batch, another offset");
+    assert_eq!(ids_in(&c, 0).await, vec![1, 2, 3, 4]);
+    let next = raw.send(SEND_MESSAGES_CODE, &payload);
+    assert_eq!(next.status, 0);
+    assert_eq!(ids_in(&c, 0).await, vec![1, 2, 3, 4, 1, 2]);
+}

@@ -9,6 +9,7 @@
 //! Group commit comes for free: every proposal that arrived since the last
 //! `Ready` is written and synced together.
 
+mod clients;
 mod peers;
 mod propose;
 mod snapshot;
@@ -109,6 +110,8 @@ pub(crate) struct Group {
     compacting: bool,
     last_progress_log: Instant,
     last_sync: Instant,
+    /// Each client's last send proposed here, and what became of it.
+    clients: clients::Clients,
 }
 
 impl Group {
@@ -178,6 +181,7 @@ impl Group {
             compacting: false,
             last_progress_log: Instant::now(),
             last_sync: Instant::now(),
+            clients: clients::Clients::default(),
         })
     }
 
@@ -466,6 +470,11 @@ impl Group {
         }
         self.applied = index;
         self.status().applied.store(index, Ordering::Relaxed);
+        let stored = match &result {
+            Ok(Done::Appended(ack)) => Some(*ack),
+            _ => None,
+        };
+        self.clients.applied(index, term, stored);
         if result.is_err() {
             // The partition's end is no longer what the stamps say.
             self.resync();

@@ -4,6 +4,7 @@
 //! predecessors committed (its own empty entry marks the point), so the
 //! offsets it stamps continue what is stored.
 
+use super::clients::{Repeat, Send};
 use super::{Group, Pending, Waiter};
 use crate::command::Command;
 use crate::error::ReplicaError;
@@ -26,6 +27,9 @@ impl Group {
     }
 
     pub(super) fn propose(&mut self, p: Proposal) {
+        let Some(p) = self.answer_repeat(p) else {
+            return;
+        };
         if !self.is_leader() {
             p.fail(ReplicaError::NotLeader {
                 leader: self.leader(),
@@ -37,14 +41,20 @@ impl Group {
             return;
         }
         let term = self.raw.raft.term;
+        let mut sent_by = None;
         let (context, data, waiter) = match p {
             Proposal::Append {
                 partition,
-                batch,
-                client,
-                request,
+                mut batch,
+                origin,
                 reply,
+                ..
             } => {
+                let send = Send {
+                    session: origin.session,
+                    request: origin.request,
+                    batch: batch.identity(),
+                };
                 let (next, last_ts) = match self.stamp_state(partition) {
                     Ok(s) => s,
                     Err(e) => {
@@ -62,9 +72,10 @@ impl Group {
                 self.stamps.insert(partition, (next + count, ts));
                 let cmd = Command::Append {
                     partition,
-                    client,
-                    request,
+                    client: origin.client,
+                    request: origin.request,
                 };
+                sent_by = Some((origin.client, send));
                 (cmd.encode(), Vec::from(stamped), Waiter::Append(reply))
             }
             Proposal::Partition { cmd, reply } => (cmd.encode(), Vec::new(), Waiter::Count(reply)),
@@ -78,6 +89,9 @@ impl Group {
         match self.raw.propose(context, data) {
             Ok(()) if self.raw.raft.raft_log.last_index() > before => {
                 let index = self.raw.raft.raft_log.last_index();
+                if let Some((client, send)) = sent_by {
+                    self.clients.proposed(client, send, index, term);
+                }
                 self.waiters.insert(
                     index,
                     Pending {
@@ -97,6 +111,56 @@ impl Group {
                 });
             }
         }
+    }
+
+    /// Answers a repeated send from the first one (see `clients.rs`);
+    /// returns the proposal if it is not a repeat. A send that may only be
+    /// a repeat (this node does not lead every group) and is not one is
+    /// refused.
+    fn answer_repeat(&mut self, mut p: Proposal) -> Option<Proposal> {
+        let Proposal::Append {
+            origin,
+            only_repeat,
+            batch,
+            ..
+        } = &mut p
+        else {
+            return Some(p);
+        };
+        let send = Send {
+            session: origin.session,
+            request: origin.request,
+            batch: batch.identity(),
+        };
+        let repeat = self.clients.check(origin.client, send);
+        if repeat == Repeat::New && !*only_repeat {
+            return Some(p);
+        }
+        let Proposal::Append { reply, .. } = p else {
+            return None;
+        };
+        match repeat {
+            Repeat::Stored(ack) => {
+                let _ = reply.send(Ok(ack));
+            }
+            Repeat::Pending { index, term } => {
+                tracing::debug!("group {}: a repeated send waits for entry {index}", self.id);
+                let pending = Pending {
+                    term,
+                    deadline: Instant::now() + self.opts.commit_timeout,
+                    waiter: Waiter::Append(reply),
+                };
+                if let Some(earlier) = self.waiters.insert(index, pending) {
+                    earlier.waiter.fail(ReplicaError::NotCommitted);
+                }
+            }
+            Repeat::New => {
+                let _ = reply.send(Err(ReplicaError::NotLeader {
+                    leader: self.leader(),
+                }));
+            }
+        }
+        None
     }
 
     /// Forgets the stamps and waits until everything proposed so far is

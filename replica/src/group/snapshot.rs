@@ -174,6 +174,7 @@ impl Group {
         match &self.role {
             Role::Meta(sm) => sm.restore(index, &snap.data).map_err(fail)?,
             Role::Data { .. } => {
+                self.clients.clear_pending();
                 let ends = decode_ends(&snap.data)
                     .ok_or_else(|| fail("a data snapshot that does not decode".into()))?;
                 let leader = self.raw.raft.leader_id;

@@ -16,6 +16,8 @@
 //! | found in the files                                | done                         |
 //! |---------------------------------------------------|------------------------------|
 //! | whole records, indexes consecutive, terms rising  | kept                         |
+//! | a file wholly at or below the snapshot (the next  | not read; removed at the     |
+//! |   file starts at or below snapshot + 1)           |   next compaction            |
 //! | records at or below the snapshot                  | skipped (compacted)          |
 //! | a torn or damaged record (length, checksum, type) | cut there, reported          |
 //! | an index gap or a term going back                 | cut there, reported          |
@@ -93,6 +95,39 @@ pub enum JournalError {
 fn io_err(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> JournalError {
     let path = path.to_owned();
     move |source| JournalError::Io { op, path, source }
+}
+
+/// Removes compacted journal files on a thread of their own: removing a
+/// 64 MiB file frees its pages, which took 11-29 ms on tmpfs (measured on a
+/// group's loop, where every send of the group waited for it). Nothing
+/// depends on the removal being done or durable: a compacted file found at
+/// open is read past (its records are at or below the snapshot) and removed
+/// at the next compaction. Inline if no thread can be started.
+fn remove_files(paths: Vec<PathBuf>) {
+    if paths.is_empty() {
+        return;
+    }
+    let remove = |paths: Vec<PathBuf>| {
+        for p in paths {
+            if let Err(e) = std::fs::remove_file(&p) {
+                tracing::warn!("removing compacted journal file {}: {e}", p.display());
+            }
+        }
+    };
+    let (tx, rx) = std::sync::mpsc::channel::<Vec<PathBuf>>();
+    let spawned = std::thread::Builder::new()
+        .name("journal-remove".into())
+        .spawn(move || {
+            if let Ok(paths) = rx.recv() {
+                remove(paths);
+            }
+        });
+    match spawned {
+        Ok(_) => {
+            let _ = tx.send(paths);
+        }
+        Err(_) => remove(paths),
+    }
 }
 
 /// What recovery cut from the files at open.
@@ -191,6 +226,17 @@ impl Journal {
         let mut cut_at: Option<(usize, u64)> = None;
         let mut prev: Option<(u64, u64)> = None; // (index, term)
         'files: for (n, (first, path)) in listed.iter().enumerate() {
+            // Compacted whole (its removal, off the loop, had not run or
+            // failed): nothing in it counts, not even a gap or damage.
+            if listed.get(n + 1).is_some_and(|(next, _)| *next <= snap + 1) {
+                let len = std::fs::metadata(path).map_or(0, |m| m.len());
+                self.files.push_back(JFile {
+                    first_index: *first,
+                    path: path.clone(),
+                    len,
+                });
+                continue;
+            }
             let bytes = Bytes::from(std::fs::read(path).map_err(io_err("read", path))?);
             let mut at = 0usize;
             while at < bytes.len() {
@@ -519,7 +565,8 @@ impl Journal {
         self.retained -= dropped;
         self.entries.drain(..drop);
         self.positions.drain(..drop);
-        // Remove whole files that hold only compacted entries.
+        // Whole files that hold only compacted entries go, off this thread.
+        let mut gone = Vec::new();
         while self.files.len() > 1
             && self
                 .files
@@ -527,11 +574,11 @@ impl Journal {
                 .is_some_and(|f| f.first_index <= index + 1)
         {
             if let Some(f) = self.files.pop_front() {
-                std::fs::remove_file(&f.path).map_err(io_err("remove", &f.path))?;
+                gone.push(f.path);
                 self.files_base += 1;
-                self.dir_dirty = true;
             }
         }
+        remove_files(gone);
         self.sync()
     }
 

@@ -46,6 +46,10 @@ pub struct Session {
     /// It joined a consumer group (and may have left since): while it is a
     /// member, silence past the heartbeat threshold evicts it.
     pub joined: bool,
+    /// The last send's request number and the partition index balanced
+    /// partitioning picked for it: a repeat of that send (Iggy's SDK
+    /// repeats one whose outcome it does not know) goes to the same one.
+    pub balanced: Option<(u64, u32)>,
 }
 
 impl Default for Session {
@@ -58,6 +62,7 @@ impl Default for Session {
             peer: None,
             failed_logins: 0,
             joined: false,
+            balanced: None,
         }
     }
 }
@@ -147,6 +152,9 @@ pub async fn execute(
         Request::GetSnapshot(r) => system::snapshot(ctx, r).await.into(),
         Request::DescribeOptions(r) => system::describe_options(ctx, r.scope),
         Request::GetClusterMetadata => system::cluster_metadata(ctx),
+        // A send on a node that does not lead is answered only if it
+        // repeats one this node took while it led (`send.rs`).
+        Request::SendMessages(r) => send::send(ctx, session, head, r, payload).await.into(),
         // In a cluster, everything else is served by the node leading
         // every group; elsewhere it is refused before anything is done,
         // and the SDK asks who leads and goes there.
@@ -161,7 +169,6 @@ pub async fn execute(
         Request::GetTopics(r) => topics::get_all(ctx, &r.stream_id).await.into(),
         Request::CreateTopic(r) => topics::create(ctx, r).await.into(),
         Request::DeleteTopic(r) => topics::delete(ctx, &r.stream_id, &r.topic_id).await.into(),
-        Request::SendMessages(r) => send::send(ctx, r, payload).await.into(),
         Request::PollMessages(r) => poll::poll(ctx, session, head, r).await.into(),
         Request::Flush(r) => send::flush(ctx, r).await.into(),
         Request::StoreConsumerOffset(r) => offsets::store(ctx, session, r).await.into(),

@@ -1,10 +1,18 @@
 //! SEND_MESSAGES: the batch inside the request is admitted (every checksum
 //! verified) and stored verbatim; the reply follows the engine's ack, which
 //! comes at the fsync policy's durable point.
+//!
+//! In a cluster a send carries its origin (client, session, request number
+//! from the header): a repeat of a send whose outcome the client did not
+//! learn ("not committed") is answered from the first, never stored twice,
+//! and goes to the partition the first went to. A node that does not lead
+//! answers only such repeats (of sends it took while it led); anything else
+//! there is "not accepted", nothing done.
 
-use super::{from_catalog, identifier, Outcome};
+use super::{from_catalog, identifier, Outcome, Session};
 use crate::context::Context;
 use crate::status;
+use crate::wire::header::RequestHead;
 use crate::wire::request::SendMessages;
 use bytes::Bytes;
 use iggy_binary_protocol::batch::{BATCH_HEADER_SIZE, BATCH_MESSAGE_COUNT_OFFSET};
@@ -19,6 +27,27 @@ use std::sync::Arc;
 /// Stores the request's batch in the partition its partitioning picks.
 pub(super) async fn send(
     ctx: &Arc<Context>,
+    session: &mut Session,
+    head: &RequestHead,
+    r: SendMessages,
+    payload: Bytes,
+) -> Result<Outcome, IggyError> {
+    let follower = ctx.replica().is_some_and(|r| !r.leads_all());
+    let result = send_as(ctx, session, head, r, payload).await;
+    match result {
+        // Whatever a node that does not lead finds wrong, the leader decides.
+        Err(e) if follower && e != IggyError::TransientNotCommitted => {
+            tracing::debug!("send on a node that does not lead: {e}");
+            Err(IggyError::TransientNotAccepted)
+        }
+        other => other,
+    }
+}
+
+async fn send_as(
+    ctx: &Arc<Context>,
+    session: &mut Session,
+    head: &RequestHead,
     r: SendMessages,
     payload: Bytes,
 ) -> Result<Outcome, IggyError> {
@@ -35,7 +64,14 @@ pub(super) async fn send(
     }
     let index = match &r.partitioning {
         WirePartitioning::PartitionId(p) => *p,
-        WirePartitioning::Balanced => ctx.next_balanced(count),
+        WirePartitioning::Balanced => match session.balanced {
+            Some((request, index)) if request == head.request && index < count => index,
+            _ => {
+                let index = ctx.next_balanced(count);
+                session.balanced = Some((head.request, index));
+                index
+            }
+        },
         WirePartitioning::MessagesKey(key) => iggy_common::calculate_32(key) % count,
     };
     let Some(&partition) = t.partitions.get(index as usize) else {
@@ -55,7 +91,15 @@ pub(super) async fn send(
             return Err(IggyError::InvalidMessagesCount);
         }
     }
-    let ack = ctx.append(partition, batch).await.map_err(|e| e.status())?;
+    let origin = corelog_replica::Origin {
+        client: head.client,
+        session: head.session,
+        request: head.request,
+    };
+    let ack = ctx
+        .append(partition, batch, origin)
+        .await
+        .map_err(|e| e.status())?;
     Ok(Outcome::encoded(&SendMessagesResponse {
         confirmations: vec![SendMessagesConfirmationResponse {
             stream_id: s.id,

@@ -7,8 +7,11 @@ use iggy_binary_protocol::codes::LOGIN_REGISTER_CODE;
 use iggy_binary_protocol::consensus::{
     Command, EvictionHeader, Operation, ReplyHeader, RequestHeader,
 };
+use iggy_binary_protocol::requests::messages::{RawMessage, SendMessagesEncoder};
 use iggy_binary_protocol::requests::users::LoginRegisterRequest;
-use iggy_binary_protocol::{ClientVersionInfo, WireName, IGGY_PROTOCOL_VERSION};
+use iggy_binary_protocol::{
+    ClientVersionInfo, WireIdentifier, WireName, WirePartitioning, IGGY_PROTOCOL_VERSION,
+};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::time::Duration;
@@ -86,6 +89,13 @@ impl Raw {
         out
     }
 
+    /// Sends the last request again, under the same request number (as
+    /// Iggy's SDK repeats a request whose outcome it did not learn).
+    pub fn repeat(&mut self, code: u32, payload: &[u8]) -> RawReply {
+        self.request -= 1;
+        self.send(code, payload)
+    }
+
     pub fn send(&mut self, code: u32, payload: &[u8]) -> RawReply {
         let header = self.header(code, payload.len());
         self.stream.write_all(&header).expect("write header");
@@ -148,4 +158,37 @@ impl Raw {
         let mut b = [0u8; 1];
         matches!(self.stream.read(&mut b), Ok(0))
     }
+}
+
+/// A SEND_MESSAGES payload for s/t partition 0 with two messages.
+pub fn send_payload() -> Vec<u8> {
+    send_payload_ids([1, 2])
+}
+
+/// A SEND_MESSAGES payload for s/t partition 0 with two messages of these ids.
+pub fn send_payload_ids(ids: [u128; 2]) -> Vec<u8> {
+    let msgs = [
+        RawMessage {
+            id: ids[0],
+            origin_timestamp: 10,
+            headers: None,
+            payload: b"first",
+        },
+        RawMessage {
+            id: ids[1],
+            origin_timestamp: 11,
+            headers: None,
+            payload: b"second",
+        },
+    ];
+    let mut buf = bytes::BytesMut::new();
+    SendMessagesEncoder::encode(
+        &mut buf,
+        &WireIdentifier::named("s").expect("id"),
+        &WireIdentifier::named("t").expect("id"),
+        &WirePartitioning::PartitionId(0),
+        &msgs,
+    )
+    .expect("encode");
+    buf.to_vec()
 }
