@@ -82,7 +82,8 @@ def main():
         for _, name, rc, secs in examples:
             log = read(os.path.join(run_dir, "logs", f"example.{name.replace(' ', '_')}.log"))
             lines = [TRACING.sub("", l.strip()) for l in log.splitlines()]
-            lines = [l for l in lines if l and not l.startswith("---")]
+            # Not a rule, a table border or a separator: the last line that says something.
+            lines = [l for l in lines if l and not re.fullmatch(r"[-+|= ]+|---.*---", l)]
             last = lines[-1][:200] if lines else ""
             # A token the CLI printed is a secret, even of a throwaway server.
             last = re.sub(r"(Token: )\S+", r"\1(not shown)", last)
