@@ -27,14 +27,12 @@ fn append_retrying(node: &Node, partition: u64, bytes: bytes::Bytes) -> corelog:
 
 #[test]
 fn three_nodes_replicate_byte_identically_and_survive_the_leader() {
-    let dirs: Vec<_> = (0..3)
-        .map(|_| tempfile::tempdir().expect("tempdir"))
-        .collect();
-    let cluster = cluster(3);
-    let mut nodes: Vec<Node> = (0..3)
-        .map(|i| Node::start(i as u64 + 1, dirs[i].path(), &cluster, options()))
-        .collect();
-    let leader = wait_for_leader(&nodes.iter().collect::<Vec<_>>(), ELECT);
+    let Three {
+        dirs,
+        cluster,
+        mut nodes,
+        leader,
+    } = three(&options(), ELECT);
     let li = (leader - 1) as usize;
 
     // Sends through the leader, to partitions on both shards.
@@ -105,14 +103,12 @@ fn a_wiped_follower_is_rebuilt_from_the_journal_and_from_a_snapshot() {
             compact_bytes,
             ..options()
         };
-        let dirs: Vec<_> = (0..3)
-            .map(|_| tempfile::tempdir().expect("tempdir"))
-            .collect();
-        let cluster = cluster(3);
-        let mut nodes: Vec<Node> = (0..3)
-            .map(|i| Node::start(i as u64 + 1, dirs[i].path(), &cluster, opts.clone()))
-            .collect();
-        let leader = wait_for_leader(&nodes.iter().collect::<Vec<_>>(), ELECT);
+        let Three {
+            dirs,
+            cluster,
+            mut nodes,
+            leader,
+        } = three(&opts, ELECT);
         let li = (leader - 1) as usize;
         for k in 0..60u64 {
             append_retrying(&nodes[li], k % 4, batch(k, 5));
@@ -151,14 +147,12 @@ fn a_repeated_send_is_stored_once() {
         election_ticks: 150,
         ..options()
     };
-    let dirs: Vec<_> = (0..3)
-        .map(|_| tempfile::tempdir().expect("tempdir"))
-        .collect();
-    let cluster = cluster(3);
-    let mut nodes: Vec<Node> = (0..3)
-        .map(|i| Node::start(i as u64 + 1, dirs[i].path(), &cluster, opts.clone()))
-        .collect();
-    let leader = wait_for_leader(&nodes.iter().collect::<Vec<_>>(), Duration::from_secs(20));
+    let Three {
+        dirs,
+        cluster,
+        mut nodes,
+        leader,
+    } = three(&opts, Duration::from_secs(20));
     let li = (leader - 1) as usize;
     let h = nodes[li].handle();
     let first = batch(1, 3);

@@ -6,36 +6,25 @@
 
 mod common;
 
-use common::raw::Raw;
+use common::raw::{send_payload_of, Raw};
 use common::{client, named, start_with, stream_and_topic};
 use corelog_server::counters::{CloseReason, Refusal};
 use corelog_server::limits::Limits;
 use iggy::prelude::*;
 use iggy_binary_protocol::codes::{PING_CODE, SEND_MESSAGES_CODE};
-use iggy_binary_protocol::requests::messages::{RawMessage, SendMessagesEncoder};
-use iggy_binary_protocol::{WireIdentifier, WirePartitioning};
+use iggy_binary_protocol::requests::messages::RawMessage;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
 /// A SEND_MESSAGES payload for s/t partition 0: one message of `size` bytes.
 fn send_payload(size: usize) -> Vec<u8> {
     let body = vec![7u8; size];
-    let msgs = [RawMessage {
+    send_payload_of(&[RawMessage {
         id: 1,
         origin_timestamp: 10,
         headers: None,
         payload: &body,
-    }];
-    let mut buf = bytes::BytesMut::new();
-    SendMessagesEncoder::encode(
-        &mut buf,
-        &WireIdentifier::named("s").expect("id"),
-        &WireIdentifier::named("t").expect("id"),
-        &WirePartitioning::PartitionId(0),
-        &msgs,
-    )
-    .expect("encode");
-    buf.to_vec()
+    }])
 }
 
 /// How long until the server closes `raw` (reads EOF or a reset), if it

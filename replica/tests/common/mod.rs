@@ -233,3 +233,29 @@ pub fn wait_stored(engine: &corelog::Handle, partition: u64, len: usize, within:
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// Three nodes of a fresh cluster, each in a directory of its own, and the
+/// leader they elected.
+pub struct Three {
+    pub dirs: Vec<tempfile::TempDir>,
+    pub cluster: ClusterConfig,
+    pub nodes: Vec<Node>,
+    pub leader: u64,
+}
+
+pub fn three(opts: &ReplicaOptions, elect_within: Duration) -> Three {
+    let dirs: Vec<_> = (0..3)
+        .map(|_| tempfile::tempdir().expect("tempdir"))
+        .collect();
+    let cluster = cluster(3);
+    let nodes: Vec<Node> = (0..3)
+        .map(|i| Node::start(i as u64 + 1, dirs[i].path(), &cluster, opts.clone()))
+        .collect();
+    let leader = wait_for_leader(&nodes.iter().collect::<Vec<_>>(), elect_within);
+    Three {
+        dirs,
+        cluster,
+        nodes,
+        leader,
+    }
+}

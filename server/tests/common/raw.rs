@@ -167,7 +167,7 @@ pub fn send_payload() -> Vec<u8> {
 
 /// A SEND_MESSAGES payload for s/t partition 0 with two messages of these ids.
 pub fn send_payload_ids(ids: [u128; 2]) -> Vec<u8> {
-    let msgs = [
+    send_payload_of(&[
         RawMessage {
             id: ids[0],
             origin_timestamp: 10,
@@ -180,14 +180,18 @@ pub fn send_payload_ids(ids: [u128; 2]) -> Vec<u8> {
             headers: None,
             payload: b"second",
         },
-    ];
+    ])
+}
+
+/// A SEND_MESSAGES payload for s/t partition 0 with `msgs`.
+pub fn send_payload_of(msgs: &[RawMessage<'_>]) -> Vec<u8> {
     let mut buf = bytes::BytesMut::new();
     SendMessagesEncoder::encode(
         &mut buf,
         &WireIdentifier::named("s").expect("id"),
         &WireIdentifier::named("t").expect("id"),
         &WirePartitioning::PartitionId(0),
-        &msgs,
+        msgs,
     )
     .expect("encode");
     buf.to_vec()
