@@ -24,6 +24,15 @@
 # Every image is also checked once after the writer's clean shutdown (all
 # acknowledgements present, whatever the policy).
 #
+# `journal-batch` and `journal-never` put the replication journal
+# (`corelog_replica::journal`) through the same clones instead of the
+# engine: `corelog-journal-powercut` appends as a Raft follower does and
+# now and then replaces a suffix with a new term's entries (the crash-safe
+# truncate-suffix), syncing each step (`journal-never`: never, the control
+# that must lose). A clone's recovered journal must be a prefix of a log
+# the writer went through and hold every entry synced before the clone
+# that no later step replaced.
+#
 # Needs root, losetup, mkfs.{xfs,ext4,btrfs}. Outside CI a missing piece
 # skips the run loudly; with CI=true it fails. Every mount and loop device
 # made here is undone on exit, also on failure; on failure the scratch
@@ -79,10 +88,11 @@ for t in losetup mkfs.xfs mkfs.ext4 mkfs.btrfs; do
     command -v "$t" >/dev/null || cannot "$t is missing (apt-get install xfsprogs btrfs-progs e2fsprogs)"
 done
 
-build=(cargo build --quiet -p corelog-bench --bin corelog-powercut)
+build=(cargo build --quiet -p corelog-bench --bin corelog-powercut --bin corelog-journal-powercut)
 [[ "$profile" == release ]] && build+=(--release)
 (cd "$root" && "${build[@]}")
 bin="$target/$profile/corelog-powercut"
+jbin="$target/$profile/corelog-journal-powercut"
 
 work="$(mktemp -d "${TMPDIR:-/var/tmp}/corelog-powercut.XXXXXX")"
 mounts=()  # mount points, unmounted in reverse order
@@ -165,11 +175,19 @@ run_one() {
     mkfs_image "$fs" "$img" || cannot "mkfs.$fs failed"
     attach "$img"
     mount_at "$dev" "$work/$tag.mnt"
-    local common=(--journal "$journal" --fsync "$policy" --partitions "$partitions"
-        --segment-bytes "$segment_bytes")
-    timeout --kill-after=10 $((seconds + 300)) \
-        "$bin" write --dir "$work/$tag.mnt/data" "${common[@]}" --seconds "$seconds" \
-        >"$work/$tag.writer.log" 2>&1 &
+    if [[ "$policy" == journal-* ]]; then
+        local nosync=()
+        [[ "$policy" == journal-never ]] && nosync=(--no-sync)
+        timeout --kill-after=10 $((seconds + 300)) \
+            "$jbin" write --dir "$work/$tag.mnt/data" --history "$journal" --seconds "$seconds" \
+            --seed "$seed" "${nosync[@]}" >"$work/$tag.writer.log" 2>&1 &
+    else
+        local common=(--journal "$journal" --fsync "$policy" --partitions "$partitions"
+            --segment-bytes "$segment_bytes")
+        timeout --kill-after=10 $((seconds + 300)) \
+            "$bin" write --dir "$work/$tag.mnt/data" "${common[@]}" --seconds "$seconds" \
+            >"$work/$tag.writer.log" 2>&1 &
+    fi
     writer_pid=$!
     # One clone at a random moment in each of $clones equal slots.
     local slot_ms=$((seconds * 1000 / clones)) i
@@ -195,7 +213,7 @@ run_one() {
     fi
     log "$fs $policy: $(tail -1 "$work/$tag.writer.log")"
     # The original, after a clean shutdown: everything acknowledged.
-    check_image "$fs" "$policy" "$tag" "$work/$tag.mnt" clean "$(stat -c %s "$journal")" 0
+    check_image "$fs" "$policy" "$tag" "$work/$tag.mnt" clean "$(stat -c %s "$journal")" "$(date +%s%N)"
     umount_last; detach_last
     # The clones, one at a time.
     local upto ns
@@ -214,9 +232,14 @@ check_image() {
     local fs="$1" policy="$2" tag="$3" mnt="$4" label="$5" upto="$6" ns="$7"
     local extra=() out rc=0
     [[ "$label" == clean ]] && extra=(--clean)
-    out=$(timeout --kill-after=10 600 "$bin" check --dir "$mnt/data" --journal "$work/$tag.journal" --fsync "$policy" \
-        --partitions "$partitions" --segment-bytes "$segment_bytes" --upto "$upto" \
-        --clone-ns "$ns" --slack-ms "$slack_ms" --label "$fs/$label" "${extra[@]}" 2>&1) || rc=$?
+    if [[ "$policy" == journal-* ]]; then
+        out=$(timeout --kill-after=10 600 "$jbin" check --dir "$mnt/data" --history "$work/$tag.journal" \
+            --clone-ns "$ns" --label "$fs/$label" 2>&1) || rc=$?
+    else
+        out=$(timeout --kill-after=10 600 "$bin" check --dir "$mnt/data" --journal "$work/$tag.journal" --fsync "$policy" \
+            --partitions "$partitions" --segment-bytes "$segment_bytes" --upto "$upto" \
+            --clone-ns "$ns" --slack-ms "$slack_ms" --label "$fs/$label" "${extra[@]}" 2>&1) || rc=$?
+    fi
     echo "$out" | sed 's/^/    /'
     local line key="$fs $policy"
     line=$(echo "$out" | grep '^corelog-powercut check' | tail -1)
@@ -228,7 +251,7 @@ check_image() {
         t_lost[$key]=$(( ${t_lost[$key]:-0} + $(num LOST) ))
     fi
     if [[ $rc -eq 0 ]]; then return; fi
-    if [[ $rc -eq 1 && "$policy" == never && "$label" != clean ]]; then
+    if [[ $rc -eq 1 && "$policy" == *never && "$label" != clean ]]; then
         return # the control is meant to lose acknowledged batches
     fi
     echo "powercut: FAIL: $fs $policy $label (checker exit $rc)" >&2
@@ -244,28 +267,26 @@ for fs in $fs_list; do
     done
 done
 
-control_lost=0 control_runs=0
+declare -A control_lost=() control_runs=()
 for fs in $fs_list; do
     for policy in ${policies//,/ }; do
         key="$fs $policy"
-        if [[ "$policy" == never ]]; then
-            log "summary: $fs fsync=never (control): ${t_checks[$key]:-0} clones checked, ${t_acked[$key]:-0} acknowledged before a clone, ${t_lost[$key]:-0} of them lost"
+        if [[ "$policy" == *never ]]; then
+            log "summary: $fs fsync=$policy (control): ${t_checks[$key]:-0} clones checked, ${t_acked[$key]:-0} acknowledged before a clone, ${t_lost[$key]:-0} of them lost"
+            control_runs[$policy]=$(( ${control_runs[$policy]:-0} + 1 ))
+            control_lost[$policy]=$(( ${control_lost[$policy]:-0} + ${t_lost[$key]:-0} ))
         else
             log "summary: $fs fsync=$policy: ${t_checks[$key]:-0} clones checked, ${t_acked[$key]:-0} acknowledged before a clone, ${t_required[$key]:-0} required to survive, ${t_lost[$key]:-0} LOST"
         fi
-        if [[ "$policy" == never ]]; then
-            control_runs=$((control_runs + 1))
-            control_lost=$((control_lost + ${t_lost[$key]:-0}))
-        fi
     done
 done
-if [[ $control_runs -gt 0 ]]; then
-    log "summary: control (fsync=never): $control_lost acknowledged batches lost across $control_runs runs"
-    if [[ $control_lost -eq 0 ]]; then
-        echo "powercut: FAIL: the fsync=never control lost nothing: these clones cannot show a loss" >&2
+for policy in "${!control_runs[@]}"; do
+    log "summary: control ($policy): ${control_lost[$policy]} acknowledged lost across ${control_runs[$policy]} runs"
+    if [[ ${control_lost[$policy]} -eq 0 ]]; then
+        echo "powercut: FAIL: the $policy control lost nothing: these clones cannot show a loss" >&2
         failed=1
     fi
-fi
+done
 log "summary: $((SECONDS - started)) s, seed $seed"
 if [[ $failed -ne 0 ]]; then
     echo "powercut: FAIL" >&2
