@@ -160,14 +160,6 @@ impl Server {
             log: LogConfig {
                 fsync: partition_fsync,
                 segment_bytes: config.segment_bytes,
-                // Preallocation pays where appends are synced (the blocks
-                // are mapped before the fdatasync). Without syncs, ext4's
-                // delayed allocation maps them at write-back, off the send
-                // path, whereas a `fallocate` maps them under the file's
-                // inode lock, reading cold block bitmaps from the disk,
-                // while the writes to that segment wait: 100-350 ms stalls
-                // at a fixed 773 MB/s (docs/bench/profiles.md).
-                preallocate: partition_fsync != FsyncPolicy::Never,
                 ..LogConfig::default()
             },
             retention_check: config.retention_check,
