@@ -20,8 +20,8 @@
 //! maps them at write-back, off the append path, whereas a `fallocate`
 //! maps them under the inode lock, reading cold block bitmaps from the
 //! disk, while the writes to that segment wait behind it: 100-350 ms
-//! stalls, and an append p99 of 10 ms instead of 0.15-0.65 ms at half of
-//! peak (docs/bench/profiles.md).
+//! stalls (in alternating runs at half of peak, an append p99 of 0.7-10 ms
+//! with it, 0.15-0.65 ms without; docs/bench/profiles.md).
 
 use corelog_segment::log::{FsyncPolicy, LogConfig};
 use std::path::Path;
