@@ -82,6 +82,30 @@ async fn whole_batches_are_the_stored_bytes_and_cut_batches_verify() {
         .collect();
     assert_eq!(offsets, vec![1, 2]);
 
+    // The first 3 of the batch: cut at the end only.
+    let head = raw.send(
+        POLL_MESSAGES_CODE,
+        &poll_request(WirePollingStrategy::first(), 3),
+    );
+    assert_eq!(&head.body[12..16], &3u32.to_le_bytes());
+    let b = decode_batch_slice(&head.body[16..]).expect("rewritten header verifies");
+    assert_eq!(b.header.message_count, 3);
+    assert_eq!(b.header.batch_length as usize, head.body.len() - 16);
+    assert_eq!(b.iter().count(), 3);
+
+    // From offset 2 on: cut at the start only.
+    let tail = raw.send(
+        POLL_MESSAGES_CODE,
+        &poll_request(WirePollingStrategy::offset(2), 10),
+    );
+    assert_eq!(&tail.body[12..16], &3u32.to_le_bytes());
+    let b = decode_batch_slice(&tail.body[16..]).expect("rewritten header verifies");
+    let offsets: Vec<u64> = b
+        .iter()
+        .map(|m| b.header.base_offset + u64::from(m.header.offset_delta))
+        .collect();
+    assert_eq!(offsets, vec![2, 3, 4]);
+
     // Past the end: the prefix alone, with count 0.
     let empty = raw.send(
         POLL_MESSAGES_CODE,
