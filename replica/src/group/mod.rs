@@ -10,6 +10,7 @@
 //! `Ready` is written and synced together.
 
 mod clients;
+mod fence;
 mod peers;
 mod propose;
 mod snapshot;
@@ -112,6 +113,8 @@ pub(crate) struct Group {
     last_sync: Instant,
     /// Each client's last send proposed here, and what became of it.
     clients: clients::Clients,
+    /// Votes held back while this node's journal is new (`fence.rs`).
+    fence: fence::Fence,
 }
 
 impl Group {
@@ -133,6 +136,12 @@ impl Group {
                 .map(|c| format!("; cut {c}"))
                 .unwrap_or_default()
         );
+        let fence = fence::Fence::new(journal.is_new());
+        if fence.on {
+            tracing::info!(
+                "group {id}: this node's journal is new (a new cluster, or a wiped directory): it does not vote until it has caught up with a leader or a majority is known new as well"
+            );
+        }
         let mut applied = journal.snapshot_index();
         if let Role::Meta(sm) = &s.role {
             let sm_applied = sm.applied_index().min(journal.last_index());
@@ -182,6 +191,7 @@ impl Group {
             last_progress_log: Instant::now(),
             last_sync: Instant::now(),
             clients: clients::Clients::default(),
+            fence,
         })
     }
 
@@ -240,6 +250,9 @@ impl Group {
     fn handle(&mut self, msg: Inbox) -> bool {
         match msg {
             Inbox::Raft(mut m) => {
+                if !self.fence_admits(&m) {
+                    return true;
+                }
                 self.guard_lost_journal(&mut m);
                 if let Err(e) = self.raw.step(m) {
                     tracing::debug!("group {}: step: {e}", self.id);
@@ -294,6 +307,7 @@ impl Group {
             }
         }
         self.sync_on_interval(now);
+        self.check_fence();
         self.follow_cluster_leader(now);
         self.log_catch_up(now);
         if let Err(e) = self.maybe_compact() {

@@ -3,6 +3,8 @@
 //! ```text
 //! DIR/replica/group-<g>/state                  term, vote, membership, snapshot (state.rs)
 //! DIR/replica/group-<g>/<first index:020>.log  records back to back (record.rs)
+//! DIR/replica/group-<g>/new                    present while a journal created empty has
+//!                                              not yet caught up (group/fence.rs)
 //! ```
 //!
 //! Entries after the snapshot are held in memory too (the leader sends
@@ -39,6 +41,9 @@ use state::{sync_dir, GroupState, StateError};
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
+
+/// The marker of a journal created empty that has not yet caught up.
+const NEW_MARKER: &str = "new";
 
 /// A journal file rolls over past this many bytes.
 const FILE_BYTES: u64 = 64 << 20;
@@ -171,12 +176,17 @@ pub struct Journal {
 impl Journal {
     /// Opens (or creates) the journal in `dir`. A new journal starts with
     /// `initial` as its membership, written durably before anything else;
-    /// an existing one keeps the membership it recorded.
+    /// an existing one keeps the membership it recorded. A new journal is
+    /// marked new (durably, before its state file) until `caught_up`.
     pub fn open(dir: &Path, initial: &ConfState) -> Result<(Journal, Recovered), JournalError> {
         std::fs::create_dir_all(dir).map_err(io_err("create", dir))?;
         let state = match GroupState::read(dir)? {
             Some(s) => s,
             None => {
+                let marker = dir.join(NEW_MARKER);
+                File::create(&marker)
+                    .and_then(|f| f.sync_all())
+                    .map_err(io_err("create", &marker))?;
                 let s = GroupState {
                     conf: initial.clone(),
                     ..GroupState::default()
@@ -199,6 +209,21 @@ impl Journal {
         };
         let recovered = j.recover()?;
         Ok((j, recovered))
+    }
+
+    /// Whether this journal was created empty and has not caught up since
+    /// (also across restarts in between).
+    pub fn is_new(&self) -> bool {
+        self.dir.join(NEW_MARKER).exists()
+    }
+
+    /// Drops the new journal's marker: it has caught up.
+    pub fn caught_up(&mut self) -> Result<(), JournalError> {
+        let marker = self.dir.join(NEW_MARKER);
+        match std::fs::remove_file(&marker) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(io_err("remove", &marker)(e)),
+            _ => sync_dir(&self.dir).map_err(io_err("fsync directory", &self.dir)),
+        }
     }
 
     fn list_files(&self) -> Result<Vec<(u64, PathBuf)>, JournalError> {
