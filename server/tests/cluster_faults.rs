@@ -392,7 +392,12 @@ async fn faults_lose_nothing_acknowledged() {
             }
         })
         .collect();
-    let mut toml = String::from("shards = 2\n");
+    std::fs::write(
+        root.path().join("secret"),
+        "the fault suite's cluster secret\n",
+    )
+    .expect("secret file");
+    let mut toml = String::from("shards = 2\nsecret_file = \"secret\"\n");
     for p in &procs {
         toml.push_str(&format!(
             "[[node]]\nid = {}\nclient = \"{}\"\nreplica = \"{}\"\n",
