@@ -373,6 +373,14 @@ struct Row {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "kills processes and changes iptables rules: run scripts/cluster-test.sh"]
 async fn faults_lose_nothing_acknowledged() {
+    // With RUST_LOG, the producer's SDK says what it does (redirects,
+    // waits for a leader) on stderr, with times to set beside the nodes'.
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .with_writer(std::io::stderr)
+            .try_init();
+    }
     let rounds: usize = std::env::var("CLUSTER_ROUNDS")
         .ok()
         .and_then(|r| r.parse().ok())
@@ -452,6 +460,7 @@ async fn faults_lose_nothing_acknowledged() {
             let li = (l - 1) as usize;
             let fi = (li + 1) % 3;
             let t0 = Instant::now();
+            tracing::info!("fault: {fault} (leader: node {l})");
             match fault {
                 "kill -9 leader" => {
                     procs[li].kill9();
