@@ -8,11 +8,35 @@
 //!  24 .. 32  XXH3-64 of bytes 0..24
 //! ```
 //!
-//! A store writes a temporary file, syncs it, renames it over the old one
-//! and syncs the directory: a crash leaves the old or the new offset, and a
-//! torn file fails its checksum. The first store of a run also syncs the
-//! partition directory, which holds the `consumers` directory's name.
+//! A store writes a temporary file and renames it over the old one. Under
+//! `fsync=batch` and `interval` it syncs the temporary file before the
+//! rename and the directory after it: a power cut leaves the old or the new
+//! offset, never a damaged file. Under `fsync=never` it syncs neither (as
+//! the messages themselves are not synced, and as Iggy skips the offset
+//! file's fsync without `enforce_fsync`): a store costs no fdatasync, which
+//! a consumer that auto-commits would otherwise pay on every poll, and a
+//! power cut may lose a stored offset or leave the renamed file torn (the
+//! rename reached the disk before the data). The first store of a run also
+//! syncs the partition directory, which holds the `consumers` directory's
+//! name.
+//!
+//! Reading an offset ([`PartitionLog::load_offset`], and so `poll_next`),
+//! a table of cases:
+//!
+//! | case | what the file holds | what a read does |
+//! |---|---|---|
+//! | stored | 32 bytes, magic, this consumer's id, checksum matches | the offset |
+//! | never stored, or deleted | no file | no offset |
+//! | torn by a power cut under `fsync=never` | fewer than 32 bytes (often none), or 32 zero bytes | no offset (the consumer starts again from the partition's first message: redelivery, never loss); a warning names the file; the file is removed |
+//! | damaged | 32 bytes (or more) failing the magic, the id or the checksum | error naming the file (`Damage::OffsetFile`); storing an offset replaces it |
+//! | a temporary file a crash left | `*.offset.<n>.tmp` | removed when the log is opened |
+//!
+//! A torn file is read as no offset rather than refused: under `fsync=never`
+//! a power cut is expected to leave one, and refusing would stop the
+//! consumer for good. Damage of any other shape is not what a crash leaves,
+//! and a read refuses to guess.
 
+use super::config::FsyncPolicy;
 use super::error::{Damage, LogError};
 use super::partition::PartitionLog;
 use crate::format::checksum::xxh3;
@@ -33,7 +57,29 @@ fn encode(consumer: u64, offset: u64) -> Vec<u8> {
     b
 }
 
-pub(crate) fn decode(consumer: u64, b: &[u8]) -> Option<u64> {
+/// What an offset file holds, read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Record {
+    /// A valid record: the stored offset.
+    Stored(u64),
+    /// What a power cut leaves when the rename reached the disk before the
+    /// data: fewer bytes than a record, or a record's worth of zeros.
+    Torn,
+    /// Anything else that is not this consumer's valid record.
+    Damaged,
+}
+
+pub(crate) fn read_record(consumer: u64, b: &[u8]) -> Record {
+    if let Some(offset) = decode(consumer, b) {
+        return Record::Stored(offset);
+    }
+    if b.len() < LEN || (b.len() == LEN && b.iter().all(|&x| x == 0)) {
+        return Record::Torn;
+    }
+    Record::Damaged
+}
+
+fn decode(consumer: u64, b: &[u8]) -> Option<u64> {
     if b.len() != LEN || &b[..8] != MAGIC {
         return None;
     }
@@ -74,8 +120,9 @@ impl<S: Storage> PartitionLog<S> {
         Ok(())
     }
 
-    /// Durably stores `offset` for `consumer` (the offset it has processed;
-    /// [`PartitionLog::poll_next`] continues after it).
+    /// Stores `offset` for `consumer` (the offset it has processed;
+    /// [`PartitionLog::poll_next`] continues after it): durably, except
+    /// under `fsync=never` (see the [module](self)).
     pub async fn store_offset(&self, consumer: u64, offset: u64) -> Result<(), LogError> {
         let storage = &self.inner.storage;
         let dir = self.consumers_dir();
@@ -95,9 +142,12 @@ impl<S: Storage> PartitionLog<S> {
         file.write_all_at(0, WriteBufs::one(Bytes::from(encode(consumer, offset))))
             .await
             .map_err(|e| LogError::io("write", &tmp, e))?;
-        file.sync_data()
-            .await
-            .map_err(|e| LogError::io("fdatasync", &tmp, e))?;
+        let durable = self.inner.config.fsync != FsyncPolicy::Never;
+        if durable {
+            file.sync_data()
+                .await
+                .map_err(|e| LogError::io("fdatasync", &tmp, e))?;
+        }
         let path = self.offset_path(consumer);
         {
             let mut st = self.inner.st.borrow_mut();
@@ -113,10 +163,12 @@ impl<S: Storage> PartitionLog<S> {
             st.offsets.committed.insert(consumer, seq);
             st.offsets.cache.insert(consumer, offset);
         }
-        storage
-            .sync_dir(&dir)
-            .await
-            .map_err(|e| LogError::io("directory sync", &dir, e))?;
+        if durable {
+            storage
+                .sync_dir(&dir)
+                .await
+                .map_err(|e| LogError::io("directory sync", &dir, e))?;
+        }
         Ok(())
     }
 
@@ -148,8 +200,10 @@ impl<S: Storage> PartitionLog<S> {
         Ok(existed)
     }
 
-    /// The stored offset of `consumer`, if any. A torn or damaged offset
-    /// file is an error naming it.
+    /// The stored offset of `consumer`, if any. A torn offset file (what a
+    /// power cut under `fsync=never` leaves) is read as none, with a
+    /// warning, and removed; a damaged one is an error naming it (see the
+    /// [module](self)).
     pub async fn load_offset(&self, consumer: u64) -> Result<Option<u64>, LogError> {
         let changes_before = {
             let st = self.inner.st.borrow();
@@ -168,17 +222,44 @@ impl<S: Storage> PartitionLog<S> {
             .read_at(0, LEN + 1)
             .await
             .map_err(|e| LogError::io("read", &path, e))?;
-        let offset = decode(consumer, &bytes).ok_or(LogError::Corrupt {
-            path,
-            position: 0,
-            damage: Damage::OffsetFile,
-        })?;
+        let offset = match read_record(consumer, &bytes) {
+            Record::Stored(offset) => offset,
+            Record::Torn => {
+                self.forget_torn(consumer, &path, bytes.len(), changes_before);
+                return Ok(None);
+            }
+            Record::Damaged => {
+                return Err(LogError::Corrupt {
+                    path,
+                    position: 0,
+                    damage: Damage::OffsetFile,
+                })
+            }
+        };
         let mut st = self.inner.st.borrow_mut();
         // A store or delete that landed while this read ran wins.
         if st.offsets.committed.get(&consumer).copied() == changes_before {
             st.offsets.cache.insert(consumer, offset);
         }
         Ok(Some(offset))
+    }
+
+    /// Says that `path` is torn and removes it, unless a store or delete
+    /// landed while it was read (then the file is that one's).
+    fn forget_torn(&self, consumer: u64, path: &std::path::Path, len: usize, seen: Option<u64>) {
+        tracing::warn!(
+            "{}: consumer offset file is torn ({len} of {LEN} bytes, or zeros): a power cut \
+             under fsync=never left it before its data reached the disk; consumer {consumer} \
+             has no stored offset and starts again from the partition's first message",
+            path.display()
+        );
+        let st = self.inner.st.borrow();
+        if st.offsets.committed.get(&consumer).copied() != seen {
+            return;
+        }
+        if let Err(e) = self.inner.storage.remove_file(path) {
+            tracing::warn!("removing torn {}: {e}", path.display());
+        }
     }
 }
 
@@ -199,5 +280,23 @@ mod tests {
         for n in 0..good.len() {
             assert_eq!(decode(7, &good[..n]), None, "truncated to {n}");
         }
+    }
+
+    #[test]
+    fn only_the_shapes_a_power_cut_leaves_read_as_torn() {
+        let good = encode(7, 123_456);
+        assert_eq!(read_record(7, &good), Record::Stored(123_456));
+        for n in 0..good.len() {
+            assert_eq!(read_record(7, &good[..n]), Record::Torn, "{n} bytes");
+        }
+        assert_eq!(read_record(7, &[0u8; LEN]), Record::Torn, "zeros");
+        assert_eq!(read_record(8, &good), Record::Damaged, "another consumer's");
+        let mut flipped = good.clone();
+        flipped[17] ^= 4;
+        assert_eq!(read_record(7, &flipped), Record::Damaged, "a flipped bit");
+        let mut longer = good.clone();
+        longer.push(0);
+        assert_eq!(read_record(7, &longer), Record::Damaged, "a byte too many");
+        assert_eq!(read_record(7, &[0u8; LEN + 1]), Record::Damaged, "33 zeros");
     }
 }
