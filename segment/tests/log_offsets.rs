@@ -466,3 +466,41 @@ fn under_fsync_never_a_power_cut_leaves_an_offset_or_none() {
         assert!(stored > 0 && none > 0, "stored {stored}, none {none}");
     });
 }
+
+/// A delete called while a store of the same consumer is still running
+/// (its rename on the ring, under the simulated disk's interleavings) wins:
+/// the offset is gone and its file with it, whenever the store lands; a
+/// store called after the delete lands.
+#[test]
+fn a_delete_supersedes_a_store_still_in_flight() {
+    for seed in 0..24u64 {
+        run_sim(async move {
+            let config = config();
+            let disk = sim_for(seed, &config);
+            let dir = Path::new("/p");
+            let log = open(disk.clone(), dir).await;
+            log.store_offset(1, 5).await.unwrap();
+            disk.set_faults(SimFaults {
+                max_yields: 4,
+                ..SimFaults::default()
+            });
+            let l = log.clone();
+            let store = monoio::spawn(async move { l.store_offset(1, 10).await });
+            // At least once, so that the store has begun (taken its place).
+            for _ in 0..=seed % 8 {
+                yield_to_others().await;
+            }
+            assert!(log.delete_offset(1).await.unwrap(), "seed {seed}");
+            store.await.unwrap();
+            assert_eq!(log.load_offset(1).await.unwrap(), None, "seed {seed}");
+            assert!(
+                disk.file_bytes(&offset_file(dir, 1)).is_none(),
+                "seed {seed}: the store in flight did not bring the file back"
+            );
+            let reopened = open(disk.clone(), dir).await;
+            assert_eq!(reopened.load_offset(1).await.unwrap(), None, "seed {seed}");
+            log.store_offset(1, 11).await.unwrap();
+            assert_eq!(log.load_offset(1).await.unwrap(), Some(11), "seed {seed}");
+        });
+    }
+}

@@ -209,6 +209,9 @@ pub(super) struct Offsets {
     /// The `consumers` directory's own name is known durable (its parent
     /// was synced after it was created, in this run of the log).
     pub(super) dir_durable: bool,
+    /// Consumers whose offset file a store renames, a delete removes or a
+    /// read reads right now, with the event that ends that turn.
+    pub(super) busy: HashMap<u64, Rc<event::Event>>,
 }
 
 impl<S: Storage> PartitionLog<S> {
