@@ -67,8 +67,10 @@ assert "\n[system.sharding]\n" in src
 src = src.replace("\n[system.sharding]\n", "\n" + nodes + "[system.sharding]\n", 1)
 open(sys.argv[2], "w").write(src)
 PY
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$JSON_DIR/corelog-cluster.secret"
 {
   echo "shards = 2"
+  echo 'secret_file = "corelog-cluster.secret"'
   for i in 1 2 3; do printf '[[node]]\nid = %d\nclient = "127.0.0.1:%d"\nreplica = "127.0.0.1:%d"\n' "$i" $((18110 + i)) $((18210 + i)); done
 } >"$JSON_DIR/corelog-cluster.toml"
 

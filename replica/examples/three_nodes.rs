@@ -9,7 +9,7 @@
 use bytes::Bytes;
 use corelog::{BatchBuilder, Engine, FsyncPolicy, MessageSpec, PollFrom};
 use corelog_replica::{
-    ClusterConfig, MetaMachine, NodeAddr, Origin, Replica, ReplicaConfig, ReplicaOptions,
+    ClusterConfig, MetaMachine, NodeAddr, Origin, Replica, ReplicaConfig, ReplicaOptions, Secret,
 };
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -60,7 +60,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             replica: format!("127.0.0.1:{}", port()?).parse()?,
         });
     }
-    let cluster = ClusterConfig { shards: 2, nodes };
+    // Peers prove they hold this secret (a real cluster reads it from the
+    // file its cluster file names).
+    let secret = Secret::new(b"three nodes in one process, one secret".to_vec());
+    let cluster = ClusterConfig {
+        shards: 2,
+        nodes,
+        secret_file: None,
+        secret,
+    };
     let dirs: Vec<tempfile::TempDir> = (0..3)
         .map(|_| tempfile::tempdir())
         .collect::<Result<_, _>>()?;

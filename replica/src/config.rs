@@ -2,6 +2,8 @@
 //!
 //! ```toml
 //! shards = 2            # data groups, one per shard index (the same on every node)
+//! secret_file = "cluster.secret"  # peers prove they hold it (net/auth.rs); relative
+//!                                 # to this file; at least 16 bytes; the same on every node
 //! [[node]]
 //! id = 1
 //! client = "127.0.0.1:8091"    # where clients reach this node
@@ -10,7 +12,7 @@
 
 use serde::Deserialize;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// One node of the cluster.
@@ -35,6 +37,39 @@ pub struct ClusterConfig {
     /// The nodes.
     #[serde(rename = "node")]
     pub nodes: Vec<NodeAddr>,
+    /// The file holding the cluster's secret (read by `read`).
+    #[serde(default)]
+    pub secret_file: Option<PathBuf>,
+    /// The secret peers prove they hold (`None`: the replica port is
+    /// open to anyone who reaches it).
+    #[serde(skip)]
+    pub secret: Option<Secret>,
+}
+
+/// A cluster's shared secret: at least [`Secret::MIN_LEN`] bytes, never
+/// printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(Vec<u8>);
+
+impl Secret {
+    /// The fewest bytes a secret may have.
+    pub const MIN_LEN: usize = 16;
+
+    /// A secret of `bytes`; `None` when shorter than [`Secret::MIN_LEN`].
+    pub fn new(bytes: Vec<u8>) -> Option<Secret> {
+        (bytes.len() >= Self::MIN_LEN).then_some(Secret(bytes))
+    }
+
+    /// Its bytes.
+    pub fn bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
 }
 
 fn default_shards() -> usize {
@@ -74,10 +109,27 @@ impl ClusterConfig {
             path: shown.clone(),
             source,
         })?;
-        let c: ClusterConfig = toml::from_str(&text).map_err(|source| ConfigError::Parse {
+        let mut c: ClusterConfig = toml::from_str(&text).map_err(|source| ConfigError::Parse {
             path: shown,
             source,
         })?;
+        if let Some(f) = &c.secret_file {
+            let f = path.parent().unwrap_or(Path::new(".")).join(f);
+            let mut bytes = std::fs::read(&f).map_err(|source| ConfigError::Read {
+                path: f.display().to_string(),
+                source,
+            })?;
+            while bytes.last().is_some_and(|b| b.is_ascii_whitespace()) {
+                bytes.pop();
+            }
+            c.secret = Some(Secret::new(bytes).ok_or_else(|| {
+                ConfigError::Invalid(format!(
+                    "secret_file {}: fewer than {} bytes",
+                    f.display(),
+                    Secret::MIN_LEN
+                ))
+            })?);
+        }
         c.check()?;
         Ok(c)
     }
@@ -188,5 +240,31 @@ mod tests {
         let same = text.replace("8092", "8091");
         let c: ClusterConfig = toml::from_str(&same).expect("parse");
         assert!(c.check().is_err());
+    }
+
+    #[test]
+    fn reads_the_secret_beside_the_file_and_refuses_a_short_one() {
+        let dir = std::env::temp_dir().join(format!("corelog-secret-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("cluster.toml");
+        std::fs::write(
+            &file,
+            "secret_file = \"s\"\n[[node]]\nid = 1\nclient = \"127.0.0.1:1\"\nreplica = \"127.0.0.1:2\"\n",
+        )
+        .expect("write");
+        std::fs::write(dir.join("s"), "0123456789abcdef\n").expect("write");
+        let c = ClusterConfig::read(&file).expect("read");
+        assert_eq!(
+            c.secret.as_ref().map(Secret::bytes),
+            Some(&b"0123456789abcdef"[..])
+        );
+        assert_eq!(format!("{:?}", c.secret), "Some(Secret(..))");
+        std::fs::write(dir.join("s"), "short\n").expect("write");
+        let e = ClusterConfig::read(&file).expect_err("short");
+        assert!(e.to_string().contains("fewer than 16 bytes"), "{e}");
+        std::fs::remove_file(dir.join("s")).expect("rm");
+        let e = ClusterConfig::read(&file).expect_err("missing");
+        assert!(e.to_string().contains("/s"), "{e}");
+        std::fs::remove_dir_all(&dir).expect("rm");
     }
 }

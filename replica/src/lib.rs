@@ -46,7 +46,7 @@ mod machine;
 mod net;
 mod status;
 
-pub use config::{ClusterConfig, ConfigError, NodeAddr, ReplicaOptions};
+pub use config::{ClusterConfig, ConfigError, NodeAddr, ReplicaOptions, Secret};
 pub use error::{GroupError, ReplicaError, StartError};
 pub use handle::{Origin, ReplicaHandle};
 pub use machine::MetaMachine;
@@ -103,6 +103,12 @@ impl Replica {
                 cluster: cluster.shards,
             });
         }
+        if cluster.secret.is_none() {
+            tracing::warn!(
+                "replica port {}: the cluster file names no secret_file: anyone who reaches this port can act as a peer",
+                node.replica
+            );
+        }
         let listener = TcpListener::bind(node.replica).map_err(|source| StartError::Listen {
             addr: node.replica,
             source,
@@ -124,6 +130,7 @@ impl Replica {
             engine: engine.clone(),
             me,
             data_groups: cluster.shards as u32,
+            key: net::auth::Key::of(cluster.secret.as_ref()),
             local: node.replica.ip(),
         };
         let (transport, mut threads) = net::start(listener, &peers, receivers, stop.clone())

@@ -229,8 +229,14 @@ fn data_entry(index: u64, term: u64, data: &[u8]) -> Entry {
     e
 }
 
+/// `e`'s record as written after entries of term 1 (the tests' first
+/// term; nothing before entry 1).
 fn encoded(e: &Entry) -> Vec<u8> {
-    let mut out = record::head(e).to_vec();
+    encoded_after(e, u64::from(e.index > 1))
+}
+
+fn encoded_after(e: &Entry, prev_term: u64) -> Vec<u8> {
+    let mut out = record::head(e, prev_term).to_vec();
     out.extend_from_slice(&e.context);
     out.extend_from_slice(&e.data);
     out
@@ -317,7 +323,7 @@ fn recovery_cuts_a_suffix_whose_truncate_a_crash_undid() {
     let f = only_file(dir.path());
     let mut bytes = std::fs::read(&f).expect("read");
     let one = encoded(&data_entry(1, 1, b"payload")).len();
-    let new3 = encoded(&data_entry(3, 2, b"payload"));
+    let new3 = encoded_after(&data_entry(3, 2, b"payload"), 1);
     bytes[2 * one..3 * one].copy_from_slice(&new3);
     std::fs::write(&f, &bytes).expect("write");
     let (j, rec) = Journal::open(dir.path(), &conf()).expect("reopen");
@@ -325,6 +331,32 @@ fn recovery_cuts_a_suffix_whose_truncate_a_crash_undid() {
     assert_eq!(j.entry(3).expect("3").term, 2);
     assert!(
         rec.cut.as_deref().is_some_and(|c| c.contains("entry 4")),
+        "{rec:?}"
+    );
+}
+
+#[test]
+fn recovery_cuts_a_record_written_after_another_history() {
+    // A conflict cut entries 3..=5 (term 1) and wrote 3, 4 and 5 of term 2
+    // without a sync; a power cut kept the new entry 5's page but not those
+    // of the new 3 and 4, so old 3 and 4 precede it. Each record is whole,
+    // indexes run on and terms rise, but that log never existed: entry 5
+    // was written after an entry 4 of term 2. Cut there.
+    let dir = tempfile::tempdir().expect("tempdir");
+    five(dir.path());
+    let f = only_file(dir.path());
+    let mut bytes = std::fs::read(&f).expect("read");
+    let one = encoded(&data_entry(1, 1, b"payload")).len();
+    let new5 = encoded_after(&data_entry(5, 2, b"payload"), 2);
+    bytes[4 * one..5 * one].copy_from_slice(&new5);
+    std::fs::write(&f, &bytes).expect("write");
+    let (j, rec) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert_eq!(j.last_index(), 4);
+    assert_eq!(j.entry(4).expect("4").term, 1);
+    assert!(
+        rec.cut.as_deref().is_some_and(
+            |c| c.contains("entry 5") && c.contains("written after an entry of term 2")
+        ),
         "{rec:?}"
     );
 }

@@ -6,7 +6,7 @@
 mod common;
 
 use common::{message, named};
-use corelog_replica::{ClusterConfig, NodeAddr, ReplicaOptions};
+use corelog_replica::{ClusterConfig, NodeAddr, ReplicaOptions, Secret};
 use corelog_server::server::ClusterSetup;
 use corelog_server::{Server, ServerConfig};
 use iggy::prelude::*;
@@ -31,6 +31,8 @@ fn cluster_config() -> ClusterConfig {
                 replica: format!("127.0.0.1:{}", free_port()).parse().expect("addr"),
             })
             .collect(),
+        secret_file: None,
+        secret: Secret::new(b"the server tests' cluster secret".to_vec()),
     }
 }
 

@@ -277,12 +277,13 @@ async fn leader_named_by(procs: &[Proc], i: usize) -> Option<u64> {
         .map(|p| p.id)
 }
 
-/// On a failure, keeps the nodes' logs in `/tmp/cluster-faults-logs`.
+/// On a failure (or with `KEEP_LOGS` set), keeps the nodes' logs in
+/// `/tmp/cluster-faults-logs`.
 struct KeepLogs(Vec<PathBuf>);
 
 impl Drop for KeepLogs {
     fn drop(&mut self) {
-        if std::thread::panicking() {
+        if std::thread::panicking() || std::env::var_os("KEEP_LOGS").is_some() {
             let to = Path::new("/tmp/cluster-faults-logs");
             let _ = std::fs::create_dir_all(to);
             for l in &self.0 {
@@ -392,7 +393,12 @@ async fn faults_lose_nothing_acknowledged() {
             }
         })
         .collect();
-    let mut toml = String::from("shards = 2\n");
+    std::fs::write(
+        root.path().join("secret"),
+        "the fault suite's cluster secret\n",
+    )
+    .expect("secret file");
+    let mut toml = String::from("shards = 2\nsecret_file = \"secret\"\n");
     for p in &procs {
         toml.push_str(&format!(
             "[[node]]\nid = {}\nclient = \"{}\"\nreplica = \"{}\"\n",

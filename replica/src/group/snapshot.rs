@@ -192,7 +192,8 @@ impl Group {
                     if have >= end {
                         continue;
                     }
-                    let got = fetch::fetch(addr, self.id, partition, have, end, &self.engine)
+                    let key = crate::net::auth::Key::of(self.cluster.secret.as_ref());
+                    let got = fetch::fetch(addr, &key, self.id, partition, have, end, &self.engine)
                         .map_err(|e| fail(e.to_string()))?;
                     tracing::info!(
                         "group {}: partition {partition}: fetched offsets {have}..{got} from node {leader}",

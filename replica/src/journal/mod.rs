@@ -23,6 +23,9 @@
 //! | records at or below the snapshot                  | skipped (compacted)          |
 //! | a torn or damaged record (length, checksum, type) | cut there, reported          |
 //! | an index gap or a term going back                 | cut there, reported          |
+//! | a record whose `prev_term` is not the term before | cut there, reported          |
+//! |   it (written after a rewritten suffix that a     |                              |
+//! |   power cut persisted only in part)               |                              |
 //! |   (a cut suffix whose truncate a crash undid)     |                              |
 //! | files after a cut                                 | removed, reported            |
 //! | first kept entry beyond snapshot + 1              | refused: entries are missing |
@@ -267,9 +270,21 @@ impl Journal {
             while at < bytes.len() {
                 let why = match record::decode(&bytes.slice(at..)) {
                     Err(e) => Some(format!("{}: byte {at}: {e}", path.display())),
-                    Ok((e, used)) => {
+                    Ok(record::Decoded {
+                        entry: e,
+                        prev_term,
+                        len: used,
+                    }) => {
                         let expected = prev.map(|(i, _)| i + 1);
                         let term_back = prev.is_some_and(|(_, t)| e.term < t);
+                        // The term the record says came before it: the
+                        // record before it, or the snapshot it follows.
+                        let before = match prev {
+                            Some((_, t)) => Some(t),
+                            None if e.index == snap + 1 => Some(self.state.snapshot_term),
+                            None => None,
+                        };
+                        let other_history = before.is_some_and(|t| t != prev_term);
                         if expected.is_some_and(|x| e.index != x) || term_back {
                             Some(format!(
                                 "{}: byte {at}: entry {} (term {}) after {:?}",
@@ -277,6 +292,14 @@ impl Journal {
                                 e.index,
                                 e.term,
                                 prev
+                            ))
+                        } else if other_history {
+                            Some(format!(
+                                "{}: byte {at}: entry {} (term {}) was written after an entry of term {prev_term}, not {:?}: a suffix rewritten after a cut, persisted in part",
+                                path.display(),
+                                e.index,
+                                e.term,
+                                before
                             ))
                         } else {
                             prev = Some((e.index, e.term));
@@ -532,7 +555,11 @@ impl Journal {
             return Ok(());
         };
         let at = f.len;
-        let head = record::head(e);
+        let prev_term = match self.entries.back() {
+            Some(p) => p.term,
+            None => self.state.snapshot_term,
+        };
+        let head = record::head(e, prev_term);
         write_all_at(active, at, &[&head, &e.context, &e.data])
             .map_err(io_err("write", &f.path))?;
         f.len += record::len(e);

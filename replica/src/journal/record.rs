@@ -7,15 +7,23 @@
 //! 12  body:
 //!     0   index         u64
 //!     8   term          u64
-//!     16  entry_type    u8    raft's EntryType (0 normal, 1 conf change, 2 conf change v2)
-//!     17  context_len   u32
-//!     21  context       context_len bytes (the command header)
+//!     16  prev_term     u64   the term of entry index - 1 when this record was
+//!                             written (the snapshot's term after a snapshot)
+//!     24  entry_type    u8    raft's EntryType (0 normal, 1 conf change, 2 conf change v2)
+//!     25  context_len   u32
+//!     29  context       context_len bytes (the command header)
 //!     ..  data          the rest (for a send: the stamped batch, verbatim)
 //! ```
 //!
 //! All integers little-endian. A record is whole when its body is all there
 //! and hashes to its checksum; the first record that is not ends the
-//! journal (a torn tail).
+//! journal (a torn tail). `prev_term` chains a record to the one before
+//! it, as Raft's log matching does: after a truncated suffix was rewritten
+//! without a sync, a power cut can leave records of the old suffix beside
+//! records of the new one (a filesystem may persist some of a file's pages
+//! and not others), each whole; a record whose `prev_term` is not the term
+//! of the record before it was written after another history and ends the
+//! journal there.
 
 use bytes::Bytes;
 use raft::eraftpb::{Entry, EntryType};
@@ -23,19 +31,21 @@ use raft::eraftpb::{Entry, EntryType};
 /// Bytes before the body.
 pub const PREFIX_LEN: usize = 12;
 /// Bytes of the body before the context.
-pub const BODY_FIXED_LEN: usize = 21;
+pub const BODY_FIXED_LEN: usize = 29;
 /// The largest body a record may declare (a batch is at most 64 MiB).
 pub const MAX_BODY: usize = 80 << 20;
 
-/// The record's prefix and fixed body fields for `e`: written before its
-/// context and data, which follow verbatim.
-pub fn head(e: &Entry) -> [u8; PREFIX_LEN + BODY_FIXED_LEN] {
+/// The record's prefix and fixed body fields for `e`, whose predecessor
+/// has term `prev_term`: written before its context and data, which follow
+/// verbatim.
+pub fn head(e: &Entry, prev_term: u64) -> [u8; PREFIX_LEN + BODY_FIXED_LEN] {
     let body_len = BODY_FIXED_LEN + e.context.len() + e.data.len();
     let mut fixed = [0u8; BODY_FIXED_LEN];
     fixed[0..8].copy_from_slice(&e.index.to_le_bytes());
     fixed[8..16].copy_from_slice(&e.term.to_le_bytes());
-    fixed[16] = e.get_entry_type() as u8;
-    fixed[17..21].copy_from_slice(&(e.context.len() as u32).to_le_bytes());
+    fixed[16..24].copy_from_slice(&prev_term.to_le_bytes());
+    fixed[24] = e.get_entry_type() as u8;
+    fixed[25..29].copy_from_slice(&(e.context.len() as u32).to_le_bytes());
     let sum = checksum(&fixed, &e.context, &e.data);
     let mut out = [0u8; PREFIX_LEN + BODY_FIXED_LEN];
     out[0..4].copy_from_slice(&(body_len as u32).to_le_bytes());
@@ -77,10 +87,20 @@ pub enum RecordError {
     EntryType(u8),
 }
 
+/// A decoded record.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decoded {
+    /// The entry (context and data are views of the buffer).
+    pub entry: Entry,
+    /// The term of the entry before it, as written.
+    pub prev_term: u64,
+    /// The record's length.
+    pub len: usize,
+}
+
 /// Decodes the record at the start of `buf` (a slice of the file's bytes,
-/// so context and data are zero-copy views). Returns the entry and the
-/// record's length.
-pub fn decode(buf: &Bytes) -> Result<(Entry, usize), RecordError> {
+/// so context and data are zero-copy views).
+pub fn decode(buf: &Bytes) -> Result<Decoded, RecordError> {
     if buf.len() < PREFIX_LEN {
         return Err(RecordError::Short {
             have: buf.len(),
@@ -100,7 +120,7 @@ pub fn decode(buf: &Bytes) -> Result<(Entry, usize), RecordError> {
     }
     let body = buf.slice(PREFIX_LEN..total);
     let stored = u64_at(buf, 4);
-    let context_len = u32_at(&body, 17) as usize;
+    let context_len = u32_at(&body, 25) as usize;
     if BODY_FIXED_LEN + context_len > body_len {
         return Err(RecordError::BadLength(body_len));
     }
@@ -112,7 +132,7 @@ pub fn decode(buf: &Bytes) -> Result<(Entry, usize), RecordError> {
     if stored != computed {
         return Err(RecordError::Checksum { stored, computed });
     }
-    let entry_type = match body[16] {
+    let entry_type = match body[24] {
         0 => EntryType::EntryNormal,
         1 => EntryType::EntryConfChange,
         2 => EntryType::EntryConfChangeV2,
@@ -124,7 +144,11 @@ pub fn decode(buf: &Bytes) -> Result<(Entry, usize), RecordError> {
     e.set_entry_type(entry_type);
     e.context = body.slice(BODY_FIXED_LEN..BODY_FIXED_LEN + context_len);
     e.data = body.slice(BODY_FIXED_LEN + context_len..);
-    Ok((e, total))
+    Ok(Decoded {
+        entry: e,
+        prev_term: u64_at(&body, 16),
+        len: total,
+    })
 }
 
 /// The record checksum: the data hashed once, seeded with the hash of the
@@ -163,7 +187,7 @@ mod tests {
     }
 
     fn encode(e: &Entry) -> Vec<u8> {
-        let mut out = head(e).to_vec();
+        let mut out = head(e, 2).to_vec();
         out.extend_from_slice(&e.context);
         out.extend_from_slice(&e.data);
         out
@@ -174,9 +198,9 @@ mod tests {
         let e = entry(7, 3, b"ctx", b"batch bytes");
         let bytes = Bytes::from(encode(&e));
         assert_eq!(bytes.len() as u64, len(&e));
-        let (back, used) = decode(&bytes).expect("decode");
-        assert_eq!(used, bytes.len());
-        assert_eq!(back, e);
+        let d = decode(&bytes).expect("decode");
+        assert_eq!((d.len, d.prev_term), (bytes.len(), 2));
+        assert_eq!(d.entry, e);
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! A group's durable Raft state beside its journal: `DIR/state`.
 //!
 //! ```text
-//! 0   magic        8 B   "CLRPST01"
+//! 0   magic        8 B   "CLRPST02" (the version of the state and the journal's records)
 //! 8   body_len     u64
 //! 16  checksum     u64   XXH3-64 of the body
 //! 24  body:
@@ -22,7 +22,10 @@ use raft::eraftpb::{ConfState, HardState};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-const MAGIC: &[u8; 8] = b"CLRPST01";
+/// Version 02: the journal's records carry `prev_term` (record.rs).
+const MAGIC: &[u8; 8] = b"CLRPST02";
+/// A journal of version 01 (records without `prev_term`): not read.
+const MAGIC_01: &[u8; 8] = b"CLRPST01";
 const PREFIX_LEN: usize = 24;
 pub(crate) const FILE_NAME: &str = "state";
 
@@ -170,8 +173,14 @@ impl Reader<'_> {
 
 fn decode(bytes: &[u8]) -> Result<GroupState, String> {
     let mut r = Reader(bytes);
-    if r.take(8)? != MAGIC {
-        return Err("wrong magic".into());
+    match r.take(8)? {
+        m if m == MAGIC => {}
+        m if m == MAGIC_01 => {
+            return Err(
+                "written by an older corelog (journal version 01, records without prev_term): move this node's replica directory away; the node then rejoins as a wiped one and is rebuilt from the leader".into(),
+            )
+        }
+        _ => return Err("wrong magic".into()),
     }
     let len = r.u64()?;
     let stored = r.u64()?;
@@ -236,5 +245,12 @@ mod tests {
             GroupState::read(dir.path()),
             Err(StateError::Damaged { .. })
         ));
+        // An older version's state (and journal) is refused, saying what
+        // to do.
+        bytes[at] ^= 1;
+        bytes[..8].copy_from_slice(MAGIC_01);
+        std::fs::write(&path, &bytes).expect("write");
+        let e = GroupState::read(dir.path()).expect_err("version 01");
+        assert!(e.to_string().contains("older corelog"), "{e}");
     }
 }

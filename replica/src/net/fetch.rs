@@ -68,6 +68,7 @@ pub enum FetchError {
 /// the last batch stored.
 pub fn fetch(
     addr: SocketAddr,
+    key: &super::auth::Key,
     group: u32,
     partition: u64,
     from: u64,
@@ -82,7 +83,8 @@ pub fn fetch(
     for v in [partition, from, to] {
         body.extend_from_slice(&v.to_le_bytes());
     }
-    frame::write(&mut s, Kind::Fetch, group, &body).map_err(io)?;
+    super::auth::open(&mut s, key, Kind::Fetch, group, &body)
+        .map_err(|e| io(std::io::Error::other(e.to_string())))?;
     let mut next = from;
     loop {
         let f = frame::read(&mut s).map_err(|source| FetchError::Frame { addr, source })?;

@@ -9,9 +9,11 @@
 //!
 //! | kind | body |
 //! |---|---|
-//! | 1 hello        | node id u64, data groups u32: the first frame of a peer connection |
+//! | 7 challenge    | a nonce (16 B): the accepting node's first frame (`auth.rs`) |
+//! | 1 hello        | node id u64, data groups u32, then a nonce and a proof (`auth.rs`): the connecting node's first frame on a peer connection |
 //! | 2 raft         | a raft-rs `Message`: protobuf without the entries' data, then the data verbatim (`raft_frame.rs`) |
-//! | 3 fetch        | partition u64, from u64, to u64: the first frame of a fetch connection |
+//! | 3 fetch        | partition u64, from u64, to u64, then a nonce and a proof: the connecting node's first frame on a fetch connection |
+//! | 8 welcome      | the accepting node's proof (32 B) |
 //! | 4 batches      | whole stamped batches, back to back, as stored |
 //! | 5 fetch end    | the next offset u64 (the fetch is done) |
 //! | 6 fetch failed | a message (UTF-8) |
@@ -42,6 +44,10 @@ pub enum Kind {
     FetchEnd = 5,
     /// A fetch failed.
     FetchFailed = 6,
+    /// The accepting side's nonce.
+    Challenge = 7,
+    /// The accepting side's proof.
+    Welcome = 8,
 }
 
 impl Kind {
@@ -53,6 +59,8 @@ impl Kind {
             4 => Kind::Batches,
             5 => Kind::FetchEnd,
             6 => Kind::FetchFailed,
+            7 => Kind::Challenge,
+            8 => Kind::Welcome,
             _ => return None,
         })
     }

@@ -7,7 +7,11 @@
 //!   thread of its own, handing messages to the groups' loops.
 //! - **Fetch connections** (`fetch.rs`) stream a partition's stored batches
 //!   from a leader to a node installing a snapshot.
+//!
+//! Every connection opens with `auth.rs`'s exchange: both ends prove they
+//! hold the cluster's secret before a Raft message or a batch crosses it.
 
+pub mod auth;
 pub mod fetch;
 pub mod frame;
 pub mod raft_frame;
@@ -19,7 +23,7 @@ use raft::eraftpb::Message;
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -28,6 +32,9 @@ const PEER_QUEUE: usize = 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
 const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
+/// Incoming connections served at once (each a thread); more are closed
+/// at once. Peers need one each, and a fetch one more while it runs.
+const MAX_INCOMING: usize = 64;
 
 /// Counters of the replica network.
 #[derive(Debug, Default)]
@@ -70,6 +77,8 @@ pub struct Receivers {
     pub me: u64,
     /// Data groups, checked against each peer's hello.
     pub data_groups: u32,
+    /// The key peers prove they hold.
+    pub key: auth::Key,
     /// The address outgoing connections leave from (this node's replica
     /// address, port 0): a peer, and a firewall rule, can tell the nodes
     /// apart even when they share a host.
@@ -90,11 +99,11 @@ pub fn start(
         let (tx, qrx) = crossbeam_channel::bounded(PEER_QUEUE);
         queues.insert(id, tx);
         let (stop, stats, hello) = (stop.clone(), stats.clone(), hello(rx.me, rx.data_groups));
-        let from = rx.local;
+        let (from, key) = (rx.local, rx.key.clone());
         threads.push(
             std::thread::Builder::new()
                 .name(format!("replica-to-{id}"))
-                .spawn(move || sender(id, addr, from, qrx, hello, stop, stats))?,
+                .spawn(move || sender(id, addr, from, &key, qrx, hello, stop, stats))?,
         );
     }
     listen.set_nonblocking(true)?;
@@ -121,10 +130,12 @@ fn hello(me: u64, groups: u32) -> Vec<u8> {
 
 /// One peer's outgoing connection: connect, say hello, write queued
 /// frames; on any failure drop the queue (Raft resends) and reconnect.
+#[allow(clippy::too_many_arguments)]
 fn sender(
     id: u64,
     addr: SocketAddr,
     from: std::net::IpAddr,
+    key: &auth::Key,
     q: Receiver<(u32, Message)>,
     hello: Vec<u8>,
     stop: Arc<AtomicBool>,
@@ -135,7 +146,13 @@ fn sender(
         let conn = connect_from(from, addr).and_then(|mut s| {
             s.set_nodelay(true)?;
             s.set_write_timeout(Some(IO_TIMEOUT))?;
-            frame::write(&mut s, Kind::Hello, 0, &hello)?;
+            s.set_read_timeout(Some(IO_TIMEOUT))?;
+            auth::open(&mut s, key, Kind::Hello, 0, &hello).map_err(|e| {
+                if let auth::AuthError::WrongProof = e {
+                    tracing::error!("replica: node {id} at {addr}: {e}: sending it nothing");
+                }
+                std::io::Error::other(e.to_string())
+            })?;
             Ok(s)
         });
         let mut s = match conn {
@@ -214,18 +231,28 @@ fn connect_from(from: std::net::IpAddr, to: SocketAddr) -> std::io::Result<TcpSt
 }
 
 fn acceptor(listen: TcpListener, rx: Receivers, stop: Arc<AtomicBool>) {
+    let serving = Arc::new(AtomicUsize::new(0));
     while !stop.load(Ordering::Relaxed) {
         match listen.accept() {
             Ok((s, peer)) => {
-                let (rx, stop) = (rx.clone(), stop.clone());
+                if serving.fetch_add(1, Ordering::AcqRel) >= MAX_INCOMING {
+                    serving.fetch_sub(1, Ordering::AcqRel);
+                    tracing::warn!(
+                        "replica: {MAX_INCOMING} connections already served: {peer} closed"
+                    );
+                    continue;
+                }
+                let (rx, stop, held) = (rx.clone(), stop.clone(), serving.clone());
                 let spawned = std::thread::Builder::new()
                     .name("replica-from".into())
                     .spawn(move || {
                         if let Err(e) = serve(s, &rx, &stop) {
                             tracing::debug!("replica: connection from {peer}: {e}");
                         }
+                        held.fetch_sub(1, Ordering::AcqRel);
                     });
                 if let Err(e) = spawned {
+                    serving.fetch_sub(1, Ordering::AcqRel);
                     tracing::warn!("replica: no thread for a connection from {peer}: {e}");
                 }
             }
@@ -243,9 +270,20 @@ fn acceptor(listen: TcpListener, rx: Receivers, stop: Arc<AtomicBool>) {
 /// Serves one incoming connection: a peer's messages, or a fetch.
 fn serve(mut s: TcpStream, rx: &Receivers, stop: &AtomicBool) -> Result<(), String> {
     s.set_nonblocking(false).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(IO_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    s.set_write_timeout(Some(IO_TIMEOUT))
+        .map_err(|e| e.to_string())?;
+    let first = auth::accept(&mut s, &rx.key).map_err(|e| {
+        let peer = s.peer_addr().map_or("?".into(), |a| a.to_string());
+        if let auth::AuthError::WrongProof = e {
+            tracing::error!("replica: a connection from {peer} refused: {e}");
+        }
+        format!("from {peer}: {e}")
+    })?;
     s.set_read_timeout(Some(Duration::from_secs(30)))
         .map_err(|e| e.to_string())?;
-    let first = frame::read(&mut s).map_err(|e| e.to_string())?;
+    s.set_write_timeout(None).map_err(|e| e.to_string())?;
     match first.kind {
         Kind::Hello => {
             let [from] = frame::u64s::<1>(&first.body).ok_or("short hello")?;

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use corelog::{BatchBuilder, Engine, FsyncPolicy, MessageSpec};
 use corelog_replica::{
     ClusterConfig, MetaMachine, NodeAddr, Origin, Replica, ReplicaConfig, ReplicaHandle,
-    ReplicaOptions,
+    ReplicaOptions, Secret,
 };
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -82,6 +82,8 @@ pub fn cluster(n: u64) -> ClusterConfig {
                 replica: format!("127.0.0.1:{}", free_port()).parse().expect("addr"),
             })
             .collect(),
+        secret_file: None,
+        secret: Secret::new(b"the replica tests' cluster secret".to_vec()),
     }
 }
 

@@ -222,9 +222,15 @@ fn check(dir: PathBuf, history: PathBuf, clone_ns: u64, label: String) -> ExitCo
     let k = steps.iter().take_while(|s| s.ns < clone_ns).count();
     let mut s_k = Vec::new();
     let mut agree_r = 0usize;
+    // Whether R is some S_j, j < k: without a sync, a filesystem may hold
+    // an older state of the file (btrfs keeps a file's last committed
+    // extents while later writes sit in the page cache).
+    let mut older = agree_r == r.len();
     for s in &steps[..k] {
         apply(&mut s_k, s, &mut agree_r, &r);
+        older |= agree_r == r.len();
     }
+    let shared_k = agree_r;
     // Some S_j, j >= k (within 5 s of the clone), must have R as a prefix,
     // and R must hold what S_k and S_j share.
     let mut cur = s_k.clone();
@@ -248,6 +254,9 @@ fn check(dir: PathBuf, history: PathBuf, clone_ns: u64, label: String) -> ExitCo
         agree_k = agree_k.min((s.from - 1) as usize).min(cur.len());
         j_at += 1;
     }
+    // An older state: everything of S_k it does not share is lost (so a
+    // synced policy, which requires all of S_k, fails on it).
+    let best = best.or(older.then(|| (s_k.len() - shared_k, s_k.len())));
     let Some((lost, required)) = best else {
         // Recovery must never mix logs, synced or not.
         return fail("the recovered log is no prefix of a log the writer went through".into());
