@@ -32,7 +32,7 @@
 //! |---|---|---|
 //! | stored | 32 bytes, magic, this consumer's id, checksum matches | the offset |
 //! | never stored, or deleted | no file | no offset |
-//! | torn by a power cut under `fsync=never` | fewer than 32 bytes (often none), or 32 zero bytes | no offset (the consumer starts again from the partition's first message: redelivery, never loss); a warning names the file; the file is removed |
+//! | torn by a power cut under `fsync=never` | fewer than 32 bytes (often none), or 32 zero bytes | no offset (the consumer starts again from the partition's first message: redelivery, never loss); a warning names the file (once a run); the file stays until the consumer's next store replaces it (a read changes nothing on disk) |
 //! | damaged | 32 bytes (or more) failing the magic, the id or the checksum | error naming the file (`Damage::OffsetFile`); storing an offset replaces it |
 //! | a temporary file a crash left | `*.offset.<n>.tmp` | removed when the log is opened |
 //!
@@ -225,7 +225,7 @@ impl<S: Storage> PartitionLog<S> {
 
     /// The stored offset of `consumer`, if any. A torn offset file (what a
     /// power cut under `fsync=never` leaves) is read as none, with a
-    /// warning, and removed; a damaged one is an error naming it (see the
+    /// warning, and left as it is (a store replaces it); a damaged one is an error naming it (see the
     /// [module](self)).
     pub async fn load_offset(&self, consumer: u64) -> Result<Option<u64>, LogError> {
         if let Some(o) = self.inner.st.borrow().offsets.cache.get(&consumer) {
@@ -259,7 +259,7 @@ impl<S: Storage> PartitionLog<S> {
         let offset = match read_record(consumer, &bytes) {
             Record::Stored(offset) => offset,
             Record::Torn => {
-                self.forget_torn(consumer, &path, bytes.len(), changes_before);
+                self.report_torn(consumer, &path, bytes.len());
                 return Ok(None);
             }
             Record::Damaged => {
@@ -312,22 +312,27 @@ impl<S: Storage> PartitionLog<S> {
         }
     }
 
-    /// Says that `path` is torn and removes it, unless a store or delete
-    /// landed while it was read (then the file is that one's).
-    fn forget_torn(&self, consumer: u64, path: &std::path::Path, len: usize, seen: Option<u64>) {
+    /// Says (once per consumer in this run of the log) that `path` is
+    /// torn. The file stays as it is: a read changes nothing on disk; the
+    /// consumer's next store replaces it.
+    fn report_torn(&self, consumer: u64, path: &std::path::Path, len: usize) {
+        if !self
+            .inner
+            .st
+            .borrow_mut()
+            .offsets
+            .torn_reported
+            .insert(consumer)
+        {
+            return;
+        }
         tracing::warn!(
             "{}: consumer offset file is torn ({len} of {LEN} bytes, or zeros): a power cut \
              under fsync=never left it before its data reached the disk; consumer {consumer} \
-             has no stored offset and starts again from the partition's first message",
+             has no stored offset and starts again from the partition's first message \
+             (its next stored offset replaces the file)",
             path.display()
         );
-        let st = self.inner.st.borrow();
-        if st.offsets.committed.get(&consumer).copied() != seen {
-            return;
-        }
-        if let Err(e) = self.inner.storage.remove_file(path) {
-            tracing::warn!("removing torn {}: {e}", path.display());
-        }
     }
 }
 
