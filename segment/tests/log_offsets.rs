@@ -1,13 +1,15 @@
 //! Stored consumer offsets: round trip, durability across a reopen and a
-//! power cut, detection of a torn or flipped offset file, and `poll_next`
-//! continuing after the stored offset.
+//! power cut (`fsync=batch`), what a power cut leaves under `fsync=never`
+//! (an offset or none, never an error), a torn offset file read as none and
+//! a damaged one refused, and `poll_next` continuing after the stored
+//! offset.
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use common::*;
 use corelog_segment::io::{SimFaults, SimStorage, Storage, UringStorage};
-use corelog_segment::log::{Damage, LogConfig, LogError, PartitionLog, PollFrom};
+use corelog_segment::log::{Damage, FsyncPolicy, LogConfig, LogError, PartitionLog, PollFrom};
 use corelog_segment::Limits;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -24,6 +26,21 @@ fn config() -> LogConfig {
         },
         ..LogConfig::default()
     }
+}
+
+/// Stores that are durable when they return (`fsync=batch`).
+fn durable_config() -> LogConfig {
+    LogConfig {
+        fsync: FsyncPolicy::Batch,
+        ..config()
+    }
+}
+
+async fn open_durable<S: Storage>(storage: S, dir: &Path) -> PartitionLog<S> {
+    PartitionLog::open(storage, dir, P, durable_config())
+        .await
+        .unwrap()
+        .0
 }
 
 /// The seed of this file's simulated disk (see `on_both!`).
@@ -87,43 +104,68 @@ fn expect_corrupt(result: Result<Option<u64>, LogError>, path: &Path) {
     }
 }
 
-async fn a_torn_or_flipped_offset_file_is_detected<S: Storage, D: Disk>(
+async fn a_torn_offset_file_reads_as_none_and_a_damaged_one_is_refused<S: Storage, D: Disk>(
     storage: impl Fn() -> S,
     disk: &D,
     dir: &Path,
 ) {
     let log = open(storage(), dir).await;
-    for c in 1..=4 {
+    log.append(batch(0, 3, 10)).await.unwrap();
+    for c in 1..=6 {
         log.store_offset(c, 1000 + c).await.unwrap();
     }
     log.close().await.unwrap();
-    let torn = offset_file(dir, 1);
-    disk.set_len(&torn, 20);
+    // What a power cut under fsync=never leaves when the rename reached the
+    // disk before the data: no bytes, some of them, or zeros.
+    let empty = offset_file(dir, 1);
+    disk.set_len(&empty, 0);
+    let short = offset_file(dir, 5);
+    disk.set_len(&short, 20);
+    let zeros = offset_file(dir, 6);
+    disk.put(&zeros, &[0u8; 32]);
+    // Damage a power cut does not leave: a flipped bit, and consumer 4's
+    // file copied over consumer 3's (a valid file, but not its).
     let flipped = offset_file(dir, 2);
     let byte = disk.read(&flipped).unwrap()[17];
     disk.overwrite(&flipped, 17, &[byte ^ 0x04]);
-    // Consumer 4's file copied over consumer 3's: a valid file, but not its.
     let other = disk.read(&offset_file(dir, 4)).unwrap();
     disk.put(&offset_file(dir, 3), &other);
     let log = open(storage(), dir).await;
-    expect_corrupt(log.load_offset(1).await, &torn);
+    for (c, torn) in [(1, &empty), (5, &short), (6, &zeros)] {
+        let before = disk.read(torn);
+        assert_eq!(log.load_offset(c).await.unwrap(), None, "consumer {c}");
+        assert_eq!(
+            disk.read(torn),
+            before,
+            "consumer {c}'s torn file left as it was (a read changes nothing)"
+        );
+        assert_eq!(
+            log.load_offset(c).await.unwrap(),
+            None,
+            "consumer {c}, again"
+        );
+    }
     expect_corrupt(log.load_offset(2).await, &flipped);
     expect_corrupt(log.load_offset(3).await, &offset_file(dir, 3));
-    let err = log.load_offset(1).await.unwrap_err();
+    let err = log.load_offset(2).await.unwrap_err();
     assert!(
-        err.to_string().contains(&format!("{:020}.offset", 1)),
+        err.to_string().contains(&format!("{:020}.offset", 2)),
         "{err}"
     );
     assert_eq!(log.load_offset(4).await.unwrap(), Some(1004));
-    // poll_next refuses to guess where a consumer with a damaged file is.
-    assert!(log.poll_next(1, 0).await.is_err());
-    // Storing again repairs it.
+    // poll_next starts a consumer whose file was torn from the first
+    // message, and refuses to guess where one with a damaged file is.
+    assert_eq!(log.poll_next(5, 0).await.unwrap().first_offset(), 0);
+    assert!(log.poll_next(2, 0).await.is_err());
+    // Storing again repairs both.
     log.store_offset(1, 5).await.unwrap();
+    log.store_offset(2, 6).await.unwrap();
     assert_eq!(log.load_offset(1).await.unwrap(), Some(5));
     let log = open(storage(), dir).await;
     assert_eq!(log.load_offset(1).await.unwrap(), Some(5));
+    assert_eq!(log.load_offset(2).await.unwrap(), Some(6));
 }
-on_both!(a_torn_or_flipped_offset_file_is_detected);
+on_both!(a_torn_offset_file_reads_as_none_and_a_damaged_one_is_refused);
 
 /// A consumer polls, processes, stores the last offset it processed, and
 /// goes on: it reads every batch exactly once, also across a reopen.
@@ -185,17 +227,17 @@ async fn poll_next_continues_after_the_stored_offset<S: Storage, D: Disk>(
 }
 on_both!(poll_next_continues_after_the_stored_offset);
 
-/// A stored offset survives a power cut; a power cut during a store leaves
-/// the old or the new offset, never a damaged file.
+/// Under `fsync=batch` a stored offset survives a power cut; a power cut
+/// during a store leaves the old or the new offset, never a damaged file.
 #[test]
 fn a_power_cut_keeps_the_old_or_the_new_offset() {
     run_sim(async {
-        let config = config();
+        let config = durable_config();
         let disk = sim_for(5, &config);
         let dir = Path::new("/p");
-        let log = open(disk.clone(), dir).await;
+        let log = open_durable(disk.clone(), dir).await;
         log.store_offset(1, 100).await.unwrap();
-        let after = open(disk.crash(), dir).await;
+        let after = open_durable(disk.crash(), dir).await;
         assert_eq!(
             after.load_offset(1).await.unwrap(),
             Some(100),
@@ -224,7 +266,7 @@ fn a_power_cut_keeps_the_old_or_the_new_offset() {
                         .unwrap_or(false)
                 };
                 cuts_with_tmp += usize::from(tmp(&cut));
-                let after = open(cut.clone(), dir).await;
+                let after = open_durable(cut.clone(), dir).await;
                 if let Ok(names) = cut.list_dir(&dir.join("consumers")) {
                     assert!(
                         names.iter().all(|n| !n.ends_with(".tmp")),
@@ -244,7 +286,7 @@ fn a_power_cut_keeps_the_old_or_the_new_offset() {
             while !*done.borrow() {
                 yield_to_others().await;
             }
-            let after = open(disk.crash(), dir).await;
+            let after = open_durable(disk.crash(), dir).await;
             assert_eq!(
                 after.load_offset(1).await.unwrap(),
                 Some(new),
@@ -263,15 +305,15 @@ fn a_power_cut_keeps_the_old_or_the_new_offset() {
 }
 
 /// Two stores for one consumer at once: the later call wins, whichever
-/// finishes first.
+/// finishes first (and, under `fsync=batch`, across a power cut).
 #[test]
 fn the_later_of_two_concurrent_stores_wins() {
     for seed in 0..10 {
         run_sim(async move {
-            let config = config();
+            let config = durable_config();
             let disk = sim_for(seed, &config);
             let dir = Path::new("/p");
-            let log = open(disk.clone(), dir).await;
+            let log = open_durable(disk.clone(), dir).await;
             disk.set_faults(SimFaults {
                 max_yields: 4,
                 ..SimFaults::default()
@@ -283,7 +325,7 @@ fn the_later_of_two_concurrent_stores_wins() {
             second.await.unwrap();
             assert_eq!(log.load_offset(1).await.unwrap(), Some(20), "seed {seed}");
             for _ in 0..5 {
-                let after = open(disk.crash(), dir).await;
+                let after = open_durable(disk.crash(), dir).await;
                 assert_eq!(after.load_offset(1).await.unwrap(), Some(20), "seed {seed}");
             }
         });
@@ -330,15 +372,15 @@ on_both!(a_deleted_offset_is_gone);
 #[test]
 fn a_power_cut_after_a_delete_keeps_it_deleted() {
     run_sim(async {
-        let config = config();
+        let config = durable_config();
         let disk = sim_for(6, &config);
         let dir = Path::new("/p");
-        let log = open(disk.clone(), dir).await;
+        let log = open_durable(disk.clone(), dir).await;
         log.store_offset(1, 100).await.unwrap();
         log.store_offset(2, 200).await.unwrap();
         assert!(log.delete_offset(1).await.unwrap());
         for copy in 0..20 {
-            let after = open(disk.crash(), dir).await;
+            let after = open_durable(disk.crash(), dir).await;
             assert_eq!(
                 after.load_offset(1).await.unwrap(),
                 None,
@@ -351,4 +393,116 @@ fn a_power_cut_after_a_delete_keeps_it_deleted() {
             );
         }
     });
+}
+
+/// Under `fsync=never` a store syncs nothing (past the partition
+/// directory's name, once per run); under `fsync=batch` each store syncs its
+/// file and the directory.
+#[test]
+fn only_durable_policies_sync_a_stored_offset() {
+    run_sim(async {
+        for (policy, file_syncs, dir_syncs) in
+            [(FsyncPolicy::Never, 0, 1), (FsyncPolicy::Batch, 10, 11)]
+        {
+            let config = LogConfig {
+                fsync: policy,
+                ..config()
+            };
+            let disk = sim_for(8, &config);
+            let dir = Path::new("/p");
+            let log = PartitionLog::open(disk.clone(), dir, P, config)
+                .await
+                .unwrap()
+                .0;
+            let before = disk.counters();
+            for o in 0..10 {
+                log.store_offset(1, o).await.unwrap();
+            }
+            let after = disk.counters();
+            assert_eq!(after.syncs - before.syncs, file_syncs, "{policy:?}");
+            assert_eq!(after.dir_syncs - before.dir_syncs, dir_syncs, "{policy:?}");
+            assert_eq!(log.load_offset(1).await.unwrap(), Some(9), "{policy:?}");
+        }
+    });
+}
+
+/// Under `fsync=never` a power cut during or after stores leaves, for the
+/// consumer, one of the offsets it stored or none (a torn file among them:
+/// the rename reached the disk, the data did not), never an error.
+#[test]
+fn under_fsync_never_a_power_cut_leaves_an_offset_or_none() {
+    run_sim(async {
+        let config = config();
+        assert_eq!(config.fsync, FsyncPolicy::Never);
+        let disk = sim_for(7, &config);
+        let dir = Path::new("/p");
+        let log = open(disk.clone(), dir).await;
+        disk.set_faults(SimFaults {
+            max_yields: 3,
+            ..SimFaults::default()
+        });
+        let (mut stored, mut none, mut torn) = (0usize, 0usize, 0usize);
+        for step in 0..40u64 {
+            let new = 100 + step;
+            let l = log.clone();
+            let store = monoio::spawn(async move { l.store_offset(1, new).await });
+            for cut_at in 0..4 {
+                let cut = disk.crash();
+                let bytes = cut.file_bytes(&offset_file(dir, 1));
+                torn += usize::from(
+                    bytes
+                        .as_ref()
+                        .is_some_and(|b| b.len() < 32 || b.iter().all(|&x| x == 0)),
+                );
+                let after = open(cut.clone(), dir).await;
+                match after.load_offset(1).await {
+                    Ok(Some(o)) if (100..=new).contains(&o) => stored += 1,
+                    Ok(None) => none += 1,
+                    other => panic!("step {step}, cut {cut_at}: {other:?} (stored up to {new})"),
+                }
+                yield_to_others().await;
+            }
+            store.await.unwrap();
+        }
+        assert!(torn > 0, "some cuts left a torn offset file");
+        assert!(stored > 0 && none > 0, "stored {stored}, none {none}");
+    });
+}
+
+/// A delete called while a store of the same consumer is still running
+/// (its rename on the ring, under the simulated disk's interleavings) wins:
+/// the offset is gone and its file with it, whenever the store lands; a
+/// store called after the delete lands.
+#[test]
+fn a_delete_supersedes_a_store_still_in_flight() {
+    for seed in 0..24u64 {
+        run_sim(async move {
+            let config = config();
+            let disk = sim_for(seed, &config);
+            let dir = Path::new("/p");
+            let log = open(disk.clone(), dir).await;
+            log.store_offset(1, 5).await.unwrap();
+            disk.set_faults(SimFaults {
+                max_yields: 4,
+                ..SimFaults::default()
+            });
+            let l = log.clone();
+            let store = monoio::spawn(async move { l.store_offset(1, 10).await });
+            // At least once, so that the store has begun (taken its place).
+            for _ in 0..=seed % 8 {
+                yield_to_others().await;
+            }
+            assert!(log.delete_offset(1).await.unwrap(), "seed {seed}");
+            store.await.unwrap();
+            assert_eq!(log.load_offset(1).await.unwrap(), None, "seed {seed}");
+            assert!(
+                disk.file_bytes(&offset_file(dir, 1)).is_none(),
+                "seed {seed}: the store in flight did not bring the file back"
+            );
+            let reopened = open(disk.clone(), dir).await;
+            assert_eq!(reopened.load_offset(1).await.unwrap(), None, "seed {seed}");
+            log.store_offset(1, 11).await.unwrap();
+            assert_eq!(log.load_offset(1).await.unwrap(), Some(11), "seed {seed}");
+        });
+    }
 }

@@ -147,6 +147,10 @@ pub trait Storage: Clone + 'static {
     fn remove_file(&self, path: &Path) -> io::Result<()>;
     /// Renames a file, replacing `to`.
     fn rename(&self, from: &Path, to: &Path) -> io::Result<()>;
+    /// Renames `from` over `to` off the calling thread (on the ring): ext4
+    /// writes back the source's unwritten data when a rename replaces a
+    /// file (`auto_da_alloc`), which would hold a shard for milliseconds.
+    async fn replace_file(&self, from: &Path, to: &Path) -> io::Result<()>;
     /// Makes the directory's entries (creations, renames, removals) durable.
     async fn sync_dir(&self, path: &Path) -> io::Result<()>;
 }

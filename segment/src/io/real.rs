@@ -74,6 +74,14 @@ impl Storage for UringStorage {
         std::fs::rename(from, to)
     }
 
+    async fn replace_file(&self, from: &Path, to: &Path) -> io::Result<()> {
+        match self.ring.rename(from, to).await {
+            // A kernel without IORING_OP_RENAMEAT (before 5.11).
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => std::fs::rename(from, to),
+            other => other,
+        }
+    }
+
     async fn sync_dir(&self, path: &Path) -> io::Result<()> {
         let dir = File::open(path)?;
         self.ring.sync(dir.as_raw_fd(), false).await

@@ -414,6 +414,11 @@ impl Storage for SimStorage {
         Ok(())
     }
 
+    async fn replace_file(&self, from: &Path, to: &Path) -> io::Result<()> {
+        self.yields().await;
+        self.rename(from, to)
+    }
+
     async fn sync_dir(&self, path: &Path) -> io::Result<()> {
         // The entries as they are now; those made while the sync runs are
         // not covered.

@@ -14,9 +14,12 @@ use io_uring::{opcode, squeue, types, IoUring};
 use slab::Slab;
 use std::any::Any;
 use std::cell::RefCell;
+use std::ffi::CString;
 use std::future::Future;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
 use std::task::{Context, Poll, Waker};
@@ -183,6 +186,29 @@ impl Ring {
         let (r, _) = self
             .submit(Box::new(()), |_| {
                 opcode::Fallocate::new(types::Fd(fd), len).build()
+            })
+            .await;
+        check(r)
+    }
+
+    /// `renameat(AT_FDCWD, from, AT_FDCWD, to)`.
+    pub async fn rename(&self, from: &Path, to: &Path) -> io::Result<()> {
+        let c = |p: &Path| {
+            CString::new(p.as_os_str().as_bytes())
+                .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "a path with a NUL byte"))
+        };
+        // The names live in the boxed pair, which the operation owns until
+        // its completion arrives (moving the box moves no string bytes).
+        let names = Box::new((c(from)?, c(to)?));
+        let (r, _) = self
+            .submit(names, |n| {
+                opcode::RenameAt::new(
+                    types::Fd(libc::AT_FDCWD),
+                    n.0.as_ptr(),
+                    types::Fd(libc::AT_FDCWD),
+                    n.1.as_ptr(),
+                )
+                .build()
             })
             .await;
         check(r)

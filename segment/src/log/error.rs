@@ -57,7 +57,8 @@ pub enum Damage {
         /// this segment's base offset
         found: u64,
     },
-    /// A consumer offset file fails its checksum or is short.
+    /// A consumer offset file fails its checksum, its magic or its consumer
+    /// id (a torn one, as a power cut leaves it, is read as no offset).
     OffsetFile,
 }
 
@@ -102,7 +103,7 @@ impl fmt::Display for Damage {
             Damage::SegmentGap { expected, found } => {
                 write!(f, "segment starts at offset {found} but the previous segment ends at offset {expected}")
             }
-            Damage::OffsetFile => f.write_str("consumer offset file is torn or fails its checksum"),
+            Damage::OffsetFile => f.write_str("consumer offset file is damaged (fails its checksum, its magic or its consumer id); storing an offset replaces it"),
         }
     }
 }

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub(crate) struct Event {
     set: Cell<bool>,
     waiters: RefCell<Vec<Waker>>,

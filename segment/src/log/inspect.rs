@@ -4,6 +4,7 @@
 
 use super::error::Damage;
 use super::index::{self, IndexEntry};
+use super::offsets::{read_record, Record};
 use super::scan::{scan_with, ScanFrom, Stop};
 use super::segment::{index_name, parse_log_name};
 use crate::format::{BatchRef, Limits};
@@ -85,8 +86,13 @@ pub enum Problem {
     },
     /// A file could not be read.
     Io(String),
-    /// A consumer offset file is torn or damaged.
+    /// A consumer offset file is damaged (not a shape a power cut leaves):
+    /// reading the offset is an error until a store replaces it.
     OffsetFile,
+    /// A consumer offset file is torn, as a power cut under `fsync=never`
+    /// leaves it: read as no stored offset (the consumer starts again from
+    /// the partition's first message).
+    OffsetFileTorn,
 }
 
 /// A problem at a file and byte position.
@@ -117,7 +123,8 @@ impl fmt::Display for Finding {
             Problem::Seal { data_len, next_offset } => write!(f, "seal record says {data_len} bytes up to offset {next_offset}, the data disagrees"),
             Problem::Gap { expected } => write!(f, "segment should start at offset {expected}"),
             Problem::Io(e) => write!(f, "cannot read: {e}"),
-            Problem::OffsetFile => f.write_str("consumer offset file is torn or fails its checksum"),
+            Problem::OffsetFile => f.write_str("consumer offset file is damaged (fails its checksum, its magic or its consumer id)"),
+            Problem::OffsetFileTorn => f.write_str("consumer offset file is torn (a power cut under fsync=never): read as no stored offset, the consumer starts again from the first message"),
         }
     }
 }
@@ -313,15 +320,18 @@ fn check_offsets(dir: &Path, findings: &mut Vec<Finding>) {
             continue;
         };
         let path = e.path();
-        let ok = std::fs::read(&path)
-            .map(|b| super::offsets::decode(id, &b).is_some())
-            .unwrap_or(false);
-        if !ok {
-            findings.push(Finding {
-                path,
-                position: 0,
-                problem: Problem::OffsetFile,
-            });
-        }
+        let problem = match std::fs::read(&path) {
+            Ok(b) => match read_record(id, &b) {
+                Record::Stored(_) => continue,
+                Record::Torn => Problem::OffsetFileTorn,
+                Record::Damaged => Problem::OffsetFile,
+            },
+            Err(e) => Problem::Io(e.to_string()),
+        };
+        findings.push(Finding {
+            path,
+            position: 0,
+            problem,
+        });
     }
 }

@@ -20,7 +20,7 @@ use super::map_slot;
 use super::segment::{SegState, Segment};
 use crate::io::Storage;
 use std::cell::{Cell, RefCell};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -209,6 +209,11 @@ pub(super) struct Offsets {
     /// The `consumers` directory's own name is known durable (its parent
     /// was synced after it was created, in this run of the log).
     pub(super) dir_durable: bool,
+    /// Consumers whose offset file a store renames, a delete removes or a
+    /// read reads right now, with the event that ends that turn.
+    pub(super) busy: HashMap<u64, Rc<event::Event>>,
+    /// Consumers whose torn offset file was already reported in this run.
+    pub(super) torn_reported: HashSet<u64>,
 }
 
 impl<S: Storage> PartitionLog<S> {

@@ -264,6 +264,13 @@ impl corelog_segment::io::Storage for GatedStorage {
     fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
         self.disk.rename(from, to)
     }
+    async fn replace_file(
+        &self,
+        from: &std::path::Path,
+        to: &std::path::Path,
+    ) -> std::io::Result<()> {
+        self.disk.replace_file(from, to).await
+    }
     async fn sync_dir(&self, path: &std::path::Path) -> std::io::Result<()> {
         let hold = self.gate.borrow().dir_syncs;
         self.wait_if(hold).await;

@@ -30,6 +30,9 @@
 //! | missing index | any segment | rebuilt by scanning the segment, reported |
 //! | empty segment | last segment | an empty log continuing at the segment's base offset |
 //! | offset gap between segments | confirmed segments | error naming the file |
+//! | temporary consumer offset file | `consumers/` | removed |
+//! | torn consumer offset file (a power cut under `fsync=never`) | `consumers/` | not read at open; a read of it finds no offset and warns; the consumer's next store replaces it (the table of cases in `offsets.rs`) |
+//! | damaged consumer offset file | `consumers/` | not read at open; reading it is an error naming it until a store replaces it |
 //!
 //! *Torn* means what a power cut leaves: zeros, a batch that runs past the
 //! data, or a damaged batch holding a zero-filled sector (pages that never
