@@ -20,15 +20,7 @@ fn group() -> Consumer {
 /// The partitions each member (by position in `members`) owns, as the
 /// server's GET_CONSUMER_GROUP says, by member id.
 async fn assignment(c: &IggyClient) -> BTreeMap<u32, Vec<u32>> {
-    let g = c
-        .get_consumer_group(&named("s"), &named("t"), &named("g"))
-        .await
-        .expect("get group")
-        .expect("the group");
-    g.members
-        .iter()
-        .map(|m| (m.id, m.partitions.clone()))
-        .collect()
+    common::group_members(c).await.into_iter().collect()
 }
 
 /// One poll by a member through the SDK (it picks one of its partitions).

@@ -36,15 +36,7 @@ async fn client_pinging(server: &corelog_server::Server, heartbeat: &str) -> Igg
 }
 
 async fn members(c: &IggyClient) -> Vec<(u32, Vec<u32>)> {
-    let g = c
-        .get_consumer_group(&named("s"), &named("t"), &named("g"))
-        .await
-        .expect("get group")
-        .expect("the group");
-    g.members
-        .iter()
-        .map(|m| (m.id, m.partitions.clone()))
-        .collect()
+    common::group_members(c).await
 }
 
 async fn join(c: &IggyClient) {

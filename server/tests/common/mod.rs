@@ -150,3 +150,17 @@ pub fn fill_id(p: u32, i: u32) -> u128 {
 pub fn fill_partition(id: u128) -> u32 {
     ((id - 1) / 1_000_000) as u32
 }
+
+/// The members of consumer group `g` of topic `t` in stream `s`, as the
+/// server's GET_CONSUMER_GROUP lists them: (member id, its partitions).
+pub async fn group_members(c: &IggyClient) -> Vec<(u32, Vec<u32>)> {
+    let g = c
+        .get_consumer_group(&named("s"), &named("t"), &named("g"))
+        .await
+        .expect("get group")
+        .expect("the group");
+    g.members
+        .iter()
+        .map(|m| (m.id, m.partitions.clone()))
+        .collect()
+}
