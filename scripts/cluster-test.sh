@@ -4,7 +4,8 @@
 # kill -9 of the leader and of a follower, SIGSTOP/SIGCONT of the leader, a
 # follower's DIR wiped and rejoined, and the leader cut off by iptables, all
 # while it sends. Prints a table (faults, acknowledged, lost, divergent) and
-# fails unless lost and divergent are 0.
+# fails unless lost and divergent are 0. Also: a leader paused past an
+# election and resumed cut off from its peers must not name itself leader.
 #
 #   scripts/cluster-test.sh            # one round of the five faults (CI)
 #   scripts/cluster-test.sh --rounds 4 # longer

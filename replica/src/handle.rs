@@ -195,9 +195,13 @@ impl ReplicaHandle {
     }
 
     /// The cluster's leader: the metadata group's, which every data group
-    /// follows. `None` during an election.
+    /// follows. `None` during an election, and on a leader no majority has
+    /// answered within an election timeout (it may have been replaced).
     pub fn leader(&self) -> Option<u64> {
-        self.shared.leader_of(0)
+        let l = self.shared.leader_of(0)?;
+        // Itself only while a majority confirms it (`group/lease.rs`): a
+        // leader that was paused may already have been replaced.
+        (l != self.shared.me || self.shared.confirmed_leader(0)).then_some(l)
     }
 
     /// Whether this node leads the metadata group and every data group.

@@ -3,6 +3,7 @@
 //! routing, and the data groups' leadership transfer).
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
 
 /// One group's published state.
 #[derive(Debug, Default)]
@@ -19,6 +20,10 @@ pub struct GroupStatus {
     pub last_index: AtomicU64,
     /// Elections this node saw won (leader changes).
     pub leader_changes: AtomicU64,
+    /// While this node leads: until when a majority's answers confirm it
+    /// (`group/lease.rs`), in milliseconds of [`Shared::now_ms`]; 0: not
+    /// confirmed.
+    pub confirmed_until: AtomicU64,
 }
 
 /// A snapshot of one group's state.
@@ -45,6 +50,8 @@ pub struct Shared {
     pub me: u64,
     /// Index = group id.
     pub groups: Vec<GroupStatus>,
+    /// The clock of `confirmed_until`.
+    epoch: Instant,
 }
 
 impl Shared {
@@ -53,7 +60,24 @@ impl Shared {
         Shared {
             me,
             groups: (0..groups).map(|_| GroupStatus::default()).collect(),
+            epoch: Instant::now(),
         }
+    }
+
+    /// Milliseconds since this node started (monotonic), at least 1.
+    pub fn ms_of(&self, at: Instant) -> u64 {
+        u64::try_from(at.saturating_duration_since(self.epoch).as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1)
+    }
+
+    /// Whether this node leads group `g` and a majority confirmed it
+    /// within the last election timeout.
+    pub fn confirmed_leader(&self, g: usize) -> bool {
+        self.leader_of(g) == Some(self.me)
+            && self.groups.get(g).is_some_and(|s| {
+                s.confirmed_until.load(Ordering::Acquire) > self.ms_of(Instant::now())
+            })
     }
 
     /// The leader of group `g`, if known.

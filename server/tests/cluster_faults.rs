@@ -49,7 +49,10 @@ impl Proc {
             .args(["--node", &self.id.to_string()])
             .args(["--cluster", &self.cluster_file.display().to_string()])
             .args(["--fsync", "batch", "--shards", "2"])
-            .env("RUST_LOG", "info")
+            .env(
+                "RUST_LOG",
+                std::env::var("NODE_LOG").unwrap_or_else(|_| "info".into()),
+            )
             .env("CORELOG_SERVER_USERNAME", "iggy")
             .env("CORELOG_SERVER_PASSWORD", "iggy")
             .stdout(Stdio::null())
@@ -370,6 +373,40 @@ struct Row {
     failover: Option<Duration>,
 }
 
+/// Starts three nodes under `root` (127.0.0.1, .2 and .3); their logs
+/// are kept on a failure.
+fn start_cluster(root: &Path) -> (Vec<Proc>, KeepLogs) {
+    let cluster_file = root.join("cluster.toml");
+    let mut procs: Vec<Proc> = (1..=3u64)
+        .map(|id| {
+            let ip = format!("127.0.0.{id}");
+            Proc {
+                id,
+                dir: root.join(format!("node{id}")),
+                client: format!("{ip}:{}", free_port(&ip)).parse().expect("addr"),
+                replica: format!("{ip}:{}", free_port(&ip)).parse().expect("addr"),
+                child: None,
+                cluster_file: cluster_file.clone(),
+                log: root.join(format!("node{id}.log")),
+            }
+        })
+        .collect();
+    std::fs::write(root.join("secret"), "the fault suite's cluster secret\n").expect("secret file");
+    let mut toml = String::from("shards = 2\nsecret_file = \"secret\"\n");
+    for p in &procs {
+        toml.push_str(&format!(
+            "[[node]]\nid = {}\nclient = \"{}\"\nreplica = \"{}\"\n",
+            p.id, p.client, p.replica
+        ));
+    }
+    std::fs::write(&cluster_file, toml).expect("cluster file");
+    let keep = KeepLogs(procs.iter().map(|p| p.log.clone()).collect());
+    for p in procs.iter_mut() {
+        p.start();
+    }
+    (procs, keep)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "kills processes and changes iptables rules: run scripts/cluster-test.sh"]
 async fn faults_lose_nothing_acknowledged() {
@@ -386,38 +423,7 @@ async fn faults_lose_nothing_acknowledged() {
         .and_then(|r| r.parse().ok())
         .unwrap_or(1);
     let root = tempfile::tempdir().expect("tempdir");
-    let cluster_file = root.path().join("cluster.toml");
-    let mut procs: Vec<Proc> = (1..=3u64)
-        .map(|id| {
-            let ip = format!("127.0.0.{id}");
-            Proc {
-                id,
-                dir: root.path().join(format!("node{id}")),
-                client: format!("{ip}:{}", free_port(&ip)).parse().expect("addr"),
-                replica: format!("{ip}:{}", free_port(&ip)).parse().expect("addr"),
-                child: None,
-                cluster_file: cluster_file.clone(),
-                log: root.path().join(format!("node{id}.log")),
-            }
-        })
-        .collect();
-    std::fs::write(
-        root.path().join("secret"),
-        "the fault suite's cluster secret\n",
-    )
-    .expect("secret file");
-    let mut toml = String::from("shards = 2\nsecret_file = \"secret\"\n");
-    for p in &procs {
-        toml.push_str(&format!(
-            "[[node]]\nid = {}\nclient = \"{}\"\nreplica = \"{}\"\n",
-            p.id, p.client, p.replica
-        ));
-    }
-    std::fs::write(&cluster_file, toml).expect("cluster file");
-    let _keep = KeepLogs(procs.iter().map(|p| p.log.clone()).collect());
-    for p in procs.iter_mut() {
-        p.start();
-    }
+    let (mut procs, _keep) = start_cluster(root.path());
     let addrs: Vec<SocketAddr> = procs.iter().map(|p| p.client).collect();
     let all: Vec<usize> = vec![0, 1, 2];
     assert!(
@@ -620,4 +626,74 @@ async fn faults_lose_nothing_acknowledged() {
         root.path().display()
     );
     assert_eq!(views[0].len(), PARTITIONS as usize);
+}
+
+/// A leader paused past an election timeout has been replaced when it
+/// resumes, though in its own eyes it still leads until its peers reach
+/// it. Asked then who leads, it must not name itself: Iggy's SDK would
+/// stay with it and replay its sends there. Resumed cut off from its peers
+/// (so that nothing they sent can tell it), it names no leader; reached
+/// again, it names the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "stops processes and changes iptables rules: run scripts/cluster-test.sh"]
+async fn a_resumed_leader_does_not_name_itself_before_a_majority_confirms_it() {
+    let root = tempfile::tempdir().expect("tempdir");
+    let (procs, _keep) = start_cluster(root.path());
+    let all: Vec<usize> = vec![0, 1, 2];
+    let l = leader(&procs, &all).await.expect("a leader within 20 s");
+    let li = (l - 1) as usize;
+    // Signed in on the leader while it runs (a sign-in needs the process).
+    let on_old = connect(procs[li].client)
+        .await
+        .expect("a client on the leader");
+    assert_eq!(leader_in(&on_old).await, Some(l), "the leader names itself");
+
+    // Cut off and paused at once: it runs no tick in between, so raft's
+    // own quorum check cannot depose it.
+    let replica_ports: Vec<u16> = procs.iter().map(|p| p.replica.port()).collect();
+    let cut = Partition::isolate(procs[li].replica.ip(), &replica_ports);
+    unsafe_free_signal(procs[li].pid(), libc::SIGSTOP);
+    let others: Vec<usize> = all.iter().copied().filter(|i| *i != li).collect();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let new = loop {
+        match leader(&procs, &others).await {
+            Some(n) if n != l => break n,
+            _ if Instant::now() > deadline => {
+                unsafe_free_signal(procs[li].pid(), libc::SIGCONT);
+                panic!("the other two elected no leader within 20 s");
+            }
+            _ => tokio::time::sleep(Duration::from_millis(100)).await,
+        }
+    };
+    unsafe_free_signal(procs[li].pid(), libc::SIGCONT);
+    let named = leader_in(&on_old).await;
+    assert_ne!(
+        named,
+        Some(l),
+        "node {l}, resumed after node {new} was elected and cut off from it, names itself leader"
+    );
+    drop(cut);
+    // Reached again, it follows the new leader and names it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let named = leader_in(&on_old).await;
+        if named == Some(new) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "node {l} names {named:?}, not node {new}, 20 s after it was reached again"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The node `c`'s server names leader (by the ids 1-3 of 127.0.0.1-3).
+async fn leader_in(c: &IggyClient) -> Option<u64> {
+    let m = tokio::time::timeout(Duration::from_secs(3), c.get_cluster_metadata())
+        .await
+        .expect("metadata within 3 s")
+        .expect("metadata");
+    let n = m.nodes.iter().find(|n| n.role == ClusterNodeRole::Leader)?;
+    n.ip.strip_prefix("127.0.0.")?.parse().ok()
 }
