@@ -337,6 +337,18 @@ impl Handle {
     /// without checking its checksums again. It must fit this engine's
     /// batch size limit.
     pub fn append_admitted(&self, partition: u64, batch: Batch) -> Reply<AppendAck> {
+        self.append_checked(partition, batch, false)
+    }
+
+    /// Like [`Handle::append_stamped`], for a stamped batch the caller
+    /// already admitted (a replica's leader, which admitted the producer's
+    /// batch and stamped it with [`Batch::stamp`]): not checked again.
+    pub fn append_stamped_admitted(&self, partition: u64, batch: Batch) -> Reply<AppendAck> {
+        self.append_checked(partition, batch, true)
+    }
+
+    /// An admitted batch to its shard, if it fits the size limit.
+    fn append_checked(&self, partition: u64, batch: Batch, stamped: bool) -> Reply<AppendAck> {
         let declared = batch.len() as u64;
         if declared > self.shared.limits.max_batch_bytes {
             return Reply::failed(RequestError::Admission {
@@ -350,7 +362,7 @@ impl Handle {
         self.send(self.shard_of(partition), |reply| Request::Append {
             partition,
             batch,
-            stamped: false,
+            stamped,
             reply,
         })
     }

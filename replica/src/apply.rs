@@ -33,6 +33,14 @@ pub(crate) enum ApplyCmd {
         /// the stamped bytes
         batch: Bytes,
     },
+    /// Store a stamped batch this node admitted itself (the leader's):
+    /// not checked again.
+    AppendAdmitted {
+        /// the partition
+        partition: u64,
+        /// the stamped batch
+        batch: corelog::Batch,
+    },
     /// Store a consumer offset.
     StoreOffset {
         /// the partition
@@ -106,18 +114,10 @@ impl Applier {
     fn issue(&self, cmd: ApplyCmd) -> Pending {
         match cmd {
             ApplyCmd::Append { partition, batch } => {
-                let reply = self.engine.append_stamped(partition, batch);
-                Box::pin(async move {
-                    match reply.await {
-                        Ok(ack) => Ok(Done::Appended(ack)),
-                        // Stored before (a replay after a restart).
-                        Err(RequestError::Append(AppendError::OffsetMismatch {
-                            expected,
-                            found,
-                        })) if found < expected => Ok(Done::Replayed),
-                        Err(e) => Err(e),
-                    }
-                })
+                stored(self.engine.append_stamped(partition, batch))
+            }
+            ApplyCmd::AppendAdmitted { partition, batch } => {
+                stored(self.engine.append_stamped_admitted(partition, batch))
             }
             ApplyCmd::StoreOffset {
                 partition,
@@ -141,6 +141,22 @@ impl Applier {
             ApplyCmd::Skip => Box::pin(async { Ok(Done::Count(0)) }),
         }
     }
+}
+
+/// What an append's reply means for its entry: stored, or stored before
+/// (a replay after a restart), or the error.
+fn stored(reply: corelog::Reply<corelog::AppendAck>) -> Pending {
+    Box::pin(async move {
+        match reply.await {
+            Ok(ack) => Ok(Done::Appended(ack)),
+            Err(RequestError::Append(AppendError::OffsetMismatch { expected, found }))
+                if found < expected =>
+            {
+                Ok(Done::Replayed)
+            }
+            Err(e) => Err(e),
+        }
+    })
 }
 
 impl Future for Applier {

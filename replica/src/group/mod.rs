@@ -26,7 +26,7 @@ use crate::journal::Journal;
 use crate::machine::MetaMachine;
 use crate::net::Transport;
 use crate::status::Shared;
-use corelog::AppendAck;
+use corelog::{AppendAck, Batch};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use futures_channel::oneshot;
 use raft::eraftpb::{ConfState, Entry, Message};
@@ -120,6 +120,10 @@ pub(crate) struct Group {
     lease: lease::Lease,
     /// When this leader last asked for a confirmation.
     last_question: Instant,
+    /// While leader: the batches it stamped, admitted, by entry index (with
+    /// the entry's term), so that applying them does not check their
+    /// frames again. Taken when applied; cleared when leadership ends.
+    admitted: HashMap<u64, (u64, Batch)>,
 }
 
 impl Group {
@@ -199,6 +203,7 @@ impl Group {
             fence,
             lease: lease::Lease::default(),
             last_question: Instant::now(),
+            admitted: HashMap::new(),
         })
     }
 
@@ -453,6 +458,7 @@ impl Group {
             }
         } else if self.leader_since.take().is_some() {
             self.stamps.clear();
+            self.admitted.clear();
             for (_, p) in std::mem::take(&mut self.held) {
                 p.fail(ReplicaError::NotLeader {
                     leader: (leader != 0).then_some(leader),
@@ -504,12 +510,19 @@ impl Group {
                 self.release_held();
             }
             Role::Data { applier, meta, .. } => {
+                let admitted = &mut self.admitted;
                 let items: Vec<ApplyItem> = entries
                     .into_iter()
-                    .map(|e| ApplyItem {
-                        index: e.index,
-                        term: e.term,
-                        cmd: to_apply(self.id, &e, meta.as_ref()),
+                    .map(|e| {
+                        let mine = admitted
+                            .remove(&e.index)
+                            .filter(|(term, _)| *term == e.term)
+                            .map(|(_, b)| b);
+                        ApplyItem {
+                            index: e.index,
+                            term: e.term,
+                            cmd: to_apply(self.id, &e, meta.as_ref(), mine),
+                        }
                     })
                     .collect();
                 if applier.unbounded_send(items).is_err() {
@@ -607,12 +620,17 @@ fn overwritten(waiters: &BTreeMap<u64, Pending>, entries: &[Entry]) -> Vec<u64> 
         .collect()
 }
 
-/// What applying entry `e` of data group `group` does to the engine.
-fn to_apply(group: u32, e: &Entry, meta: &dyn MetaMachine) -> ApplyCmd {
+/// What applying entry `e` of data group `group` does to the engine;
+/// `mine`: the batch this leader admitted and stamped for it (the same
+/// index and term, so the same bytes).
+fn to_apply(group: u32, e: &Entry, meta: &dyn MetaMachine, mine: Option<Batch>) -> ApplyCmd {
     match Command::decode(&e.context) {
-        Ok(Command::Append { partition, .. }) if meta.keeps(partition) => ApplyCmd::Append {
-            partition,
-            batch: e.data.clone(),
+        Ok(Command::Append { partition, .. }) if meta.keeps(partition) => match mine {
+            Some(batch) => ApplyCmd::AppendAdmitted { partition, batch },
+            None => ApplyCmd::Append {
+                partition,
+                batch: e.data.clone(),
+            },
         },
         Ok(Command::StoreOffset {
             partition,

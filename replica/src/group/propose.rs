@@ -9,7 +9,9 @@ use super::{Group, Pending, Waiter};
 use crate::command::Command;
 use crate::error::ReplicaError;
 use crate::inbox::Proposal;
+use bytes::Bytes;
 use corelog::{RequestError, Stamp};
+use raft::eraftpb::{Entry, Message, MessageType};
 use std::time::Instant;
 
 /// Microseconds since the Unix epoch.
@@ -42,6 +44,7 @@ impl Group {
         }
         let term = self.raw.raft.term;
         let mut sent_by = None;
+        let mut admitted = None;
         let (context, data, waiter) = match p {
             Proposal::Append {
                 partition,
@@ -64,7 +67,7 @@ impl Group {
                 };
                 let ts = now_us().max(last_ts);
                 let count = u64::from(batch.as_ref().message_count());
-                let stamped = batch.into_stamped(Stamp {
+                let stamped = batch.stamp(Stamp {
                     partition_id: partition,
                     base_offset: next,
                     base_timestamp: ts,
@@ -76,21 +79,26 @@ impl Group {
                     request: origin.request,
                 };
                 sent_by = Some((origin.client, send));
-                (cmd.encode(), Vec::from(stamped), Waiter::Append(reply))
+                let data = stamped.bytes().clone();
+                admitted = Some(stamped);
+                (cmd.encode(), data, Waiter::Append(reply))
             }
-            Proposal::Partition { cmd, reply } => (cmd.encode(), Vec::new(), Waiter::Count(reply)),
-            Proposal::Meta { base, data, reply } => (
-                Command::Meta { base }.encode(),
-                Vec::from(data),
-                Waiter::Meta(reply),
-            ),
+            Proposal::Partition { cmd, reply } => {
+                (cmd.encode(), Bytes::new(), Waiter::Count(reply))
+            }
+            Proposal::Meta { base, data, reply } => {
+                (Command::Meta { base }.encode(), data, Waiter::Meta(reply))
+            }
         };
         let before = self.raw.raft.raft_log.last_index();
-        match self.raw.propose(context, data) {
+        match self.step_proposal(context, data) {
             Ok(()) if self.raw.raft.raft_log.last_index() > before => {
                 let index = self.raw.raft.raft_log.last_index();
                 if let Some((client, send)) = sent_by {
                     self.clients.proposed(client, send, index, term);
+                }
+                if let Some(batch) = admitted {
+                    self.admitted.insert(index, (term, batch));
                 }
                 self.waiters.insert(
                     index,
@@ -111,6 +119,19 @@ impl Group {
                 });
             }
         }
+    }
+
+    /// `RawNode::propose`, with the entry's data as `Bytes`: the stamped
+    /// batch goes into the log as it is, not copied into a `Vec`.
+    fn step_proposal(&mut self, context: Vec<u8>, data: Bytes) -> raft::Result<()> {
+        let mut e = Entry::default();
+        e.data = data;
+        e.context = context.into();
+        let mut m = Message::default();
+        m.set_msg_type(MessageType::MsgPropose);
+        m.from = self.raw.raft.id;
+        m.set_entries(vec![e].into());
+        self.raw.raft.step(m)
     }
 
     /// Answers a repeated send from the first one (see `clients.rs`);

@@ -74,12 +74,36 @@ impl Batch {
     /// The batch stamped with `stamp`, in one contiguous buffer (the stamped
     /// header, then the untouched frames): what a replicated log carries
     /// and every replica stores with `append_stamped`.
-    pub fn into_stamped(mut self, stamp: Stamp) -> Bytes {
+    pub fn into_stamped(self, stamp: Stamp) -> Bytes {
+        self.stamp(stamp).bytes
+    }
+
+    /// The batch stamped with `stamp`, still a valid batch (its frames, and
+    /// so the checksums admission gathered, are untouched). The stamped
+    /// header is written over the producer's in place when nothing else
+    /// holds these bytes; otherwise the batch is copied once.
+    pub fn stamp(mut self, stamp: Stamp) -> Batch {
         let header = self.stamped_header(stamp);
-        let mut out = Vec::with_capacity(self.bytes.len());
-        out.extend_from_slice(&header.0);
-        out.extend_from_slice(self.bytes.get(header.0.len()..).unwrap_or_default());
-        Bytes::from(out)
+        let n = header.0.len();
+        let bytes = match std::mem::take(&mut self.bytes).try_into_mut() {
+            Ok(mut own) => match own.get_mut(..n) {
+                Some(head) => {
+                    head.copy_from_slice(&header.0);
+                    own.freeze()
+                }
+                None => own.freeze(), // shorter than a header: admission refuses such bytes
+            },
+            Err(shared) => {
+                let mut out = Vec::with_capacity(shared.len());
+                out.extend_from_slice(&header.0);
+                out.extend_from_slice(shared.get(n..).unwrap_or_default());
+                Bytes::from(out)
+            }
+        };
+        Batch {
+            bytes,
+            sums: self.sums,
+        }
     }
 
     /// A view over the batch.
@@ -164,5 +188,42 @@ mod tests {
         let view = Batch::admit(stamped, &limits).expect("stamped admits");
         assert_eq!(view.as_ref().base_offset(), 42);
         assert_eq!(view.as_ref().partition_id(), 7);
+    }
+
+    #[test]
+    fn stamp_writes_in_place_only_bytes_nothing_else_holds() {
+        let mut b = BatchBuilder::new();
+        b.push(MessageSpec {
+            id: 1,
+            timestamp: 5,
+            payload: &[7; 100],
+            user_headers: &[],
+        });
+        let limits = Limits::default();
+        let stamp = Stamp {
+            partition_id: 2,
+            base_offset: 10,
+            base_timestamp: 3,
+        };
+        // A batch inside a larger buffer (as a request's), held by nothing
+        // else: stamped where it lies.
+        let producer_bytes = b.build().expect("build");
+        let mut buf = vec![0xAA; 16];
+        buf.extend_from_slice(&producer_bytes);
+        let whole = Bytes::from(buf);
+        let bytes = whole.slice(16..);
+        drop(whole);
+        let at = bytes.as_ptr();
+        let stamped = Batch::admit(bytes, &limits).expect("admit").stamp(stamp);
+        assert_eq!(stamped.bytes().as_ptr(), at, "stamped without a copy");
+        assert_eq!(stamped.as_ref().base_offset(), 10);
+        // Shared: the other holder's bytes stay the producer's.
+        let producer = Bytes::from(producer_bytes.clone());
+        let kept = producer.clone();
+        let stamped = Batch::admit(producer, &limits).expect("admit").stamp(stamp);
+        assert_eq!(stamped.as_ref().base_offset(), 10);
+        assert_eq!(&kept[..], &producer_bytes[..], "a shared batch is copied");
+        let again = Batch::admit(stamped.into_bytes(), &limits).expect("admits");
+        assert_eq!(again.as_ref().partition_id(), 2);
     }
 }

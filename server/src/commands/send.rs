@@ -82,6 +82,9 @@ async fn send_as(
         ));
     };
     let batch = payload.slice(r.batch_at.min(payload.len())..);
+    // The batch alone holds the request's bytes, so that a leader can stamp
+    // it where it lies (`Batch::stamp`; a pooled buffer is copied once).
+    drop(payload);
     if let Some(declared) = declared_count(&batch) {
         if declared != r.messages_count {
             crate::status::refused(&format_args!(
