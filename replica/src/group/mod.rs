@@ -12,6 +12,7 @@
 mod clients;
 mod fence;
 mod lease;
+mod overwritten;
 mod peers;
 mod propose;
 mod snapshot;
@@ -343,36 +344,6 @@ impl Group {
         }
     }
 
-    /// While leader, asks the peers to confirm it (`lease.rs`): every
-    /// tick until the first confirmation of its leadership, then once a
-    /// heartbeat interval.
-    fn ask_confirmation(&mut self, now: Instant) {
-        let every = if self.lease.until_ms == 0 {
-            self.opts.tick
-        } else {
-            self.opts.tick * self.opts.heartbeat_ticks as u32
-        };
-        if !self.is_leader() || now.duration_since(self.last_question) < every {
-            return;
-        }
-        self.last_question = now;
-        let at = self.shared.ms_of(now);
-        self.raw.read_index(lease::Lease::question(at));
-    }
-
-    /// Publishes until when this node's leadership is confirmed (0 when it
-    /// does not lead).
-    fn publish_lease(&self) {
-        let until = if self.is_leader() {
-            self.lease.until_ms
-        } else {
-            0
-        };
-        self.status()
-            .confirmed_until
-            .store(until, Ordering::Release);
-    }
-
     fn leader(&self) -> Option<u64> {
         let l = self.raw.raft.leader_id;
         (l != 0).then_some(l)
@@ -537,23 +508,6 @@ impl Group {
         Ok(())
     }
 
-    /// Answers the sends whose entries `entries` replace: a leader's
-    /// entries that conflict with this node's suffix cut it, and what is
-    /// cut was never committed (a committed entry is in every later
-    /// leader's log), so the send is "not accepted", at once. Otherwise it
-    /// would wait for its index to be applied, which, past the new
-    /// leader's log, takes until that log grows there or the commit
-    /// timeout.
-    fn fail_overwritten(&mut self, entries: &[Entry]) {
-        for i in overwritten(&self.waiters, entries) {
-            if let Some(p) = self.waiters.remove(&i) {
-                p.waiter.fail(ReplicaError::NotLeader {
-                    leader: self.leader(),
-                });
-            }
-        }
-    }
-
     fn on_applied(&mut self, index: u64, term: u64, result: Applied) {
         if index <= self.applied {
             return;
@@ -598,26 +552,6 @@ impl Group {
         }
         self.release_held();
     }
-}
-
-/// The indexes of `waiters` whose entries `entries` (to be appended,
-/// replacing any suffix from the first's index on) overwrite or cut: a
-/// waiter at or past the first index whose term differs from the new
-/// entry's there, or which lies past the last.
-fn overwritten(waiters: &BTreeMap<u64, Pending>, entries: &[Entry]) -> Vec<u64> {
-    let Some(first) = entries.first().map(|e| e.index) else {
-        return Vec::new();
-    };
-    waiters
-        .range(first..)
-        .filter(|(i, p)| {
-            let new = usize::try_from(**i - first)
-                .ok()
-                .and_then(|k| entries.get(k));
-            new.is_none_or(|e| e.term != p.term)
-        })
-        .map(|(i, _)| *i)
-        .collect()
 }
 
 /// What applying entry `e` of data group `group` does to the engine;
@@ -665,53 +599,4 @@ fn to_apply(group: u32, e: &Entry, meta: &dyn MetaMachine, mine: Option<Batch>) 
 /// Where a group's journal lives.
 pub(crate) fn journal_dir(dir: &std::path::Path, group: u32) -> PathBuf {
     dir.join("replica").join(format!("group-{group}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{overwritten, Pending, Waiter};
-    use raft::eraftpb::Entry;
-    use std::collections::BTreeMap;
-    use std::time::Instant;
-
-    fn pending(term: u64) -> Pending {
-        let (tx, _rx) = futures_channel::oneshot::channel();
-        Pending {
-            term,
-            deadline: Instant::now(),
-            waiter: Waiter::Count(tx),
-        }
-    }
-
-    fn entries(first: u64, terms: &[u64]) -> Vec<Entry> {
-        terms
-            .iter()
-            .enumerate()
-            .map(|(k, t)| {
-                let mut e = Entry::default();
-                e.index = first + k as u64;
-                e.term = *t;
-                e
-            })
-            .collect()
-    }
-
-    #[test]
-    fn waiters_whose_entries_are_replaced_or_cut_are_found() {
-        let mut w = BTreeMap::new();
-        for (i, t) in [(4, 2), (5, 2), (6, 2), (7, 2)] {
-            w.insert(i, pending(t));
-        }
-        // A leader of term 3 replaces 5 and 6; 7 is cut (past the new end);
-        // 4 is before the first new entry.
-        assert_eq!(overwritten(&w, &entries(5, &[3, 3])), vec![5, 6, 7]);
-        // The same entries again (term 2 at 5 and 6): only what lies past
-        // them is cut.
-        assert_eq!(overwritten(&w, &entries(5, &[2, 2])), vec![7]);
-        // A leader appending its own new entries past every waiter.
-        assert!(overwritten(&w, &entries(8, &[2])).is_empty());
-        // Its own proposal at 7, same term: kept.
-        assert!(overwritten(&w, &entries(7, &[2])).is_empty());
-        assert!(overwritten(&w, &[]).is_empty());
-    }
 }
