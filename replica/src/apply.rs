@@ -33,8 +33,8 @@ pub(crate) enum ApplyCmd {
         /// the stamped bytes
         batch: Bytes,
     },
-    /// Store a stamped batch this node admitted itself (the leader's):
-    /// not checked again.
+    /// Store a stamped batch this node admitted already (the leader's own,
+    /// or one a follower checked as it arrived): not checked again.
     AppendAdmitted {
         /// the partition
         partition: u64,

@@ -11,8 +11,9 @@ use raft::eraftpb::Message;
 
 /// What a group's loop receives.
 pub(crate) enum Inbox {
-    /// A message from a peer.
-    Raft(Message),
+    /// A message from a peer, and the batches of its entries, verified
+    /// ([`verified_batches`]).
+    Raft(Message, Vec<(u64, u64, Batch)>),
     /// A proposal from the handle.
     Propose(Proposal),
     /// A compaction's flush is done.
@@ -33,13 +34,37 @@ pub(crate) enum Inbox {
 impl std::fmt::Debug for Inbox {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Inbox::Raft(m) => write!(f, "Raft({:?} from {})", m.get_msg_type(), m.from),
+            Inbox::Raft(m, _) => write!(f, "Raft({:?} from {})", m.get_msg_type(), m.from),
             Inbox::Propose(_) => write!(f, "Propose"),
             Inbox::Applied { index, .. } => write!(f, "Applied({index})"),
             Inbox::Flushed { index, .. } => write!(f, "Flushed({index})"),
             Inbox::Stop => write!(f, "Stop"),
         }
     }
+}
+
+/// The batches a peer's message carries (the data of its entries whose
+/// command is an append), each admitted as a producer's would be: index,
+/// term and the verified batch. An entry whose data is no whole, valid
+/// batch is an error naming it, and the message is not to be stepped:
+/// damage is never stored, and the leader sends the entries again.
+pub(crate) fn verified_batches(
+    msg: &Message,
+    limits: &corelog::Limits,
+) -> Result<Vec<(u64, u64, Batch)>, String> {
+    let mut out = Vec::new();
+    for e in msg.get_entries() {
+        if let Ok(Command::Append { partition, .. }) = Command::decode(&e.context) {
+            let batch = Batch::admit(e.data.clone(), limits).map_err(|err| {
+                format!(
+                    "entry {} (term {}) for partition {partition}: {err}",
+                    e.index, e.term
+                )
+            })?;
+            out.push((e.index, e.term, batch));
+        }
+    }
+    Ok(out)
 }
 
 /// What the handle asks a group's leader to replicate.

@@ -236,7 +236,7 @@ fn encoded(e: &Entry) -> Vec<u8> {
 }
 
 fn encoded_after(e: &Entry, prev_term: u64) -> Vec<u8> {
-    let mut out = record::head(e, prev_term).to_vec();
+    let mut out = record::head(e, prev_term, false).to_vec();
     out.extend_from_slice(&e.context);
     out.extend_from_slice(&e.data);
     out
@@ -413,4 +413,58 @@ fn recovery_reads_past_compacted_files_left_behind() {
     assert_eq!(rec.cut, None, "nothing is cut");
     assert_eq!((j.first_index(), j.last_index()), (11, 12));
     assert_eq!(j.entry(12).expect("12").data.as_ref(), b"payload");
+}
+
+/// A stamped batch (three messages of `tag`) as a send's entry.
+fn batch_entry(index: u64, term: u64, tag: u8) -> Entry {
+    let mut b = corelog::BatchBuilder::new();
+    let payloads: Vec<Vec<u8>> = (0..3).map(|i| vec![tag.wrapping_add(i); 500]).collect();
+    for (i, p) in payloads.iter().enumerate() {
+        b.push(corelog::MessageSpec {
+            id: i as u128,
+            timestamp: 1_000,
+            payload: p,
+            user_headers: &[],
+        });
+    }
+    let batch = corelog::Batch::admit(b.build().expect("build"), &corelog::Limits::default())
+        .expect("admit");
+    let mut e = entry(index, term);
+    e.context = Bytes::from(vec![1u8; 33]); // the journal does not read it
+    e.data = batch.into_stamped(corelog::Stamp {
+        partition_id: 1,
+        base_offset: 3 * (index - 1),
+        base_timestamp: 2_000 + index,
+    });
+    e
+}
+
+#[test]
+fn batch_records_are_kept_whole_and_cut_where_their_batch_does_not_verify() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ents: Vec<Entry> = (1..=5).map(|i| batch_entry(i, 1, i as u8)).collect();
+    let (mut j, _) = Journal::open(dir.path(), &conf()).expect("open");
+    j.append_verified(&ents, |_| true).expect("append");
+    j.sync().expect("sync");
+    drop(j);
+    let (j, rec) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert_eq!((rec.entries, rec.cut.clone(), j.last_index()), (5, None, 5));
+    assert_eq!(j.entry(4).expect("4"), &ents[3]);
+    drop(j);
+    // A payload byte of entry 3 (past the batch header, which the record
+    // checksum covers): only the batch's frame checksum sees it.
+    let f = only_file(dir.path());
+    let mut bytes = std::fs::read(&f).expect("read");
+    let one = encoded(&ents[0]).len();
+    let data_at = record::PREFIX_LEN + record::BODY_FIXED_LEN + ents[0].context.len();
+    bytes[2 * one + data_at + 256 + 48 + 7] ^= 0x10;
+    std::fs::write(&f, &bytes).expect("write");
+    let (j, rec) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert_eq!(j.last_index(), 2);
+    assert!(
+        rec.cut
+            .as_deref()
+            .is_some_and(|c| c.contains("batch record")),
+        "{rec:?}"
+    );
 }

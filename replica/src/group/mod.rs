@@ -121,10 +121,13 @@ pub(crate) struct Group {
     lease: lease::Lease,
     /// When this leader last asked for a confirmation.
     last_question: Instant,
-    /// While leader: the batches it stamped, admitted, by entry index (with
-    /// the entry's term), so that applying them does not check their
-    /// frames again. Taken when applied; cleared when leadership ends.
-    admitted: HashMap<u64, (u64, Batch)>,
+    /// The batches of entries admission verified, by entry index (with the
+    /// entry's term): a leader's own, stamped, and those a follower's
+    /// reader checked as they arrived (`inbox::verified_batches`). Their
+    /// journal records are batch records (no second hash of the data),
+    /// and applying them does not check their frames again. Taken when
+    /// applied (with any older); cleared when leadership ends.
+    admitted: BTreeMap<u64, (u64, Batch)>,
 }
 
 impl Group {
@@ -204,7 +207,7 @@ impl Group {
             fence,
             lease: lease::Lease::default(),
             last_question: Instant::now(),
-            admitted: HashMap::new(),
+            admitted: BTreeMap::new(),
         })
     }
 
@@ -263,13 +266,19 @@ impl Group {
 
     fn handle(&mut self, msg: Inbox) -> bool {
         match msg {
-            Inbox::Raft(mut m) => {
+            Inbox::Raft(mut m, verified) => {
                 if !self.fence_admits(&m) {
                     return true;
                 }
                 self.guard_lost_journal(&mut m);
                 if let Err(e) = self.raw.step(m) {
                     tracing::debug!("group {}: step: {e}", self.id);
+                }
+                // Kept for the entries the log took (and holds as sent).
+                for (index, term, batch) in verified {
+                    if self.raw.raft.raft_log.term(index) == Ok(term) && index > self.sent {
+                        self.admitted.insert(index, (term, batch));
+                    }
                 }
             }
             Inbox::Propose(p) => self.propose(p),
@@ -371,7 +380,12 @@ impl Group {
         self.apply_entries(committed)?;
         if !rd.entries().is_empty() {
             self.fail_overwritten(rd.entries());
-            self.store.wl().append(rd.entries()).map_err(jerr)?;
+            let admitted = &self.admitted;
+            let verified = |e: &Entry| admitted.get(&e.index).is_some_and(|(t, _)| *t == e.term);
+            self.store
+                .wl()
+                .append_verified(rd.entries(), verified)
+                .map_err(jerr)?;
         }
         if let Some(hs) = rd.hs() {
             self.store.wl().set_hard_state(hs).map_err(jerr)?;
@@ -496,6 +510,9 @@ impl Group {
                         }
                     })
                     .collect();
+                // Batches of entries at or below `last` that were never
+                // applied (overwritten, or replaced after a restart) go.
+                self.admitted = self.admitted.split_off(&(last + 1));
                 if applier.unbounded_send(items).is_err() {
                     return Err(GroupError::Apply {
                         group: self.id,
@@ -555,8 +572,8 @@ impl Group {
 }
 
 /// What applying entry `e` of data group `group` does to the engine;
-/// `mine`: the batch this leader admitted and stamped for it (the same
-/// index and term, so the same bytes).
+/// `mine`: the batch admitted for it (the same index and term, so the
+/// same bytes): the leader's own, stamped, or a follower's as it arrived.
 fn to_apply(group: u32, e: &Entry, meta: &dyn MetaMachine, mine: Option<Batch>) -> ApplyCmd {
     match Command::decode(&e.context) {
         Ok(Command::Append { partition, .. }) if meta.keeps(partition) => match mine {

@@ -22,6 +22,7 @@
 //! |   file starts at or below snapshot + 1)           |   next compaction            |
 //! | records at or below the snapshot                  | skipped (compacted)          |
 //! | a torn or damaged record (length, checksum, type) | cut there, reported          |
+//! | a batch record whose batch does not verify        | cut there, reported          |
 //! | an index gap or a term going back                 | cut there, reported          |
 //! | a record whose `prev_term` is not the term before | cut there, reported          |
 //! |   it (written after a rewritten suffix that a     |                              |
@@ -274,6 +275,7 @@ impl Journal {
                         entry: e,
                         prev_term,
                         len: used,
+                        ..
                     }) => {
                         let expected = prev.map(|(i, _)| i + 1);
                         let term_back = prev.is_some_and(|(_, t)| e.term < t);
@@ -461,6 +463,19 @@ impl Journal {
     /// Appends `ents`, first cutting any held suffix from `ents[0].index`
     /// on (a conflict the leader resolved). Not durable until [`sync`].
     pub fn append(&mut self, ents: &[Entry]) -> Result<(), JournalError> {
+        self.append_verified(ents, |_| false)
+    }
+
+    /// [`append`](Journal::append), writing a batch record
+    /// (`record.rs`) for every entry `verified_batch` says holds a stamped
+    /// batch admission verified: its checksum then stops at the batch
+    /// header, and the batch's own checksums cover the rest. An entry it
+    /// wrongly names would be cut as damage at the next open.
+    pub fn append_verified(
+        &mut self,
+        ents: &[Entry],
+        verified_batch: impl Fn(&Entry) -> bool,
+    ) -> Result<(), JournalError> {
         let Some(first) = ents.first() else {
             return Ok(());
         };
@@ -475,7 +490,7 @@ impl Journal {
             self.truncate_from(first.index)?;
         }
         for e in ents {
-            self.write_one(e)?;
+            self.write_one(e, verified_batch(e))?;
         }
         Ok(())
     }
@@ -515,7 +530,7 @@ impl Journal {
         Ok(())
     }
 
-    fn write_one(&mut self, e: &Entry) -> Result<(), JournalError> {
+    fn write_one(&mut self, e: &Entry, verified_batch: bool) -> Result<(), JournalError> {
         let roll = self.files.back().is_none_or(|f| f.len >= FILE_BYTES);
         if roll {
             let path = self.dir.join(format!("{:020}.log", e.index));
@@ -559,7 +574,7 @@ impl Journal {
             Some(p) => p.term,
             None => self.state.snapshot_term,
         };
-        let head = record::head(e, prev_term);
+        let head = record::head(e, prev_term, verified_batch);
         write_all_at(active, at, &[&head, &e.context, &e.data])
             .map_err(io_err("write", &f.path))?;
         f.len += record::len(e);

@@ -3,13 +3,16 @@
 //! ```text
 //! 0   body_len      u32   bytes of the body
 //! 4   checksum      u64   XXH3-64 of the data, seeded with XXH3-64 of the
-//!                         body before it (one pass over the data, one-shot)
+//!                         body before it (one pass over the data, one-shot);
+//!                         of a batch record, of the data's first 256 bytes
+//!                         (the batch header) only
 //! 12  body:
 //!     0   index         u64
 //!     8   term          u64
 //!     16  prev_term     u64   the term of entry index - 1 when this record was
 //!                             written (the snapshot's term after a snapshot)
-//!     24  entry_type    u8    raft's EntryType (0 normal, 1 conf change, 2 conf change v2)
+//!     24  entry_type    u8    raft's EntryType (0 normal, 1 conf change, 2 conf change v2),
+//!                             plus 0x80 for a batch record
 //!     25  context_len   u32
 //!     29  context       context_len bytes (the command header)
 //!     ..  data          the rest (for a send: the stamped batch, verbatim)
@@ -17,7 +20,18 @@
 //!
 //! All integers little-endian. A record is whole when its body is all there
 //! and hashes to its checksum; the first record that is not ends the
-//! journal (a torn tail). `prev_term` chains a record to the one before
+//! journal (a torn tail).
+//!
+//! A **batch record** holds, as its data, a stamped batch that admission
+//! verified before it was written (the leader's own, or one a follower
+//! checked as it arrived). Its checksum stops at the batch header: the
+//! header's `batch_checksum` covers the stamp and every frame's checksum,
+//! and each frame's checksum covers the frame, so decoding verifies the
+//! batch (every byte, as admission does) instead of hashing the data a
+//! second time when it is written. The header inside the record checksum
+//! binds the data to the record: an older, valid batch left under a
+//! rewritten record's head by a power cut has another header and is
+//! refused. `prev_term` chains a record to the one before
 //! it, as Raft's log matching does: after a truncated suffix was rewritten
 //! without a sync, a power cut can leave records of the old suffix beside
 //! records of the new one (a filesystem may persist some of a file's pages
@@ -26,6 +40,7 @@
 //! journal there.
 
 use bytes::Bytes;
+use corelog::{BatchError, BatchRef, Limits};
 use raft::eraftpb::{Entry, EntryType};
 
 /// Bytes before the body.
@@ -35,18 +50,27 @@ pub const BODY_FIXED_LEN: usize = 29;
 /// The largest body a record may declare (a batch is at most 64 MiB).
 pub const MAX_BODY: usize = 80 << 20;
 
+/// The entry-type bit of a batch record.
+const BATCH_RECORD: u8 = 0x80;
+
+/// The bytes of a batch record's data its checksum covers: the batch
+/// header.
+const BATCH_HEAD: usize = 256;
+
 /// The record's prefix and fixed body fields for `e`, whose predecessor
 /// has term `prev_term`: written before its context and data, which follow
-/// verbatim.
-pub fn head(e: &Entry, prev_term: u64) -> [u8; PREFIX_LEN + BODY_FIXED_LEN] {
+/// verbatim. `verified_batch`: the data is a whole stamped batch that
+/// admission verified (a batch record); the caller answers for it, since
+/// a batch record whose data does not verify is damage to the reader.
+pub fn head(e: &Entry, prev_term: u64, verified_batch: bool) -> [u8; PREFIX_LEN + BODY_FIXED_LEN] {
     let body_len = BODY_FIXED_LEN + e.context.len() + e.data.len();
     let mut fixed = [0u8; BODY_FIXED_LEN];
     fixed[0..8].copy_from_slice(&e.index.to_le_bytes());
     fixed[8..16].copy_from_slice(&e.term.to_le_bytes());
     fixed[16..24].copy_from_slice(&prev_term.to_le_bytes());
-    fixed[24] = e.get_entry_type() as u8;
+    fixed[24] = e.get_entry_type() as u8 | if verified_batch { BATCH_RECORD } else { 0 };
     fixed[25..29].copy_from_slice(&(e.context.len() as u32).to_le_bytes());
-    let sum = checksum(&fixed, &e.context, &e.data);
+    let sum = checksum(&fixed, &e.context, summed(&e.data, verified_batch));
     let mut out = [0u8; PREFIX_LEN + BODY_FIXED_LEN];
     out[0..4].copy_from_slice(&(body_len as u32).to_le_bytes());
     out[4..12].copy_from_slice(&sum.to_le_bytes());
@@ -85,6 +109,9 @@ pub enum RecordError {
     /// The entry type byte is no EntryType.
     #[error("entry type {0} is unknown")]
     EntryType(u8),
+    /// A batch record's data is not the whole, valid batch it was.
+    #[error("batch record: {0}")]
+    Batch(BatchError),
 }
 
 /// A decoded record.
@@ -96,6 +123,8 @@ pub struct Decoded {
     pub prev_term: u64,
     /// The record's length.
     pub len: usize,
+    /// A batch record (its data verified as a batch, not hashed whole).
+    pub batch: bool,
 }
 
 /// Decodes the record at the start of `buf` (a slice of the file's bytes,
@@ -124,15 +153,23 @@ pub fn decode(buf: &Bytes) -> Result<Decoded, RecordError> {
     if BODY_FIXED_LEN + context_len > body_len {
         return Err(RecordError::BadLength(body_len));
     }
+    let is_batch = body[24] & BATCH_RECORD != 0;
+    let data = &body[BODY_FIXED_LEN + context_len..];
     let computed = checksum(
         &body[..BODY_FIXED_LEN],
         &body[BODY_FIXED_LEN..BODY_FIXED_LEN + context_len],
-        &body[BODY_FIXED_LEN + context_len..],
+        summed(data, is_batch),
     );
     if stored != computed {
         return Err(RecordError::Checksum { stored, computed });
     }
-    let entry_type = match body[24] {
+    if is_batch {
+        let limits = Limits {
+            max_batch_bytes: MAX_BODY as u64,
+        };
+        BatchRef::new(data, &limits).map_err(RecordError::Batch)?;
+    }
+    let entry_type = match body[24] & !BATCH_RECORD {
         0 => EntryType::EntryNormal,
         1 => EntryType::EntryConfChange,
         2 => EntryType::EntryConfChangeV2,
@@ -148,7 +185,17 @@ pub fn decode(buf: &Bytes) -> Result<Decoded, RecordError> {
         entry: e,
         prev_term: u64_at(&body, 16),
         len: total,
+        batch: is_batch,
     })
+}
+
+/// What of the data the record checksum covers.
+fn summed(data: &[u8], verified_batch: bool) -> &[u8] {
+    if verified_batch {
+        data.get(..BATCH_HEAD).unwrap_or(data)
+    } else {
+        data
+    }
 }
 
 /// The record checksum: the data hashed once, seeded with the hash of the
@@ -187,10 +234,35 @@ mod tests {
     }
 
     fn encode(e: &Entry) -> Vec<u8> {
-        let mut out = head(e, 2).to_vec();
+        encode_as(e, false)
+    }
+
+    fn encode_as(e: &Entry, verified_batch: bool) -> Vec<u8> {
+        let mut out = head(e, 2, verified_batch).to_vec();
         out.extend_from_slice(&e.context);
         out.extend_from_slice(&e.data);
         out
+    }
+
+    /// A stamped batch of `n` messages at `base_offset`, stamped at `ts`.
+    fn stamped(n: u32, base_offset: u64, ts: u64) -> Bytes {
+        let mut b = corelog::BatchBuilder::new();
+        let payloads: Vec<Vec<u8>> = (0..n).map(|i| vec![i as u8; 300]).collect();
+        for (i, p) in payloads.iter().enumerate() {
+            b.push(corelog::MessageSpec {
+                id: i as u128,
+                timestamp: 1_000 + i as u64,
+                payload: p,
+                user_headers: &[],
+            });
+        }
+        let batch =
+            corelog::Batch::admit(b.build().expect("build"), &Limits::default()).expect("admit");
+        batch.into_stamped(corelog::Stamp {
+            partition_id: 4,
+            base_offset,
+            base_timestamp: ts,
+        })
     }
 
     #[test]
@@ -215,5 +287,53 @@ mod tests {
         for cut in 0..good.len() {
             assert!(decode(&Bytes::copy_from_slice(&good[..cut])).is_err());
         }
+    }
+
+    #[test]
+    fn a_batch_record_is_checked_by_its_batch_every_byte_and_every_cut() {
+        let e = entry(9, 4, b"ctx", &stamped(3, 100, 7));
+        let good = encode_as(&e, true);
+        let d = decode(&Bytes::from(good.clone())).expect("decode");
+        assert_eq!(d.entry, e, "a batch record decodes to its entry");
+        assert!(d.batch && !decode(&Bytes::from(encode(&e))).expect("plain").batch);
+        for i in 0..good.len() {
+            let mut bad = good.clone();
+            bad[i] ^= 0x40;
+            assert!(decode(&Bytes::from(bad)).is_err(), "flip at {i} accepted");
+        }
+        for cut in 0..good.len() {
+            assert!(decode(&Bytes::copy_from_slice(&good[..cut])).is_err());
+        }
+        // Data that is no batch cannot pass as a batch record.
+        let not_batch = entry(9, 4, b"ctx", &[7u8; 400]);
+        let err = decode(&Bytes::from(encode_as(&not_batch, true))).unwrap_err();
+        assert!(matches!(err, RecordError::Batch(_)), "{err:?}");
+    }
+
+    #[test]
+    fn an_older_batch_under_a_rewritten_head_is_refused() {
+        // A suffix cut and rewritten: the new record's head reached the
+        // disk, its data did not, and the bytes there are the old record's
+        // batch (as long, valid, stamped at another time).
+        let old = entry(9, 4, b"ctx", &stamped(3, 100, 7));
+        let new = entry(9, 5, b"ctx", &stamped(3, 100, 8));
+        assert_eq!(old.data.len(), new.data.len());
+        let mut torn = encode_as(&new, true);
+        let data_at = torn.len() - old.data.len();
+        torn[data_at..].copy_from_slice(&old.data);
+        assert!(
+            decode(&Bytes::from(torn)).is_err(),
+            "old batch accepted under the new head"
+        );
+        // Past the header the frames are bound by the header's batch checksum.
+        let mut frames = encode_as(&new, true);
+        let other = entry(9, 5, b"ctx", &stamped(3, 100, 8));
+        let mut tail = other.data.to_vec();
+        tail[256 + 48] ^= 1; // a payload byte, its frame checksum not updated
+        frames[data_at..].copy_from_slice(&tail);
+        assert!(
+            decode(&Bytes::from(frames)).is_err(),
+            "a damaged frame accepted"
+        );
     }
 }

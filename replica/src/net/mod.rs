@@ -312,6 +312,7 @@ fn peer_messages(
     rx: &Receivers,
     stop: &AtomicBool,
 ) -> Result<(), String> {
+    let limits = rx.engine.limits();
     while !stop.load(Ordering::Relaxed) {
         let Frame { kind, group, body } = frame::read(&mut s).map_err(|e| e.to_string())?;
         if kind != Kind::Raft {
@@ -328,7 +329,17 @@ fn peer_messages(
                 msg.from, msg.to, rx.me
             ));
         }
-        if inbox.send(Inbox::Raft(msg)).is_err() {
+        // Checked here, on the reader's thread, not on the group's loop.
+        let verified = match crate::inbox::verified_batches(&msg, &limits) {
+            Ok(v) => v,
+            Err(why) => {
+                tracing::error!(
+                    "replica: group {group}: node {from} sent a batch that does not verify, message dropped: {why}"
+                );
+                continue;
+            }
+        };
+        if inbox.send(Inbox::Raft(msg, verified)).is_err() {
             return Ok(());
         }
     }
