@@ -306,8 +306,8 @@ mod tests {
         }
         // Data that is no batch cannot pass as a batch record.
         let not_batch = entry(9, 4, b"ctx", &[7u8; 400]);
-        let err = decode(&Bytes::from(encode_as(&not_batch, true))).unwrap_err();
-        assert!(matches!(err, RecordError::Batch(_)), "{err:?}");
+        let got = decode(&Bytes::from(encode_as(&not_batch, true)));
+        assert!(matches!(got, Err(RecordError::Batch(_))), "{got:?}");
     }
 
     #[test]
