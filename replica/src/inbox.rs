@@ -124,3 +124,60 @@ pub(crate) enum Done {
 
 /// What applying an entry gave.
 pub(crate) type Applied = Result<Done, RequestError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use raft::eraftpb::Entry;
+
+    fn batch() -> Bytes {
+        let mut b = corelog::BatchBuilder::new();
+        b.push(corelog::MessageSpec {
+            id: 1,
+            timestamp: 5,
+            payload: b"hello",
+            user_headers: &[],
+        });
+        Bytes::from(b.build().expect("build"))
+    }
+
+    fn entry(index: u64, cmd: Command, data: Bytes) -> Entry {
+        let mut e = Entry::default();
+        e.index = index;
+        e.term = 2;
+        e.context = Bytes::from(cmd.encode());
+        e.data = data;
+        e
+    }
+
+    #[test]
+    fn an_append_message_is_verified_batch_by_batch() {
+        let append = Command::Append {
+            partition: 3,
+            client: 0,
+            request: 1,
+        };
+        let mut msg = Message::default();
+        msg.mut_entries().push(entry(
+            6,
+            Command::Meta { base: 1 },
+            Bytes::from_static(b"meta"),
+        ));
+        msg.mut_entries().push(entry(7, append.clone(), batch()));
+        let limits = corelog::Limits::default();
+        let got = verified_batches(&msg, &limits).expect("verified");
+        assert_eq!(got.len(), 1, "only the append's data is a batch");
+        assert_eq!((got[0].0, got[0].1), (7, 2));
+        assert_eq!(got[0].2.bytes(), &msg.get_entries()[1].data);
+        // One flipped payload byte and the message is refused, naming it.
+        let mut bad = batch().to_vec();
+        let last = bad.len() - 1;
+        bad[last] ^= 1;
+        msg.mut_entries().push(entry(8, append, Bytes::from(bad)));
+        let why = verified_batches(&msg, &limits).expect_err("damaged batch");
+        assert!(
+            why.contains("entry 8") && why.contains("partition 3"),
+            "{why}"
+        );
+    }
+}
