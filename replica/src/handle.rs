@@ -19,6 +19,8 @@ pub struct ReplicaHandle {
     pub(crate) inboxes: Arc<Vec<Sender<Inbox>>>,
     pub(crate) shards: usize,
     pub(crate) limits: corelog::Limits,
+    /// Sends this node hands to the leader (`net/forward.rs`).
+    pub(crate) forwarder: Arc<crate::net::forward::Forwarder>,
 }
 
 /// Who sent a request: the client's id, its session and the request's
@@ -88,6 +90,44 @@ impl ReplicaHandle {
         origin: Origin,
     ) -> impl Future<Output = Result<AppendAck, ReplicaError>> + Send + 'static {
         self.append_as(partition, bytes, origin, true)
+    }
+
+    /// Like [`append`](Self::append), on any node: where this node does
+    /// not lead the partition's group, a repeat of a send it proposed is
+    /// answered from it, and any other send is forwarded to the leader
+    /// over the replica network (`net/forward.rs`) and answered with the
+    /// leader's answer. `NotLeader` (nothing stored) when no leader is
+    /// known or it cannot be reached; `NotCommitted` when the send reached
+    /// it and its answer did not come back.
+    pub fn append_or_forward(
+        &self,
+        partition: u64,
+        bytes: Bytes,
+        origin: Origin,
+    ) -> impl Future<Output = Result<AppendAck, ReplicaError>> + Send + 'static {
+        let me = self.shared.me;
+        let leads = self.shared.leader_of(self.group_of(partition) as usize) == Some(me);
+        let local = self.append_as(partition, bytes.clone(), origin, !leads);
+        let forwarder = self.forwarder.clone();
+        async move {
+            match local.await {
+                Err(ReplicaError::NotLeader { leader: Some(l) }) if l != me => {
+                    let (answer, rx) = oneshot::channel();
+                    forwarder.forward(
+                        l,
+                        crate::net::forward::Job {
+                            partition,
+                            origin,
+                            batch: bytes,
+                            answer,
+                        },
+                    );
+                    // Dropped unanswered: it may have been sent.
+                    rx.await.unwrap_or(Err(ReplicaError::NotCommitted))
+                }
+                other => other,
+            }
+        }
     }
 
     fn append_as(
@@ -187,6 +227,14 @@ impl ReplicaHandle {
     ) -> impl Future<Output = Result<(), ReplicaError>> + Send + 'static {
         let f = self.submit(0, move |reply| Proposal::Meta { base, data, reply });
         async move { f.await.map(|_| ()) }
+    }
+
+    /// Sends this node has forwarded to a leader since it started
+    /// ([`append_or_forward`](Self::append_or_forward)).
+    pub fn forwarded(&self) -> u64 {
+        self.forwarder
+            .forwarded
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// This node's id.

@@ -125,16 +125,29 @@ impl Replica {
             .filter(|n| n.id != me)
             .map(|n| (n.id, n.replica))
             .collect();
+        let key = net::auth::Key::of(cluster.secret.as_ref());
+        let (forwarder, mut threads) =
+            net::forward::Forwarder::start(&peers, me, node.replica.ip(), &key, &stop)
+                .map_err(|e| StartError::Spawn(e.to_string()))?;
+        let handle = ReplicaHandle {
+            shared: shared.clone(),
+            inboxes: Arc::new(txs.clone()),
+            shards: cluster.shards,
+            limits: engine.limits(),
+            forwarder: Arc::new(forwarder),
+        };
         let receivers = net::Receivers {
             inboxes: txs.clone(),
             engine: engine.clone(),
+            handle: handle.clone(),
             me,
             data_groups: cluster.shards as u32,
-            key: net::auth::Key::of(cluster.secret.as_ref()),
+            key,
             local: node.replica.ip(),
         };
-        let (transport, mut threads) = net::start(listener, &peers, receivers, stop.clone())
+        let (transport, net_threads) = net::start(listener, &peers, receivers, stop.clone())
             .map_err(|e| StartError::Spawn(e.to_string()))?;
+        threads.extend(net_threads);
         let (ready_tx, ready_rx) = crossbeam_channel::unbounded();
         for (g, inbox) in rxs.into_iter().enumerate() {
             let g = g as u32;
@@ -180,12 +193,6 @@ impl Replica {
                 .map_err(|e| StartError::Spawn(e.to_string()))?;
             threads.push(t);
         }
-        let handle = ReplicaHandle {
-            shared,
-            inboxes: Arc::new(txs),
-            shards: cluster.shards,
-            limits: engine.limits(),
-        };
         let mut replica = Replica {
             handle,
             threads,

@@ -91,6 +91,19 @@ fn three_nodes_replicate_byte_identically_and_survive_the_leader() {
         "{refused:?}"
     );
 
+    // Through a follower, a send is forwarded to the leader and answered
+    // with its acknowledgement.
+    let fwd = pollster::block_on(
+        nodes[fi]
+            .handle()
+            .append_or_forward(2, batch(200, 2), origin()),
+    )
+    .expect("forwarded");
+    assert_eq!(
+        fwd.base_offset, expected_offsets[2],
+        "stamped by the leader"
+    );
+
     // Every node stores the leader's bytes.
     for p in 0..4u64 {
         let want = stored(&nodes[li].engine(), p);
@@ -112,7 +125,7 @@ fn three_nodes_replicate_byte_identically_and_survive_the_leader() {
     for n in &nodes {
         let (batches, others) = journal_records(&n.dir);
         assert_eq!(
-            batches, 40,
+            batches, 41,
             "node {}: batch records ({others} others)",
             n.id
         );

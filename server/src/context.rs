@@ -187,7 +187,8 @@ impl Context {
     /// Stores a producer's batch in `partition`; resolves at the fsync
     /// policy's durable point (in a cluster: on a majority's, and a repeat
     /// of a send from the same `origin` is answered from the first; a node
-    /// that does not lead answers only such repeats).
+    /// that does not lead answers such repeats and forwards other sends to
+    /// the leader, answering with its answer).
     pub async fn append(
         &self,
         partition: u64,
@@ -196,7 +197,7 @@ impl Context {
     ) -> Result<corelog::AppendAck, StoreError> {
         match self.replica() {
             Some(r) if r.leads_all() => Ok(r.append(partition, batch, origin).await?),
-            Some(r) => Ok(r.append_repeat(partition, batch, origin).await?),
+            Some(r) => Ok(r.append_or_forward(partition, batch, origin).await?),
             None => Ok(self.engine.append(partition, batch).await?),
         }
     }

@@ -170,6 +170,16 @@ async fn the_sdk_follows_the_leader_and_replicas_are_identical() {
         let want: Vec<u128> = (u128::from(p) * 100 + 1..u128::from(p) * 100 + 11).collect();
         assert_eq!(ids_in(&c, p).await, want);
     }
+    let fi = (follower - 1) as usize;
+    let forwarded = servers[fi]
+        .as_ref()
+        .and_then(|s| s.replica())
+        .map(|r| r.forwarded());
+    assert_eq!(
+        forwarded,
+        Some(0),
+        "the SDK sent to the leader, not through the follower"
+    );
     drop(c);
 
     // The leader stops; a client pointed at a survivor is sent to the new
@@ -231,7 +241,7 @@ async fn the_sdk_follows_the_leader_and_replicas_are_identical() {
 /// the same batch (as the SDK repeats one answered "not committed") is
 /// answered from the first and stored once; another batch under the same
 /// number (the SDK numbers a session's consecutive sends alike) is a new
-/// send; a follower refuses a send it never took.
+/// send; a follower forwards a send to the leader.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_repeated_send_is_stored_once() {
     use common::raw::{send_payload, send_payload_ids, Raw};
@@ -261,22 +271,37 @@ async fn a_repeated_send_is_stored_once() {
     assert_eq!(again.body, first.body, "the first send's answer");
     assert_eq!(ids_in(&c, 0).await, vec![1, 2], "stored once");
 
-    // A follower never took it: "not accepted", nothing stored.
+    // A send on a follower is forwarded to the leader, stored there (a new
+    // send: another session) and answered with the leader's answer; its
+    // repeat through the follower is answered from the leader's first.
     let follower = cluster.node((leader % 3) + 1).expect("node").client;
     let mut other = Raw::connect(follower);
     assert_eq!(other.login("iggy", "iggy"), 0);
-    let refused = other.send(SEND_MESSAGES_CODE, &payload);
+    let forwarded = other.send(SEND_MESSAGES_CODE, &payload);
     assert_eq!(
-        refused.status,
-        IggyError::TransientNotAccepted.as_code(),
-        "a follower refuses a send that is not a repeat"
+        forwarded.status, 0,
+        "a follower forwards a send to the leader"
     );
+    assert_eq!(
+        ids_in(&c, 0).await,
+        vec![1, 2, 1, 2],
+        "stored through the leader"
+    );
+    let forwarded_again = other.repeat(SEND_MESSAGES_CODE, &payload);
+    assert_eq!(forwarded_again.status, 0);
+    assert_eq!(
+        forwarded_again.body, forwarded.body,
+        "the forwarded send's answer"
+    );
+    assert_eq!(ids_in(&c, 0).await, vec![1, 2, 1, 2], "stored once");
+    let fi = (leader % 3) as usize;
+    assert_eq!(servers[fi].replica().map(|r| r.forwarded()), Some(2));
 
     let other = raw.repeat(SEND_MESSAGES_CODE, &send_payload_ids([3, 4]));
     assert_eq!(other.status, 0);
     assert_ne!(other.body, first.body, "another batch, another offset");
-    assert_eq!(ids_in(&c, 0).await, vec![1, 2, 3, 4]);
+    assert_eq!(ids_in(&c, 0).await, vec![1, 2, 1, 2, 3, 4]);
     let next = raw.send(SEND_MESSAGES_CODE, &payload);
     assert_eq!(next.status, 0);
-    assert_eq!(ids_in(&c, 0).await, vec![1, 2, 3, 4, 1, 2]);
+    assert_eq!(ids_in(&c, 0).await, vec![1, 2, 1, 2, 3, 4, 1, 2]);
 }

@@ -17,6 +17,9 @@
 //! | 4 batches      | whole stamped batches, back to back, as stored |
 //! | 5 fetch end    | the next offset u64 (the fetch is done) |
 //! | 6 fetch failed | a message (UTF-8) |
+//! | 9 forward      | node id u64, then a nonce and a proof: the connecting node's first frame on a forward connection (`forward.rs`) |
+//! | 10 forward send | a send a node that does not lead hands to the leader (`forward.rs`) |
+//! | 11 forward answer | the leader's answer to it (`forward.rs`) |
 //!
 //! A frame longer than [`MAX_FRAME`] or of an unknown kind ends the
 //! connection; nothing in a frame can make the reader allocate more.
@@ -48,6 +51,12 @@ pub enum Kind {
     Challenge = 7,
     /// The accepting side's proof.
     Welcome = 8,
+    /// First frame of a forward connection.
+    Forward = 9,
+    /// A forwarded send.
+    ForwardSend = 10,
+    /// The answer to a forwarded send.
+    ForwardAnswer = 11,
 }
 
 impl Kind {
@@ -61,6 +70,9 @@ impl Kind {
             6 => Kind::FetchFailed,
             7 => Kind::Challenge,
             8 => Kind::Welcome,
+            9 => Kind::Forward,
+            10 => Kind::ForwardSend,
+            11 => Kind::ForwardAnswer,
             _ => return None,
         })
     }

@@ -7,12 +7,15 @@
 //!   thread of its own, handing messages to the groups' loops.
 //! - **Fetch connections** (`fetch.rs`) stream a partition's stored batches
 //!   from a leader to a node installing a snapshot.
+//! - **Forward connections** (`forward.rs`) carry sends a node that does
+//!   not lead hands to the leader, and the leader's answers.
 //!
 //! Every connection opens with `auth.rs`'s exchange: both ends prove they
 //! hold the cluster's secret before a Raft message or a batch crosses it.
 
 pub mod auth;
 pub mod fetch;
+pub(crate) mod forward;
 pub mod frame;
 pub mod raft_frame;
 
@@ -73,6 +76,8 @@ pub struct Receivers {
     pub inboxes: Vec<Sender<Inbox>>,
     /// For fetches.
     pub engine: corelog::Handle,
+    /// For forwarded sends.
+    pub handle: crate::ReplicaHandle,
     /// This node.
     pub me: u64,
     /// Data groups, checked against each peer's hello.
@@ -302,6 +307,10 @@ fn serve(mut s: TcpStream, rx: &Receivers, stop: &AtomicBool) -> Result<(), Stri
             peer_messages(s, from, rx, stop)
         }
         Kind::Fetch => fetch::serve(s, &first, &rx.engine).map_err(|e| e.to_string()),
+        Kind::Forward => {
+            let [from] = frame::u64s::<1>(&first.body).ok_or("short forward")?;
+            forward::serve(s, from, &rx.handle, stop)
+        }
         k => Err(format!("first frame is {k:?}")),
     }
 }
@@ -344,4 +353,24 @@ fn peer_messages(
         }
     }
     Ok(())
+}
+
+/// Runs `fut` to completion on this thread (a forward connection's
+/// answering thread awaits the replica's answers in order).
+pub(crate) fn block_on<F: std::future::Future>(fut: F) -> F::Output {
+    struct Unpark(std::thread::Thread);
+    impl std::task::Wake for Unpark {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = std::task::Context::from_waker(&waker);
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        if let std::task::Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+            return out;
+        }
+        std::thread::park();
+    }
 }
