@@ -9,7 +9,11 @@
 //!   `--no-sync`, the control). After each synced step it records one line
 //!   in a history OUTSIDE the filesystem under test: `ns from term count`
 //!   (the log was cut to `from - 1`, then `count` entries of `term`
-//!   appended). Every entry's data is a function of its index and term.
+//!   appended). Every entry's data is a function of its index and term:
+//!   at even indexes a stamped batch (stamped with the term, so a
+//!   replaced entry's batch differs from the one it replaces), written as
+//!   a batch record (`append_verified`: its checksum stops at the batch
+//!   header, recovery verifies the batch), at odd ones plain bytes.
 //! * `check` opens the journal of a clone (recovery runs) and checks it
 //!   against the history, with S_k the log after the last step recorded
 //!   before the clone: the recovered log must be a prefix of some log
@@ -80,13 +84,40 @@ fn now_ns() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// Entry `index` of `term`'s data: 16 to 2,063 bytes, all a function of both.
+/// Entry `index` of `term`'s data, all a function of both: at odd
+/// indexes 16 to 2,063 bytes; at even ones a stamped batch of one message
+/// of such bytes (a batch record's data).
 fn data(index: u64, term: u64) -> Vec<u8> {
     let seed = index.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ term.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
     let len = 16 + (seed % 2048) as usize;
-    (0..len)
+    let bytes: Vec<u8> = (0..len)
         .map(|i| (seed.rotate_left((i % 64) as u32) as u8) ^ (i as u8))
-        .collect()
+        .collect();
+    if !is_batch(index) {
+        return bytes;
+    }
+    let mut b = corelog::BatchBuilder::new();
+    b.push(corelog::MessageSpec {
+        id: u128::from(index),
+        timestamp: 1_000,
+        payload: &bytes,
+        user_headers: &[],
+    });
+    let built = b.build().unwrap_or_default();
+    match corelog::Batch::admit(built, &corelog::Limits::default()) {
+        Ok(batch) => batch.into_stamped(corelog::Stamp {
+            partition_id: 1,
+            base_offset: index,
+            base_timestamp: term,
+        }),
+        Err(_) => Bytes::new(), // never: the builder's batches are valid
+    }
+    .to_vec()
+}
+
+/// Whether entry `index` holds a batch (a batch record).
+fn is_batch(index: u64) -> bool {
+    index % 2 == 0
 }
 
 // raft-rs's protobuf types are built field by field, as its own examples do.
@@ -132,7 +163,8 @@ fn write(
         };
         let count = rng.u64(1..=8);
         let ents: Vec<Entry> = (from..from + count).map(|i| entry(i, term)).collect();
-        j.append(&ents).map_err(|e| e.to_string())?;
+        j.append_verified(&ents, |e| is_batch(e.index))
+            .map_err(|e| e.to_string())?;
         if !no_sync {
             j.sync().map_err(|e| e.to_string())?;
         }
