@@ -117,7 +117,7 @@ fn data(index: u64, term: u64) -> Vec<u8> {
 
 /// Whether entry `index` holds a batch (a batch record).
 fn is_batch(index: u64) -> bool {
-    index % 2 == 0
+    index.is_multiple_of(2)
 }
 
 // raft-rs's protobuf types are built field by field, as its own examples do.
