@@ -4,6 +4,7 @@
 use crate::command::Command;
 use crate::error::ReplicaError;
 use crate::inbox::{Inbox, Proposal};
+use crate::net::forward::{Answer, Job, Request};
 use crate::status::{GroupView, Shared};
 use bytes::Bytes;
 use corelog::{AppendAck, Batch};
@@ -115,11 +116,13 @@ impl ReplicaHandle {
                     let (answer, rx) = oneshot::channel();
                     forwarder.forward(
                         l,
-                        crate::net::forward::Job {
-                            partition,
-                            origin,
-                            batch: bytes,
-                            answer,
+                        Job {
+                            request: Request::Send {
+                                partition,
+                                origin,
+                                batch: bytes,
+                            },
+                            answer: Answer::Send(answer),
                         },
                     );
                     // Dropped unanswered: it may have been sent.
@@ -166,36 +169,76 @@ impl ReplicaHandle {
         })
     }
 
-    /// Replicates a consumer's offset.
+    /// A store-offset or delete-offset command, proposed here (the
+    /// leader's side of a forwarded one).
+    pub(crate) fn offset_cmd(
+        &self,
+        cmd: Command,
+    ) -> impl Future<Output = Result<u64, ReplicaError>> + Send + 'static {
+        let partition = match cmd {
+            Command::StoreOffset { partition, .. } | Command::DeleteOffset { partition, .. } => {
+                partition
+            }
+            _ => 0,
+        };
+        self.partition_cmd(partition, cmd)
+    }
+
+    /// An offset command, forwarded to the leader when this node does not
+    /// lead (as [`append_or_forward`](Self::append_or_forward) does).
+    fn offset_or_forward(
+        &self,
+        cmd: Command,
+    ) -> impl Future<Output = Result<u64, ReplicaError>> + Send + 'static {
+        let me = self.shared.me;
+        let local = self.offset_cmd(cmd.clone());
+        let forwarder = self.forwarder.clone();
+        async move {
+            match local.await {
+                Err(ReplicaError::NotLeader { leader: Some(l) }) if l != me => {
+                    let (answer, rx) = oneshot::channel();
+                    forwarder.forward(
+                        l,
+                        Job {
+                            request: Request::Offset(cmd),
+                            answer: Answer::Count(answer),
+                        },
+                    );
+                    rx.await.unwrap_or(Err(ReplicaError::NotCommitted))
+                }
+                other => other,
+            }
+        }
+    }
+
+    /// Replicates a consumer's offset (through the leader, forwarded there
+    /// when this node does not lead).
     pub fn store_offset(
         &self,
         partition: u64,
         consumer: u64,
         offset: u64,
     ) -> impl Future<Output = Result<(), ReplicaError>> + Send + 'static {
-        let cmd = Command::StoreOffset {
+        let f = self.offset_or_forward(Command::StoreOffset {
             partition,
             consumer,
             offset,
-        };
-        let f = self.partition_cmd(partition, cmd);
+        });
         async move { f.await.map(|_| ()) }
     }
 
-    /// Forgets a consumer's offset on every node; resolves to whether the
-    /// leader had one.
+    /// Forgets a consumer's offset on every node (through the leader,
+    /// forwarded there when this node does not lead); resolves to whether
+    /// the leader had one.
     pub fn delete_offset(
         &self,
         partition: u64,
         consumer: u64,
     ) -> impl Future<Output = Result<bool, ReplicaError>> + Send + 'static {
-        let f = self.partition_cmd(
+        let f = self.offset_or_forward(Command::DeleteOffset {
             partition,
-            Command::DeleteOffset {
-                partition,
-                consumer,
-            },
-        );
+            consumer,
+        });
         async move { f.await.map(|n| n > 0) }
     }
 
@@ -229,8 +272,8 @@ impl ReplicaHandle {
         async move { f.await.map(|_| ()) }
     }
 
-    /// Sends this node has forwarded to a leader since it started
-    /// ([`append_or_forward`](Self::append_or_forward)).
+    /// Requests (sends, offset changes) this node has forwarded to a
+    /// leader since it started.
     pub fn forwarded(&self) -> u64 {
         self.forwarder
             .forwarded

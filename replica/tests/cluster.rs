@@ -103,6 +103,22 @@ fn three_nodes_replicate_byte_identically_and_survive_the_leader() {
         fwd.base_offset, expected_offsets[2],
         "stamped by the leader"
     );
+    // So is a consumer offset's change.
+    let follower = nodes[fi].handle();
+    pollster::block_on(follower.store_offset(3, 77, 5)).expect("forwarded offset");
+    for n in &nodes {
+        let deadline = std::time::Instant::now() + ELECT;
+        while n.engine().load_offset(3, 77).wait().expect("load") != Some(5) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "node {}: offset not applied",
+                n.id
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    assert_eq!(pollster::block_on(follower.delete_offset(3, 77)), Ok(true));
+    assert_eq!(follower.forwarded(), 3, "a send and two offset changes");
 
     // Every node stores the leader's bytes.
     for p in 0..4u64 {

@@ -1,23 +1,26 @@
-//! Forwarding a send from a node that does not lead to the one that does.
+//! Forwarding a send, or a consumer offset's change, from a node that does
+//! not lead to the one that does.
 //!
 //! A client whose node was deposed (paused past an election, cut off, or
 //! simply not told yet) keeps sending there; Iggy's SDK replays a refused
-//! send on the same connection for two seconds before it asks who leads.
-//! Instead the node hands the send to the leader over the replica network
-//! and answers the client with the leader's answer.
+//! request on the same connection for two seconds before it asks who
+//! leads. Instead the node hands the request to the leader over the replica
+//! network and answers the client with the leader's answer.
 //!
 //! ```text
 //! forward connection: the connecting node's first frame is kind 9 (forward),
 //! body its node id (authenticated as every connection is, auth.rs); then
-//!   kind 10 send   partition u64, client u128, session u64, request u64, the batch
-//!   kind 11 answer 0, then the AppendAck (base_offset u64, message_count u32,
-//!                  segment u64, position u64, bytes u64, base_timestamp u64)
-//!                  or an error code u8 (1 not leader, 2 not committed,
-//!                  3 refused, 4 stopped), then a message (UTF-8)
+//!   kind 10 send    partition u64, client u128, session u64, request u64, the batch
+//!   kind 12 offset  a store-offset or delete-offset command (command.rs's encoding)
+//!   kind 11 answer  0, then the result: a send's AppendAck (base_offset u64,
+//!                   message_count u32, segment u64, position u64, bytes u64,
+//!                   base_timestamp u64), an offset command's count u64;
+//!                   or an error code u8 (1 not leader, 2 not committed,
+//!                   3 refused, 4 stopped), then a message (UTF-8)
 //! ```
 //!
-//! Answers come in the order of the sends, one connection per peer, sends
-//! pipelined on it (a writer thread, a reader thread per connection). The
+//! Answers come in the order of the requests, one connection per peer,
+//! requests pipelined on it (a writer thread, a reader thread per connection). The
 //! leader proposes a forwarded send with its origin, as if the client had
 //! sent it there, so a repeat is answered from the first; it never forwards
 //! again (a node that no longer leads answers "not leader").
@@ -29,6 +32,7 @@
 //! replays it, same session and number).
 
 use super::frame::{self, Kind};
+use crate::command::Command;
 use crate::error::ReplicaError;
 use crate::handle::Origin;
 use bytes::Bytes;
@@ -47,14 +51,56 @@ const QUEUE: usize = 256;
 /// How long the leader's answer may take (its commit timeout is shorter).
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The answer to a send.
-type Answer = oneshot::Sender<Result<AppendAck, ReplicaError>>;
+/// Where a forwarded request's answer goes.
+pub(crate) enum Answer {
+    /// A send's.
+    Send(oneshot::Sender<Result<AppendAck, ReplicaError>>),
+    /// An offset command's count.
+    Count(oneshot::Sender<Result<u64, ReplicaError>>),
+}
 
-/// A send to forward.
+impl Answer {
+    fn fail(self, e: ReplicaError) {
+        match self {
+            Answer::Send(tx) => {
+                let _ = tx.send(Err(e));
+            }
+            Answer::Count(tx) => {
+                let _ = tx.send(Err(e));
+            }
+        }
+    }
+
+    /// Delivers the answer whose body is `body`.
+    fn deliver(self, body: &[u8]) {
+        let result = decode_answer(body);
+        match self {
+            Answer::Send(tx) => {
+                let _ = tx.send(result.and_then(decode_ack));
+            }
+            Answer::Count(tx) => {
+                let _ = tx.send(result.and_then(decode_count));
+            }
+        }
+    }
+}
+
+/// What to forward.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Request {
+    /// A producer's batch for `partition`, from `origin`.
+    Send {
+        partition: u64,
+        origin: Origin,
+        batch: Bytes,
+    },
+    /// A store-offset or delete-offset command.
+    Offset(Command),
+}
+
+/// A request to forward, and where its answer goes.
 pub(crate) struct Job {
-    pub partition: u64,
-    pub origin: Origin,
-    pub batch: Bytes,
+    pub request: Request,
     pub answer: Answer,
 }
 
@@ -63,7 +109,7 @@ pub(crate) struct Job {
 #[derive(Debug, Default)]
 pub(crate) struct Forwarder {
     peers: HashMap<u64, Sender<Job>>,
-    /// Sends queued for a leader so far.
+    /// Requests queued for a leader so far.
     pub(crate) forwarded: std::sync::atomic::AtomicU64,
 }
 
@@ -101,9 +147,8 @@ impl Forwarder {
     /// that node is unknown or its queue is full.
     pub(crate) fn forward(&self, to: u64, job: Job) {
         let Some(q) = self.peers.get(&to) else {
-            let _ = job
-                .answer
-                .send(Err(ReplicaError::NotLeader { leader: Some(to) }));
+            job.answer
+                .fail(ReplicaError::NotLeader { leader: Some(to) });
             return;
         };
         match q.try_send(job) {
@@ -111,9 +156,8 @@ impl Forwarder {
                 self.forwarded.fetch_add(1, Ordering::Relaxed);
             }
             Err(TrySendError::Full(job) | TrySendError::Disconnected(job)) => {
-                let _ = job
-                    .answer
-                    .send(Err(ReplicaError::NotLeader { leader: Some(to) }));
+                job.answer
+                    .fail(ReplicaError::NotLeader { leader: Some(to) });
             }
         }
     }
@@ -131,12 +175,20 @@ fn writer(
     stop: &AtomicBool,
 ) {
     let mut conn: Option<Conn> = None;
+    // After a failed connect, sends are refused at once until then (not
+    // each after a connect timeout of its own).
+    let mut down_until: Option<std::time::Instant> = None;
     while !stop.load(Ordering::Relaxed) {
         let job = match jobs.recv_timeout(Duration::from_millis(200)) {
             Ok(j) => j,
             Err(crossbeam_channel::RecvTimeoutError::Timeout) => continue,
             Err(crossbeam_channel::RecvTimeoutError::Disconnected) => return,
         };
+        if down_until.is_some_and(|t| std::time::Instant::now() < t) {
+            job.answer
+                .fail(ReplicaError::NotLeader { leader: Some(id) });
+            continue;
+        }
         if conn
             .as_ref()
             .is_some_and(|c| !c.alive.load(Ordering::Acquire))
@@ -148,9 +200,9 @@ fn writer(
                 Ok(c) => Some(c),
                 Err(e) => {
                     tracing::debug!("replica: forwarding to node {id} at {addr}: {e}");
-                    let _ = job
-                        .answer
-                        .send(Err(ReplicaError::NotLeader { leader: Some(id) }));
+                    job.answer
+                        .fail(ReplicaError::NotLeader { leader: Some(id) });
+                    down_until = Some(std::time::Instant::now() + super::RECONNECT_PAUSE);
                     continue;
                 }
             };
@@ -158,20 +210,19 @@ fn writer(
         let Some(c) = conn.as_mut() else {
             continue;
         };
-        match write_send(&mut c.stream, &job) {
+        match write_request(&mut c.stream, &job.request) {
             Ok(()) => {
                 if let Err(e) = c.answers.send(job.answer) {
-                    // The reader ended (the connection broke): the send
+                    // The reader ended (the connection broke): the request
                     // may have arrived whole.
-                    let _ = e.into_inner().send(Err(ReplicaError::NotCommitted));
+                    e.into_inner().fail(ReplicaError::NotCommitted);
                     conn = None;
                 }
             }
             Err(e) => {
                 tracing::debug!("replica: forwarding to node {id}: {e}");
-                let _ = job
-                    .answer
-                    .send(Err(ReplicaError::NotLeader { leader: Some(id) }));
+                job.answer
+                    .fail(ReplicaError::NotLeader { leader: Some(id) });
                 if let Some(c) = conn.take() {
                     let _ = c.stream.shutdown(std::net::Shutdown::Both);
                 }
@@ -215,7 +266,7 @@ fn connect(
             flag.store(false, Ordering::Release);
             // Answers queued after the drain: unknown outcome.
             for a in rx.try_iter() {
-                let _ = a.send(Err(ReplicaError::NotCommitted));
+                a.fail(ReplicaError::NotCommitted);
             }
         })?;
     Ok(Conn {
@@ -239,15 +290,12 @@ fn reader(id: u64, mut s: TcpStream, answers: &Receiver<Answer>) {
         let Ok(answer) = answers.recv() else {
             break;
         };
-        let result = if f.kind == Kind::ForwardAnswer {
-            decode_answer(&f.body)
+        if f.kind == Kind::ForwardAnswer {
+            answer.deliver(&f.body);
         } else {
-            Err(ReplicaError::NotCommitted)
-        };
-        let _ = answer.send(result);
-        if f.kind != Kind::ForwardAnswer {
+            answer.fail(ReplicaError::NotCommitted);
             tracing::warn!(
-                "replica: node {id} answered a forwarded send with {:?}",
+                "replica: node {id} answered a forwarded request with {:?}",
                 f.kind
             );
             break;
@@ -255,42 +303,43 @@ fn reader(id: u64, mut s: TcpStream, answers: &Receiver<Answer>) {
     }
     let _ = s.shutdown(std::net::Shutdown::Both);
     for a in answers.try_iter() {
-        let _ = a.send(Err(ReplicaError::NotCommitted));
+        a.fail(ReplicaError::NotCommitted);
     }
 }
 
 /// Bytes of a send's fields before its batch.
 const SEND_FIELDS: usize = 8 + 16 + 8 + 8;
 
-fn write_send(s: &mut TcpStream, job: &Job) -> std::io::Result<()> {
-    let mut head = Vec::with_capacity(9 + SEND_FIELDS);
-    head.extend_from_slice(&frame::head(
-        Kind::ForwardSend,
-        0,
-        SEND_FIELDS + job.batch.len(),
-    ));
-    head.extend_from_slice(&job.partition.to_le_bytes());
-    head.extend_from_slice(&job.origin.client.to_le_bytes());
-    head.extend_from_slice(&job.origin.session.to_le_bytes());
-    head.extend_from_slice(&job.origin.request.to_le_bytes());
-    s.write_all(&head)?;
-    s.write_all(&job.batch)
-}
-
-/// A forwarded send, as the leader reads it.
-#[derive(Debug, PartialEq, Eq)]
-pub(crate) struct Send {
-    pub partition: u64,
-    pub origin: Origin,
-    pub batch: Bytes,
+fn write_request(s: &mut TcpStream, request: &Request) -> std::io::Result<()> {
+    match request {
+        Request::Send {
+            partition,
+            origin,
+            batch,
+        } => {
+            let mut head = Vec::with_capacity(9 + SEND_FIELDS);
+            head.extend_from_slice(&frame::head(
+                Kind::ForwardSend,
+                0,
+                SEND_FIELDS + batch.len(),
+            ));
+            head.extend_from_slice(&partition.to_le_bytes());
+            head.extend_from_slice(&origin.client.to_le_bytes());
+            head.extend_from_slice(&origin.session.to_le_bytes());
+            head.extend_from_slice(&origin.request.to_le_bytes());
+            s.write_all(&head)?;
+            s.write_all(batch)
+        }
+        Request::Offset(cmd) => frame::write(s, Kind::ForwardOffset, 0, &cmd.encode()),
+    }
 }
 
 /// Decodes a send's body (`None`: too short).
-pub(crate) fn decode_send(body: &Bytes) -> Option<Send> {
+pub(crate) fn decode_send(body: &Bytes) -> Option<Request> {
     let [partition] = frame::u64s::<1>(body)?;
     let client = u128::from_le_bytes(body.get(8..24)?.try_into().ok()?);
     let [session, request] = frame::u64s::<2>(body.get(24..)?)?;
-    Some(Send {
+    Some(Request::Send {
         partition,
         origin: Origin {
             client,
@@ -301,64 +350,83 @@ pub(crate) fn decode_send(body: &Bytes) -> Option<Send> {
     })
 }
 
-/// The answer's body for `result`.
-pub(crate) fn encode_answer(result: &Result<AppendAck, ReplicaError>) -> Vec<u8> {
-    let mut out = Vec::with_capacity(45);
-    match result {
-        Ok(ack) => {
-            out.push(0);
-            out.extend_from_slice(&ack.base_offset.to_le_bytes());
-            out.extend_from_slice(&ack.message_count.to_le_bytes());
-            for v in [ack.segment, ack.position, ack.bytes, ack.base_timestamp] {
-                out.extend_from_slice(&v.to_le_bytes());
-            }
-        }
-        Err(e) => {
-            out.push(match e {
-                ReplicaError::NotLeader { .. } | ReplicaError::Conflict => 1,
-                ReplicaError::NotCommitted => 2,
-                ReplicaError::Stopped => 4,
-                _ => 3,
-            });
-            out.extend_from_slice(e.to_string().as_bytes());
-        }
+/// An acknowledgement's bytes in an answer.
+fn encode_ack(ack: &AppendAck) -> Vec<u8> {
+    let mut out = Vec::with_capacity(44);
+    out.extend_from_slice(&ack.base_offset.to_le_bytes());
+    out.extend_from_slice(&ack.message_count.to_le_bytes());
+    for v in [ack.segment, ack.position, ack.bytes, ack.base_timestamp] {
+        out.extend_from_slice(&v.to_le_bytes());
     }
     out
 }
 
-/// The result an answer's body says.
-pub(crate) fn decode_answer(body: &[u8]) -> Result<AppendAck, ReplicaError> {
-    let (&code, rest) = body.split_first().ok_or(ReplicaError::NotCommitted)?;
-    let message = || String::from_utf8_lossy(rest).into_owned();
-    match code {
-        0 => {
-            let [base_offset] = frame::u64s::<1>(rest).ok_or(ReplicaError::NotCommitted)?;
-            let count = rest.get(8..12).ok_or(ReplicaError::NotCommitted)?;
-            let message_count = u32::from_le_bytes([count[0], count[1], count[2], count[3]]);
-            let [segment, position, bytes, base_timestamp] =
-                frame::u64s::<4>(rest.get(12..).ok_or(ReplicaError::NotCommitted)?)
-                    .ok_or(ReplicaError::NotCommitted)?;
-            Ok(AppendAck {
-                base_offset,
-                message_count,
-                segment,
-                position,
-                bytes,
-                base_timestamp,
-            })
+/// The acknowledgement an answer's result holds.
+fn decode_ack(b: &[u8]) -> Result<AppendAck, ReplicaError> {
+    let cut = || ReplicaError::NotCommitted;
+    let [base_offset] = frame::u64s::<1>(b).ok_or_else(cut)?;
+    let count = b.get(8..12).ok_or_else(cut)?;
+    let message_count = u32::from_le_bytes([count[0], count[1], count[2], count[3]]);
+    let [segment, position, bytes, base_timestamp] =
+        frame::u64s::<4>(b.get(12..).ok_or_else(cut)?).ok_or_else(cut)?;
+    Ok(AppendAck {
+        base_offset,
+        message_count,
+        segment,
+        position,
+        bytes,
+        base_timestamp,
+    })
+}
+
+/// The count an answer's result holds.
+fn decode_count(b: &[u8]) -> Result<u64, ReplicaError> {
+    frame::u64s::<1>(b)
+        .map(|[n]| n)
+        .ok_or(ReplicaError::NotCommitted)
+}
+
+/// The answer's body for `result` (a result's bytes, or the error).
+pub(crate) fn encode_answer(result: &Result<Vec<u8>, ReplicaError>) -> Vec<u8> {
+    match result {
+        Ok(bytes) => {
+            let mut out = Vec::with_capacity(1 + bytes.len());
+            out.push(0);
+            out.extend_from_slice(bytes);
+            out
         }
+        Err(e) => {
+            let mut out = vec![match e {
+                ReplicaError::NotLeader { .. } | ReplicaError::Conflict => 1,
+                ReplicaError::NotCommitted => 2,
+                ReplicaError::Stopped => 4,
+                _ => 3,
+            }];
+            out.extend_from_slice(e.to_string().as_bytes());
+            out
+        }
+    }
+}
+
+/// The result an answer's body says: its bytes, or the error. A cut or
+/// unknown answer is no acknowledgement: the outcome is unknown.
+pub(crate) fn decode_answer(body: &[u8]) -> Result<&[u8], ReplicaError> {
+    let (&code, rest) = body.split_first().ok_or(ReplicaError::NotCommitted)?;
+    match code {
+        0 => Ok(rest),
         1 => Err(ReplicaError::NotLeader { leader: None }),
         4 => Err(ReplicaError::Stopped),
         3 => Err(ReplicaError::Apply(format!(
             "the leader refused: {}",
-            message()
+            String::from_utf8_lossy(rest)
         ))),
         _ => Err(ReplicaError::NotCommitted),
     }
 }
 
 /// Serves a forward connection on the leader: proposes each send as its
-/// client's and writes the answers in order (a thread awaiting them).
+/// client's, each offset command as its own, and writes the answers in
+/// order (a thread awaiting them).
 pub(super) fn serve(
     s: TcpStream,
     from: u64,
@@ -367,9 +435,8 @@ pub(super) fn serve(
 ) -> Result<(), String> {
     let mut w = s.try_clone().map_err(|e| e.to_string())?;
     let mut r = s;
-    type Pending = std::pin::Pin<
-        Box<dyn std::future::Future<Output = Result<AppendAck, ReplicaError>> + std::marker::Send>,
-    >;
+    type Pending =
+        std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<u8>, ReplicaError>> + Send>>;
     let (tx, rx) = crossbeam_channel::unbounded::<Pending>();
     let answering = std::thread::Builder::new()
         .name("replica-fwd-answer".into())
@@ -393,17 +460,37 @@ pub(super) fn serve(
                 break;
             }
         };
-        let Some(send) = (f.kind == Kind::ForwardSend)
-            .then(|| decode_send(&f.body))
-            .flatten()
-        else {
-            out = Err(format!(
-                "node {from}: {:?} frame on a forward connection",
-                f.kind
-            ));
-            break;
+        let request = match f.kind {
+            Kind::ForwardSend => decode_send(&f.body),
+            Kind::ForwardOffset => match Command::decode(&f.body) {
+                Ok(cmd @ (Command::StoreOffset { .. } | Command::DeleteOffset { .. })) => {
+                    Some(Request::Offset(cmd))
+                }
+                _ => None,
+            },
+            _ => None,
         };
-        let fut: Pending = Box::pin(handle.append(send.partition, send.batch, send.origin));
+        let fut: Pending = match request {
+            Some(Request::Send {
+                partition,
+                origin,
+                batch,
+            }) => {
+                let f = handle.append(partition, batch, origin);
+                Box::pin(async move { f.await.map(|ack| encode_ack(&ack)) })
+            }
+            Some(Request::Offset(cmd)) => {
+                let f = handle.offset_cmd(cmd);
+                Box::pin(async move { f.await.map(|n| n.to_le_bytes().to_vec()) })
+            }
+            None => {
+                out = Err(format!(
+                    "node {from}: a {:?} frame that is no request on a forward connection",
+                    f.kind
+                ));
+                break;
+            }
+        };
         if tx.send(fut).is_err() {
             break;
         }
@@ -418,8 +505,19 @@ pub(super) fn serve(
 mod tests {
     use super::*;
 
+    /// What `answer` delivers for a body, as a send's and as a count's.
+    fn delivered(body: &[u8]) -> (Result<AppendAck, ReplicaError>, Result<u64, ReplicaError>) {
+        let (tx, rx) = oneshot::channel();
+        Answer::Send(tx).deliver(body);
+        let (ctx, crx) = oneshot::channel();
+        Answer::Count(ctx).deliver(body);
+        let send = super::super::block_on(rx).unwrap_or(Err(ReplicaError::Stopped));
+        let count = super::super::block_on(crx).unwrap_or(Err(ReplicaError::Stopped));
+        (send, count)
+    }
+
     #[test]
-    fn sends_and_answers_round_trip_and_short_bodies_are_refused() {
+    fn requests_and_answers_round_trip_and_cut_ones_are_refused() {
         let origin = Origin {
             client: 7 << 70 | 3,
             session: 9,
@@ -434,7 +532,7 @@ mod tests {
         let send = decode_send(&Bytes::from(body.clone())).expect("send");
         assert_eq!(
             send,
-            Send {
+            Request::Send {
                 partition: 5,
                 origin,
                 batch: Bytes::from_static(b"batch")
@@ -450,7 +548,12 @@ mod tests {
             bytes: 900,
             base_timestamp: 123_456,
         };
-        assert_eq!(decode_answer(&encode_answer(&Ok(ack))), Ok(ack));
+        let whole = encode_answer(&Ok(encode_ack(&ack)));
+        assert_eq!(delivered(&whole).0, Ok(ack));
+        assert_eq!(
+            delivered(&encode_answer(&Ok(7u64.to_le_bytes().to_vec()))).1,
+            Ok(7)
+        );
         let cases = [
             (
                 ReplicaError::NotLeader { leader: Some(2) },
@@ -460,29 +563,28 @@ mod tests {
             (ReplicaError::Stopped, ReplicaError::Stopped),
         ];
         for (sent, got) in cases {
-            assert_eq!(decode_answer(&encode_answer(&Err(sent))), Err(got));
+            let (send, count) = delivered(&encode_answer(&Err(sent)));
+            assert_eq!((send, count), (Err(got.clone()), Err(got)));
         }
-        let refused = decode_answer(&encode_answer(&Err(ReplicaError::Apply("disk".into()))));
+        let refused = delivered(&encode_answer(&Err(ReplicaError::Apply("disk".into())))).0;
         assert!(matches!(refused, Err(ReplicaError::Apply(m)) if m.contains("disk")));
         // A cut answer is no acknowledgement: the outcome is unknown.
-        let whole = encode_answer(&Ok(ack));
         for cut in 0..whole.len() {
-            assert_eq!(
-                decode_answer(&whole[..cut]),
-                Err(ReplicaError::NotCommitted)
-            );
+            assert_eq!(delivered(&whole[..cut]).0, Err(ReplicaError::NotCommitted));
         }
+        assert_eq!(delivered(&[0, 1, 2]).1, Err(ReplicaError::NotCommitted));
     }
 
     #[test]
-    fn a_send_for_a_node_without_a_forwarder_is_not_accepted_at_once() {
+    fn a_request_for_a_node_without_a_forwarder_is_not_accepted_at_once() {
         let f = Forwarder::default();
         let (answer, rx) = oneshot::channel();
         let job = Job {
-            partition: 1,
-            origin: Origin::default(),
-            batch: Bytes::new(),
-            answer,
+            request: Request::Offset(Command::DeleteOffset {
+                partition: 1,
+                consumer: 2,
+            }),
+            answer: Answer::Count(answer),
         };
         f.forward(3, job);
         assert_eq!(

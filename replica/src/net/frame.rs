@@ -19,7 +19,8 @@
 //! | 6 fetch failed | a message (UTF-8) |
 //! | 9 forward      | node id u64, then a nonce and a proof: the connecting node's first frame on a forward connection (`forward.rs`) |
 //! | 10 forward send | a send a node that does not lead hands to the leader (`forward.rs`) |
-//! | 11 forward answer | the leader's answer to it (`forward.rs`) |
+//! | 12 forward offset | a consumer offset's change a node that does not lead hands to the leader (`forward.rs`) |
+//! | 11 forward answer | the leader's answer to a forwarded request (`forward.rs`) |
 //!
 //! A frame longer than [`MAX_FRAME`] or of an unknown kind ends the
 //! connection; nothing in a frame can make the reader allocate more.
@@ -55,8 +56,10 @@ pub enum Kind {
     Forward = 9,
     /// A forwarded send.
     ForwardSend = 10,
-    /// The answer to a forwarded send.
+    /// The answer to a forwarded request.
     ForwardAnswer = 11,
+    /// A forwarded offset command.
+    ForwardOffset = 12,
 }
 
 impl Kind {
@@ -73,6 +76,7 @@ impl Kind {
             9 => Kind::Forward,
             10 => Kind::ForwardSend,
             11 => Kind::ForwardAnswer,
+            12 => Kind::ForwardOffset,
             _ => return None,
         })
     }
