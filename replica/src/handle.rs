@@ -4,7 +4,7 @@
 use crate::command::Command;
 use crate::error::ReplicaError;
 use crate::inbox::{Inbox, Proposal};
-use crate::net::forward::{Answer, Job, Request};
+use crate::net::forward::{Answer, Forwarder, Job, Request};
 use crate::status::{GroupView, Shared};
 use bytes::Bytes;
 use corelog::{AppendAck, Batch};
@@ -21,7 +21,7 @@ pub struct ReplicaHandle {
     pub(crate) shards: usize,
     pub(crate) limits: corelog::Limits,
     /// Sends this node hands to the leader (`net/forward.rs`).
-    pub(crate) forwarder: Arc<crate::net::forward::Forwarder>,
+    pub(crate) forwarder: Arc<Forwarder>,
 }
 
 /// Who sent a request: the client's id, its session and the request's
@@ -109,28 +109,14 @@ impl ReplicaHandle {
         let me = self.shared.me;
         let leads = self.shared.leader_of(self.group_of(partition) as usize) == Some(me);
         let local = self.append_as(partition, bytes.clone(), origin, !leads);
-        let forwarder = self.forwarder.clone();
-        async move {
-            match local.await {
-                Err(ReplicaError::NotLeader { leader: Some(l) }) if l != me => {
-                    let (answer, rx) = oneshot::channel();
-                    forwarder.forward(
-                        l,
-                        Job {
-                            request: Request::Send {
-                                partition,
-                                origin,
-                                batch: bytes,
-                            },
-                            answer: Answer::Send(answer),
-                        },
-                    );
-                    // Dropped unanswered: it may have been sent.
-                    rx.await.unwrap_or(Err(ReplicaError::NotCommitted))
-                }
-                other => other,
-            }
-        }
+        or_forwarded(me, self.forwarder.clone(), local, move |answer| Job {
+            request: Request::Send {
+                partition,
+                origin,
+                batch: bytes,
+            },
+            answer: Answer::Send(answer),
+        })
     }
 
     fn append_as(
@@ -192,23 +178,10 @@ impl ReplicaHandle {
     ) -> impl Future<Output = Result<u64, ReplicaError>> + Send + 'static {
         let me = self.shared.me;
         let local = self.offset_cmd(cmd.clone());
-        let forwarder = self.forwarder.clone();
-        async move {
-            match local.await {
-                Err(ReplicaError::NotLeader { leader: Some(l) }) if l != me => {
-                    let (answer, rx) = oneshot::channel();
-                    forwarder.forward(
-                        l,
-                        Job {
-                            request: Request::Offset(cmd),
-                            answer: Answer::Count(answer),
-                        },
-                    );
-                    rx.await.unwrap_or(Err(ReplicaError::NotCommitted))
-                }
-                other => other,
-            }
-        }
+        or_forwarded(me, self.forwarder.clone(), local, move |answer| Job {
+            request: Request::Offset(cmd),
+            answer: Answer::Count(answer),
+        })
     }
 
     /// Replicates a consumer's offset (through the leader, forwarded there
@@ -303,5 +276,24 @@ impl ReplicaHandle {
     /// Every group's state as this node sees it.
     pub fn status(&self) -> Vec<GroupView> {
         self.shared.views()
+    }
+}
+
+/// `local`'s answer, unless it says another node leads: then that node's
+/// answer to the request `job` makes, forwarded (`net/forward.rs`). A
+/// request dropped unanswered may have been sent: "not committed".
+async fn or_forwarded<T>(
+    me: u64,
+    forwarder: Arc<Forwarder>,
+    local: impl Future<Output = Result<T, ReplicaError>>,
+    job: impl FnOnce(oneshot::Sender<Result<T, ReplicaError>>) -> Job,
+) -> Result<T, ReplicaError> {
+    match local.await {
+        Err(ReplicaError::NotLeader { leader: Some(l) }) if l != me => {
+            let (answer, rx) = oneshot::channel();
+            forwarder.forward(l, job(answer));
+            rx.await.unwrap_or(Err(ReplicaError::NotCommitted))
+        }
+        other => other,
     }
 }
