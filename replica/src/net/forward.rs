@@ -72,7 +72,7 @@ impl Answer {
     }
 
     /// Delivers the answer whose body is `body`.
-    fn deliver(self, body: &[u8]) {
+    pub(crate) fn deliver(self, body: &[u8]) {
         let result = decode_answer(body);
         match self {
             Answer::Send(tx) => {

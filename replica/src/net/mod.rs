@@ -17,6 +17,8 @@ pub mod auth;
 pub mod fetch;
 pub(crate) mod forward;
 pub mod frame;
+#[cfg(test)]
+mod no_panic;
 pub mod raft_frame;
 
 use crate::inbox::Inbox;
