@@ -18,6 +18,8 @@ pub struct GroupStatus {
     pub applied: AtomicU64,
     /// The journal's last index.
     pub last_index: AtomicU64,
+    /// The last index the journal made durable.
+    pub synced: AtomicU64,
     /// Elections this node saw won (leader changes).
     pub leader_changes: AtomicU64,
     /// While this node leads: until when a majority's answers confirm it
@@ -41,6 +43,10 @@ pub struct GroupView {
     pub applied: u64,
     /// The journal's last index.
     pub last_index: u64,
+    /// The last index this node's journal made durable (an fsync
+    /// returned): the last index under `fsync=batch`, at most an interval
+    /// behind under `interval`.
+    pub synced: u64,
 }
 
 /// Every group's published state, and this node's id.
@@ -98,6 +104,7 @@ impl Shared {
                 commit: s.commit.load(Ordering::Relaxed),
                 applied: s.applied.load(Ordering::Relaxed),
                 last_index: s.last_index.load(Ordering::Relaxed),
+                synced: s.synced.load(Ordering::Relaxed),
             })
             .collect()
     }

@@ -349,3 +349,64 @@ fn a_repeated_send_is_stored_once() {
         );
     }
 }
+
+/// The journal's durable point follows the fsync policy: under `batch`
+/// every node's journal is synced to its last index before an entry
+/// counts as held; under `interval` it follows on the interval; a
+/// `never` node's stays where its opening left it.
+#[test]
+fn the_journals_durable_point_follows_the_fsync_policy() {
+    let synced_to_last = |n: &Node| {
+        n.handle()
+            .status()
+            .iter()
+            .filter(|v| v.group > 0)
+            .all(|v| v.synced == v.last_index && v.last_index > 2)
+    };
+    for (policy, sync, every) in [
+        ("batch", true, None),
+        ("interval", false, Some(Duration::from_millis(100))),
+        ("never", false, None),
+    ] {
+        let opts = corelog_replica::ReplicaOptions {
+            sync,
+            sync_every: every,
+            ..options()
+        };
+        let Three {
+            dirs: _dirs,
+            nodes,
+            leader,
+            ..
+        } = three(&opts, ELECT);
+        let h = nodes[(leader - 1) as usize].handle();
+        for k in 0..8u64 {
+            pollster::block_on(h.append(k % 2, batch(k, 2), origin())).expect("append");
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let mut all = false;
+        while !all && std::time::Instant::now() < deadline {
+            all = nodes.iter().all(|n| synced_to_last(n));
+            if policy == "never" {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        match policy {
+            "batch" => assert!(
+                synced_to_last(&nodes[(leader - 1) as usize]),
+                "batch: the leader synced before acknowledging"
+            ),
+            "interval" => assert!(all, "interval: every journal synced within 5 s"),
+            _ => assert!(
+                nodes.iter().all(|n| n
+                    .handle()
+                    .status()
+                    .iter()
+                    .filter(|v| v.group > 0)
+                    .all(|v| v.synced < v.last_index)),
+                "never: no journal synced its entries"
+            ),
+        }
+    }
+}

@@ -330,6 +330,9 @@ impl Group {
             }
         }
         self.sync_on_interval(now);
+        self.status()
+            .synced
+            .store(self.store.rl().synced_index(), Ordering::Relaxed);
         self.ask_confirmation(now);
         self.check_fence();
         self.follow_cluster_leader(now);
@@ -409,6 +412,8 @@ impl Group {
             .store(self.raw.raft.raft_log.committed, Ordering::Relaxed);
         st.last_index
             .store(self.store.rl().last_index(), Ordering::Relaxed);
+        st.synced
+            .store(self.store.rl().synced_index(), Ordering::Relaxed);
         Ok(())
     }
 
