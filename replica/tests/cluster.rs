@@ -386,7 +386,7 @@ fn the_journals_durable_point_follows_the_fsync_policy() {
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         let mut all = false;
         while !all && std::time::Instant::now() < deadline {
-            all = nodes.iter().all(|n| synced_to_last(n));
+            all = nodes.iter().all(&synced_to_last);
             if policy == "never" {
                 break;
             }
