@@ -34,8 +34,14 @@ use std::time::Duration;
 
 /// Frames queued for one peer before new ones are dropped.
 const PEER_QUEUE: usize = 1024;
-const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
-const RECONNECT_PAUSE: Duration = Duration::from_millis(100);
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(250);
+const RECONNECT_PAUSE: Duration = Duration::from_millis(50);
+/// A connection whose sent data has gone unacknowledged this long is
+/// given up (and made again):
+/// without it a connection through a partition that healed waits for
+/// TCP's retransmission back-off (seconds after a few seconds' cut), and
+/// the node cut off learns of its successor that much later.
+const PEER_SILENCE: Duration = Duration::from_millis(1000);
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// Incoming connections served at once (each a thread); more are closed
 /// at once. Peers need one each, and a fetch one more while it runs.
@@ -233,6 +239,15 @@ fn connect_from(from: std::net::IpAddr, to: SocketAddr) -> std::io::Result<TcpSt
     if from.is_ipv4() == to.is_ipv4() && !from.is_unspecified() {
         socket.bind(&SocketAddr::new(from, 0).into())?;
     }
+    socket.set_tcp_user_timeout(Some(PEER_SILENCE))?;
+    // Keepalive counts in whole seconds: an idle peer that vanished is
+    // found within about three.
+    socket.set_tcp_keepalive(
+        &socket2::TcpKeepalive::new()
+            .with_time(Duration::from_secs(1))
+            .with_interval(Duration::from_secs(1))
+            .with_retries(2),
+    )?;
     socket.connect_timeout(&to.into(), CONNECT_TIMEOUT)?;
     Ok(socket.into())
 }
