@@ -37,10 +37,10 @@ const PEER_QUEUE: usize = 1024;
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(250);
 const RECONNECT_PAUSE: Duration = Duration::from_millis(50);
 /// A connection whose sent data has gone unacknowledged this long is
-/// given up (and made again):
-/// without it a connection through a partition that healed waits for
-/// TCP's retransmission back-off (seconds after a few seconds' cut), and
-/// the node cut off learns of its successor that much later.
+/// given up (and made again): without it a connection through a partition
+/// that healed waits for TCP's retransmission back-off (seconds after a
+/// few seconds' cut), and the node cut off learns of its successor that
+/// much later.
 const PEER_SILENCE: Duration = Duration::from_millis(1000);
 const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// Incoming connections served at once (each a thread); more are closed
