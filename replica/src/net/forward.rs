@@ -264,7 +264,7 @@ fn connect(
         .spawn(move || {
             reader(id, r, &rx);
             flag.store(false, Ordering::Release);
-            // Answers queued after the drain: unknown outcome.
+            // Requests written and unanswered: unknown outcome.
             for a in rx.try_iter() {
                 a.fail(ReplicaError::NotCommitted);
             }
@@ -276,8 +276,8 @@ fn connect(
     })
 }
 
-/// Reads the answers of one connection, in order, until it breaks; the
-/// sends still unanswered then are "not committed".
+/// Reads the answers of one connection, in order, until it breaks (its
+/// caller then answers the requests still waiting "not committed").
 fn reader(id: u64, mut s: TcpStream, answers: &Receiver<Answer>) {
     loop {
         let f = match frame::read(&mut s) {
@@ -302,9 +302,6 @@ fn reader(id: u64, mut s: TcpStream, answers: &Receiver<Answer>) {
         }
     }
     let _ = s.shutdown(std::net::Shutdown::Both);
-    for a in answers.try_iter() {
-        a.fail(ReplicaError::NotCommitted);
-    }
 }
 
 /// Bytes of a send's fields before its batch.
