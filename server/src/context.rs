@@ -2,6 +2,7 @@
 
 use crate::budget::Budget;
 use crate::clients::Clients;
+use crate::commands::authz::{Authorized, Denied};
 use crate::counters::Counters;
 use crate::limits::Limits;
 use crate::login::log_limit::LogLimit;
@@ -259,10 +260,22 @@ impl Context {
     /// cluster the changed catalog is replicated, and every node applies it
     /// (creating and deleting the engine partitions it added or dropped)
     /// before this returns.
-    pub async fn update_catalog<T, E: From<crate::metadata::MetadataError>>(
+    ///
+    /// `request`'s permission check runs first, under the writer lock,
+    /// against the catalog `change` is given: what `change` resolves is
+    /// what was checked (`commands/authz.rs`).
+    pub async fn update_catalog<T, E>(
         &self,
+        request: &Authorized,
         change: impl FnOnce(&mut crate::catalog::Catalog) -> Result<T, E>,
-    ) -> Result<T, E> {
+    ) -> Result<T, E>
+    where
+        E: From<crate::metadata::MetadataError> + From<Denied>,
+    {
+        let change = |c: &mut crate::catalog::Catalog| {
+            request.check(c)?;
+            change(c)
+        };
         let Some(cluster) = &self.cluster else {
             return self.metadata.update_async(change).await;
         };

@@ -25,6 +25,16 @@ pub fn refused(e: &dyn std::fmt::Display) {
     }
 }
 
+/// The status for a refused permission check.
+pub fn from_denied(e: crate::commands::authz::Denied) -> IggyError {
+    use crate::commands::authz::Denied;
+    match e {
+        Denied::NoUser => IggyError::Unauthenticated,
+        Denied::Inactive => IggyError::UserInactive,
+        Denied::Unauthorized => IggyError::Unauthorized,
+    }
+}
+
 /// The status for a failed engine request, logging the error in full.
 pub fn from_engine(e: &RequestError) -> IggyError {
     match e {

@@ -2,6 +2,7 @@
 //! catalog), JOIN, LEAVE and SYNC (membership, per connection, in memory:
 //! `membership.rs`).
 
+use super::authz::Authorized;
 use super::{from_catalog, identifier, Outcome, Session, UpdateError};
 use crate::catalog::{Catalog, TopicMeta};
 use crate::catalog_groups::GroupMeta;
@@ -103,11 +104,12 @@ fn member_id(connection: u64) -> u32 {
 /// Records a new group durably; answers its details.
 pub(super) async fn create(
     ctx: &Arc<Context>,
+    a: &Authorized,
     r: CreateConsumerGroupRequest,
 ) -> Result<Outcome, IggyError> {
     let name = r.name.as_str();
     let group = ctx
-        .update_catalog(|c| -> Result<_, UpdateError> {
+        .update_catalog(a, |c| -> Result<_, UpdateError> {
             Ok(c.add_group(&r.stream_id, &r.topic_id, name)?)
         })
         .await
@@ -121,12 +123,13 @@ pub(super) async fn create(
 /// Forgets the group (durably) and its members, then its stored offsets.
 pub(super) async fn delete(
     ctx: &Arc<Context>,
+    a: &Authorized,
     r: DeleteConsumerGroupRequest,
 ) -> Result<Outcome, IggyError> {
-    let catalog = ctx.metadata.snapshot();
+    let catalog = a.catalog().clone();
     let (t, _, key) = resolve(&catalog, &r.stream_id, &r.topic_id, &r.group_id)?;
     let partitions = t.partitions.clone();
-    ctx.update_catalog(|c| -> Result<_, UpdateError> {
+    ctx.update_catalog(a, |c| -> Result<_, UpdateError> {
         Ok(c.remove_group(&r.stream_id, &r.topic_id, &r.group_id)?)
     })
     .await
@@ -150,9 +153,10 @@ pub(super) async fn delete(
 /// The group with its members; an empty body when there is none.
 pub(super) async fn get(
     ctx: &Arc<Context>,
+    a: &Authorized,
     r: GetConsumerGroupRequest,
 ) -> Result<Outcome, IggyError> {
-    let catalog = ctx.metadata.snapshot();
+    let catalog = a.catalog().clone();
     let Ok((t, g, key)) = resolve(&catalog, &r.stream_id, &r.topic_id, &r.group_id) else {
         return Ok(Outcome::empty());
     };
@@ -162,9 +166,10 @@ pub(super) async fn get(
 /// Every group of the topic.
 pub(super) async fn get_all(
     ctx: &Arc<Context>,
+    a: &Authorized,
     r: GetConsumerGroupsRequest,
 ) -> Result<Outcome, IggyError> {
-    let catalog = ctx.metadata.snapshot();
+    let catalog = a.catalog().clone();
     let (s, t) = catalog
         .topic(&r.stream_id, &r.topic_id)
         .map_err(|e| from_catalog(e, &r.stream_id))?;
@@ -184,10 +189,11 @@ pub(super) async fn get_all(
 /// Makes the connection a member (again: a second join changes nothing).
 pub(super) async fn join(
     ctx: &Arc<Context>,
+    a: &Authorized,
     session: &mut Session,
     r: JoinConsumerGroupRequest,
 ) -> Result<Outcome, IggyError> {
-    let catalog = ctx.metadata.snapshot();
+    let catalog = a.catalog().clone();
     let (t, _, key) = resolve(&catalog, &r.stream_id, &r.topic_id, &r.group_id)?;
     ctx.groups.join(key, session.connection, count(t));
     session.joined = true;
@@ -197,10 +203,11 @@ pub(super) async fn join(
 /// Ends the connection's membership.
 pub(super) async fn leave(
     ctx: &Arc<Context>,
+    a: &Authorized,
     session: &Session,
     r: LeaveConsumerGroupRequest,
 ) -> Result<Outcome, IggyError> {
-    let catalog = ctx.metadata.snapshot();
+    let catalog = a.catalog().clone();
     let (_, _, key) = resolve(&catalog, &r.stream_id, &r.topic_id, &r.group_id)?;
     if !ctx.groups.leave(key, session.connection) {
         return Err(IggyError::ConsumerGroupMemberNotFound(
@@ -216,10 +223,11 @@ pub(super) async fn leave(
 /// connection is no member (or there is no such group).
 pub(super) async fn sync(
     ctx: &Arc<Context>,
+    a: &Authorized,
     session: &Session,
     r: SyncConsumerGroupRequest,
 ) -> Result<Outcome, IggyError> {
-    let catalog = ctx.metadata.snapshot();
+    let catalog = a.catalog().clone();
     let Ok((t, _, key)) = resolve(&catalog, &r.stream_id, &r.topic_id, &r.group_id) else {
         return Ok(Outcome::empty());
     };

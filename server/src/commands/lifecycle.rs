@@ -8,6 +8,7 @@
 //! partitions no topic holds, which the next start deletes. Partitions a
 //! topic gives up are forgotten durably first, then deleted.
 
+use super::authz::Authorized;
 use super::groups::count;
 use super::topics::delete_partitions;
 use super::{from_catalog, identifier, Outcome, UpdateError};
@@ -43,11 +44,12 @@ pub(super) async fn apply_retention(
 /// Renames the stream and replaces its options.
 pub(super) async fn update_stream(
     ctx: &Arc<Context>,
+    a: &Authorized,
     r: UpdateStreamRequest,
 ) -> Result<Outcome, IggyError> {
     crate::topic_options::refuse_keys(&r.options)?;
     let options = r.options.as_bytes().to_vec();
-    ctx.update_catalog(|c| -> Result<_, UpdateError> {
+    ctx.update_catalog(a, |c| -> Result<_, UpdateError> {
         Ok(c.update_stream(&r.stream_id, r.name.as_str(), options)?)
     })
     .await
@@ -59,10 +61,11 @@ pub(super) async fn update_stream(
 /// partitions take the retention the new settings ask for.
 pub(super) async fn update_topic(
     ctx: &Arc<Context>,
+    a: &Authorized,
     r: UpdateTopicRequest,
 ) -> Result<Outcome, IggyError> {
     let stored = {
-        let catalog = ctx.metadata.snapshot();
+        let catalog = a.catalog().clone();
         let (_, t) = catalog
             .topic(&r.stream_id, &r.topic_id)
             .map_err(|e| from_catalog(e, &r.stream_id))?;
@@ -70,7 +73,7 @@ pub(super) async fn update_topic(
     };
     let options = topic_options::for_update(&r.options, &stored, ctx.topic_defaults())?;
     let id = ctx
-        .update_catalog(|c| -> Result<_, UpdateError> {
+        .update_catalog(a, |c| -> Result<_, UpdateError> {
             Ok(
                 c.update_topic(&r.stream_id, &r.topic_id, r.name.as_str(), &options)?
                     .id,
@@ -87,11 +90,12 @@ pub(super) async fn update_topic(
 /// consumer offsets.
 pub(super) async fn purge(
     ctx: &Arc<Context>,
+    a: &Authorized,
     stream: &WireIdentifier,
     topic: Option<&WireIdentifier>,
 ) -> Result<Outcome, IggyError> {
     let fresh = ctx
-        .update_catalog(|c| -> Result<_, UpdateError> {
+        .update_catalog(a, |c| -> Result<_, UpdateError> {
             let targets = c.purge_targets(stream, topic)?;
             let mut fresh = Vec::with_capacity(targets.len());
             for (tid, n) in targets {
@@ -106,7 +110,7 @@ pub(super) async fn purge(
     ctx.create_partitions(&ids).await.map_err(|e| e.status())?;
     let topics: Vec<u32> = fresh.iter().map(|(t, _)| *t).collect();
     let old = ctx
-        .update_catalog(|c| -> Result<_, UpdateError> {
+        .update_catalog(a, |c| -> Result<_, UpdateError> {
             Ok(c.renew_partitions(stream, fresh.clone())?)
         })
         .await
@@ -134,6 +138,7 @@ fn purge_status(
 /// Adds `partitions_count` empty partitions to the topic.
 pub(super) async fn create_partitions(
     ctx: &Arc<Context>,
+    a: &Authorized,
     r: CreatePartitionsRequest,
 ) -> Result<Outcome, IggyError> {
     // As Iggy: adding none or more than a request may is TooManyPartitions.
@@ -142,7 +147,7 @@ pub(super) async fn create_partitions(
     }
     let (stream, topic) = (&r.stream_id, &r.topic_id);
     let reserved = ctx
-        .update_catalog(|c| -> Result<_, UpdateError> {
+        .update_catalog(a, |c| -> Result<_, UpdateError> {
             let (_, t) = c.topic(stream, topic)?;
             if t.partitions.len() as u64 + u64::from(r.partitions_count)
                 > u64::from(MAX_PARTITIONS_PER_REQUEST)
@@ -157,7 +162,7 @@ pub(super) async fn create_partitions(
     ctx.create_partitions(&reserved)
         .await
         .map_err(|e| e.status())?;
-    ctx.update_catalog(|c| -> Result<_, UpdateError> {
+    ctx.update_catalog(a, |c| -> Result<_, UpdateError> {
         Ok(c.add_partitions(stream, topic, reserved.clone())?)
     })
     .await
@@ -169,6 +174,7 @@ pub(super) async fn create_partitions(
 /// Removes the topic's last `partitions_count` partitions and their data.
 pub(super) async fn delete_partitions_of(
     ctx: &Arc<Context>,
+    a: &Authorized,
     r: DeletePartitionsRequest,
 ) -> Result<Outcome, IggyError> {
     // As Iggy: removing none or more than a request may add is
@@ -178,7 +184,7 @@ pub(super) async fn delete_partitions_of(
     }
     let (stream, topic) = (&r.stream_id, &r.topic_id);
     let removed = ctx
-        .update_catalog(|c| -> Result<_, UpdateError> {
+        .update_catalog(a, |c| -> Result<_, UpdateError> {
             let (_, t) = c.topic(stream, topic)?;
             if r.partitions_count == 0 || r.partitions_count > count(t) {
                 return Ok(None);
@@ -201,9 +207,10 @@ pub(super) async fn delete_partitions_of(
 /// active segment is never deleted).
 pub(super) async fn delete_segments(
     ctx: &Arc<Context>,
+    a: &Authorized,
     r: DeleteSegmentsRequest,
 ) -> Result<Outcome, IggyError> {
-    let catalog = ctx.metadata.snapshot();
+    let catalog = a.catalog().clone();
     let (_, t) = catalog
         .topic(&r.stream_id, &r.topic_id)
         .map_err(|e| from_catalog(e, &r.stream_id))?;

@@ -21,6 +21,7 @@ use crate::metadata::MetadataError;
 use crate::wire::header::RequestHead;
 use crate::wire::iovec::WireVec;
 use crate::wire::request::Request;
+use authz::{Authorized, Denied};
 use bytes::Bytes;
 use iggy_binary_protocol::codec::WireEncode;
 use iggy_binary_protocol::{EvictionReason, WireIdentifier};
@@ -117,15 +118,17 @@ pub async fn execute(
         _ if !signed_in => return Outcome::Error(IggyError::Unauthenticated),
         _ => {}
     }
-    // The root user passes every check: no catalog snapshot on its hot path.
-    if session.user != crate::accounts::ROOT_USER_ID {
-        let need = authz::need(&request);
-        if let Err(e) = authz::authorize(&ctx.metadata.snapshot(), session.user, need) {
+    // Checked against the catalog the command reads its targets from; each
+    // catalog change checks again against the catalog it changes.
+    let need = authz::need_of(session.user, &request);
+    let auth = match Authorized::new(ctx.metadata.snapshot(), session.user, need) {
+        Ok(auth) => auth,
+        Err(e) => {
             tracing::debug!("user {} refused command {}: {e}", session.user, head.code);
-            return Outcome::Error(e);
+            return Outcome::Error(crate::status::from_denied(e));
         }
-    }
-    let user = session.user;
+    };
+    let a = &auth;
     match request {
         Request::Ping | Request::Login(_) | Request::LegacyLogin { .. } => {
             Outcome::Error(IggyError::InvalidCommand)
@@ -138,58 +141,60 @@ pub async fn execute(
         Request::GetMe => clients::get_me(ctx, session),
         Request::GetClients => clients::get_all(ctx),
         Request::GetClient(r) => clients::get(ctx, r.client_id),
-        Request::GetUsers => users::get_all(ctx).into(),
-        Request::GetUser(r) => users::get(ctx, &r.user_id).into(),
-        Request::CreateUser(r) => users::create(ctx, r).await.into(),
-        Request::DeleteUser(r) => users::delete(ctx, &r.user_id).await.into(),
-        Request::UpdateUser(r) => users::update(ctx, r).await.into(),
-        Request::UpdatePermissions(r) => users::update_permissions(ctx, r).await.into(),
-        Request::ChangePassword(r) => users::change_password(ctx, r).await.into(),
-        Request::GetTokens => tokens::get_all(ctx, user),
-        Request::CreateToken(r) => tokens::create(ctx, user, r).await.into(),
-        Request::DeleteToken(r) => tokens::delete(ctx, user, &r.name).await.into(),
+        Request::GetUsers => users::get_all(ctx, a).into(),
+        Request::GetUser(r) => users::get(ctx, a, &r.user_id).into(),
+        Request::CreateUser(r) => users::create(ctx, a, r).await.into(),
+        Request::DeleteUser(r) => users::delete(ctx, a, &r.user_id).await.into(),
+        Request::UpdateUser(r) => users::update(ctx, a, r).await.into(),
+        Request::UpdatePermissions(r) => users::update_permissions(ctx, a, r).await.into(),
+        Request::ChangePassword(r) => users::change_password(ctx, a, r).await.into(),
+        Request::GetTokens => tokens::get_all(a),
+        Request::CreateToken(r) => tokens::create(ctx, a, r).await.into(),
+        Request::DeleteToken(r) => tokens::delete(ctx, a, &r.name).await.into(),
         Request::GetStats => system::stats(ctx).await,
         Request::GetSnapshot(r) => system::snapshot(ctx, r).await.into(),
         Request::DescribeOptions(r) => system::describe_options(ctx, r.scope),
         Request::GetClusterMetadata => system::cluster_metadata(ctx),
         // A send on a node that does not lead is answered only if it
         // repeats one this node took while it led (`send.rs`).
-        Request::SendMessages(r) => send::send(ctx, session, head, r, payload).await.into(),
+        Request::SendMessages(r) => send::send(ctx, a, session, head, r, payload).await.into(),
         // In a cluster, everything else is served by the node leading
         // every group; elsewhere it is refused before anything is done,
         // and the SDK asks who leads and goes there.
         _ if ctx.replica().is_some_and(|r| !r.leads_all()) => {
             Outcome::Error(IggyError::TransientNotAccepted)
         }
-        Request::GetStreams => streams::get_all(ctx).await.into(),
-        Request::GetStream(r) => streams::get(ctx, &r.stream_id).await.into(),
-        Request::CreateStream(r) => streams::create(ctx, r).await.into(),
-        Request::DeleteStream(r) => streams::delete(ctx, &r.stream_id).await.into(),
-        Request::GetTopic(r) => topics::get(ctx, &r.stream_id, &r.topic_id).await.into(),
-        Request::GetTopics(r) => topics::get_all(ctx, &r.stream_id).await.into(),
-        Request::CreateTopic(r) => topics::create(ctx, r).await.into(),
-        Request::DeleteTopic(r) => topics::delete(ctx, &r.stream_id, &r.topic_id).await.into(),
-        Request::PollMessages(r) => poll::poll(ctx, session, head, r).await.into(),
-        Request::Flush(r) => send::flush(ctx, r).await.into(),
-        Request::StoreConsumerOffset(r) => offsets::store(ctx, session, r).await.into(),
-        Request::GetConsumerOffset(r) => offsets::get(ctx, session, r).await.into(),
-        Request::DeleteConsumerOffset(r) => offsets::delete(ctx, session, r).await.into(),
-        Request::UpdateStream(r) => lifecycle::update_stream(ctx, r).await.into(),
-        Request::PurgeStream(r) => lifecycle::purge(ctx, &r.stream_id, None).await.into(),
-        Request::UpdateTopic(r) => lifecycle::update_topic(ctx, r).await.into(),
-        Request::PurgeTopic(r) => lifecycle::purge(ctx, &r.stream_id, Some(&r.topic_id))
+        Request::GetStreams => streams::get_all(ctx, a).await.into(),
+        Request::GetStream(r) => streams::get(ctx, a, &r.stream_id).await.into(),
+        Request::CreateStream(r) => streams::create(ctx, a, r).await.into(),
+        Request::DeleteStream(r) => streams::delete(ctx, a, &r.stream_id).await.into(),
+        Request::GetTopic(r) => topics::get(ctx, a, &r.stream_id, &r.topic_id).await.into(),
+        Request::GetTopics(r) => topics::get_all(ctx, a, &r.stream_id).await.into(),
+        Request::CreateTopic(r) => topics::create(ctx, a, r).await.into(),
+        Request::DeleteTopic(r) => topics::delete(ctx, a, &r.stream_id, &r.topic_id)
             .await
             .into(),
-        Request::CreatePartitions(r) => lifecycle::create_partitions(ctx, r).await.into(),
-        Request::DeletePartitions(r) => lifecycle::delete_partitions_of(ctx, r).await.into(),
-        Request::DeleteSegments(r) => lifecycle::delete_segments(ctx, r).await.into(),
-        Request::GetConsumerGroup(r) => groups::get(ctx, r).await.into(),
-        Request::GetConsumerGroups(r) => groups::get_all(ctx, r).await.into(),
-        Request::CreateConsumerGroup(r) => groups::create(ctx, r).await.into(),
-        Request::DeleteConsumerGroup(r) => groups::delete(ctx, r).await.into(),
-        Request::JoinConsumerGroup(r) => groups::join(ctx, session, r).await.into(),
-        Request::LeaveConsumerGroup(r) => groups::leave(ctx, session, r).await.into(),
-        Request::SyncConsumerGroup(r) => groups::sync(ctx, session, r).await.into(),
+        Request::PollMessages(r) => poll::poll(ctx, a, session, head, r).await.into(),
+        Request::Flush(r) => send::flush(ctx, a, r).await.into(),
+        Request::StoreConsumerOffset(r) => offsets::store(ctx, a, session, r).await.into(),
+        Request::GetConsumerOffset(r) => offsets::get(ctx, a, session, r).await.into(),
+        Request::DeleteConsumerOffset(r) => offsets::delete(ctx, a, session, r).await.into(),
+        Request::UpdateStream(r) => lifecycle::update_stream(ctx, a, r).await.into(),
+        Request::PurgeStream(r) => lifecycle::purge(ctx, a, &r.stream_id, None).await.into(),
+        Request::UpdateTopic(r) => lifecycle::update_topic(ctx, a, r).await.into(),
+        Request::PurgeTopic(r) => lifecycle::purge(ctx, a, &r.stream_id, Some(&r.topic_id))
+            .await
+            .into(),
+        Request::CreatePartitions(r) => lifecycle::create_partitions(ctx, a, r).await.into(),
+        Request::DeletePartitions(r) => lifecycle::delete_partitions_of(ctx, a, r).await.into(),
+        Request::DeleteSegments(r) => lifecycle::delete_segments(ctx, a, r).await.into(),
+        Request::GetConsumerGroup(r) => groups::get(ctx, a, r).await.into(),
+        Request::GetConsumerGroups(r) => groups::get_all(ctx, a, r).await.into(),
+        Request::CreateConsumerGroup(r) => groups::create(ctx, a, r).await.into(),
+        Request::DeleteConsumerGroup(r) => groups::delete(ctx, a, r).await.into(),
+        Request::JoinConsumerGroup(r) => groups::join(ctx, a, session, r).await.into(),
+        Request::LeaveConsumerGroup(r) => groups::leave(ctx, a, session, r).await.into(),
+        Request::SyncConsumerGroup(r) => groups::sync(ctx, a, session, r).await.into(),
         Request::Unsupported { code } => {
             tracing::debug!("unsupported command {code}");
             // A command of Iggy's protocol this server lacks, or no command.
@@ -249,8 +254,15 @@ fn from_catalog(e: CatalogError, stream: &WireIdentifier) -> IggyError {
 /// A catalog change's failure: a refusal or a failed write.
 #[derive(Debug)]
 enum UpdateError {
+    Denied(Denied),
     Catalog(CatalogError),
     Metadata(MetadataError),
+}
+
+impl From<Denied> for UpdateError {
+    fn from(e: Denied) -> UpdateError {
+        UpdateError::Denied(e)
+    }
 }
 
 impl From<MetadataError> for UpdateError {
@@ -268,6 +280,7 @@ impl From<CatalogError> for UpdateError {
 impl UpdateError {
     fn status(self, stream: &WireIdentifier) -> IggyError {
         match self {
+            UpdateError::Denied(e) => crate::status::from_denied(e),
             UpdateError::Catalog(e) => from_catalog(e, stream),
             UpdateError::Metadata(crate::metadata::MetadataError::Replica(e)) => {
                 crate::status::from_replica(&e)

@@ -1,8 +1,10 @@
 //! STORE_CONSUMER_OFFSET, GET_CONSUMER_OFFSET and DELETE_CONSUMER_OFFSET,
 //! and the engine's consumer key for an Iggy consumer or group.
 
+use super::authz::Authorized;
 use super::groups::{count, group_consumer, no_group};
 use super::{from_catalog, identifier, Outcome, Session};
+use crate::catalog::Catalog;
 use crate::context::Context;
 use crate::status;
 use iggy_binary_protocol::requests::consumer_offsets::{
@@ -32,12 +34,11 @@ pub(super) fn consumer_key(id: &WireIdentifier) -> u64 {
 /// The Iggy partition index and engine partition a request names
 /// (partition 0 when it names none).
 pub(super) fn resolve(
-    ctx: &Context,
+    catalog: &Catalog,
     stream: &WireIdentifier,
     topic: &WireIdentifier,
     partition: Option<u32>,
 ) -> Result<(u32, u64), IggyError> {
-    let catalog = ctx.metadata.snapshot();
     let (_, t) = catalog
         .topic(stream, topic)
         .map_err(|e| from_catalog(e, stream))?;
@@ -52,8 +53,10 @@ pub(super) fn resolve(
 /// partition. A group's offset may be changed only by the member owning
 /// the partition (`fenced`), which must be named; reading it is open to
 /// anyone.
+#[allow(clippy::too_many_arguments)]
 fn target(
     ctx: &Context,
+    catalog: &Catalog,
     session: &Session,
     consumer: &WireConsumer,
     stream: &WireIdentifier,
@@ -62,17 +65,16 @@ fn target(
     fenced: bool,
 ) -> Result<(u32, u64, u64), IggyError> {
     if consumer.kind != KIND_CONSUMER_GROUP {
-        let (index, engine) = resolve(ctx, stream, topic, partition)?;
+        let (index, engine) = resolve(catalog, stream, topic, partition)?;
         return Ok((index, engine, consumer_key(&consumer.id)));
     }
-    let catalog = ctx.metadata.snapshot();
     let (s, t) = catalog
         .topic(stream, topic)
         .map_err(|e| from_catalog(e, stream))?;
     let g = t
         .group(&consumer.id)
         .ok_or_else(|| no_group(&consumer.id, topic))?;
-    let (index, engine) = resolve(ctx, stream, topic, partition)?;
+    let (index, engine) = resolve(catalog, stream, topic, partition)?;
     if fenced {
         let index = partition.ok_or(IggyError::InvalidIdentifier)?;
         let key = crate::membership::GroupKey {
@@ -96,11 +98,13 @@ fn target(
 /// refused with InvalidOffset and nothing is stored.
 pub(super) async fn store(
     ctx: &Arc<Context>,
+    a: &Authorized,
     session: &Session,
     r: StoreConsumerOffsetRequest,
 ) -> Result<Outcome, IggyError> {
     let (_, partition, consumer) = target(
         ctx,
+        a.catalog(),
         session,
         &r.consumer,
         &r.stream_id,
@@ -125,11 +129,13 @@ pub(super) async fn store(
 /// Forgets the consumer's offset durably; an error when it has none.
 pub(super) async fn delete(
     ctx: &Arc<Context>,
+    a: &Authorized,
     session: &Session,
     r: DeleteConsumerOffsetRequest,
 ) -> Result<Outcome, IggyError> {
     let (index, partition, consumer) = target(
         ctx,
+        a.catalog(),
         session,
         &r.consumer,
         &r.stream_id,
@@ -150,11 +156,13 @@ pub(super) async fn delete(
 /// The consumer's stored offset; an empty body when it has none.
 pub(super) async fn get(
     ctx: &Arc<Context>,
+    a: &Authorized,
     session: &Session,
     r: GetConsumerOffsetRequest,
 ) -> Result<Outcome, IggyError> {
     let found = target(
         ctx,
+        a.catalog(),
         session,
         &r.consumer,
         &r.stream_id,

@@ -4,6 +4,7 @@
 //! poll reads a partition the member owns, under a lease, and its `next`
 //! and auto commit use the group's offset.
 
+use super::authz::Authorized;
 use super::groups::{count as partitions_of, group_consumer, no_group};
 use super::offsets::consumer_key;
 use super::{from_catalog, identifier, Outcome, Session};
@@ -47,11 +48,12 @@ struct Poller<'a> {
 /// Serves the poll; with `auto_commit`, stores the last offset sent.
 pub(super) async fn poll(
     ctx: &Arc<Context>,
+    a: &Authorized,
     session: &Session,
     head: &RequestHead,
     r: PollMessagesRequest,
 ) -> Result<Outcome, IggyError> {
-    let catalog = ctx.metadata.snapshot();
+    let catalog = a.catalog().clone();
     let (s, t) = catalog
         .topic(&r.stream_id, &r.topic_id)
         .map_err(|e| from_catalog(e, &r.stream_id))?;

@@ -9,6 +9,7 @@
 //! answers only such repeats (of sends it took while it led); anything else
 //! there is "not accepted", nothing done.
 
+use super::authz::Authorized;
 use super::{from_catalog, identifier, Outcome, Session};
 use crate::context::Context;
 use crate::status;
@@ -27,13 +28,14 @@ use std::sync::Arc;
 /// Stores the request's batch in the partition its partitioning picks.
 pub(super) async fn send(
     ctx: &Arc<Context>,
+    a: &Authorized,
     session: &mut Session,
     head: &RequestHead,
     r: SendMessages,
     payload: Bytes,
 ) -> Result<Outcome, IggyError> {
     let follower = ctx.replica().is_some_and(|r| !r.leads_all());
-    let result = send_as(ctx, session, head, r, payload).await;
+    let result = send_as(ctx, a, session, head, r, payload).await;
     match result {
         // Whatever a node that does not lead finds wrong, the leader decides.
         Err(e) if follower && e != IggyError::TransientNotCommitted => {
@@ -46,12 +48,13 @@ pub(super) async fn send(
 
 async fn send_as(
     ctx: &Arc<Context>,
+    a: &Authorized,
     session: &mut Session,
     head: &RequestHead,
     r: SendMessages,
     payload: Bytes,
 ) -> Result<Outcome, IggyError> {
-    let catalog = ctx.metadata.snapshot();
+    let catalog = a.catalog();
     let (s, t) = catalog
         .topic(&r.stream_id, &r.topic_id)
         .map_err(|e| from_catalog(e, &r.stream_id))?;
@@ -117,10 +120,11 @@ async fn send_as(
 /// `fsync` asked: corelog has no unsaved buffer, only unsynced pages).
 pub(super) async fn flush(
     ctx: &Arc<Context>,
+    a: &Authorized,
     r: FlushUnsavedBufferRequest,
 ) -> Result<Outcome, IggyError> {
     let (_, partition) =
-        super::offsets::resolve(ctx, &r.stream_id, &r.topic_id, Some(r.partition_id))?;
+        super::offsets::resolve(a.catalog(), &r.stream_id, &r.topic_id, Some(r.partition_id))?;
     ctx.engine
         .flush(partition)
         .await

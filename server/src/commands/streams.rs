@@ -1,5 +1,6 @@
 //! GET_STREAMS, GET_STREAM, CREATE_STREAM, DELETE_STREAM.
 
+use super::authz::Authorized;
 use super::topics::{delete_partitions, header, partition_stats, totals};
 use super::{from_catalog, Outcome, UpdateError};
 use crate::catalog::StreamMeta;
@@ -37,8 +38,8 @@ async fn details(ctx: &Context, s: &StreamMeta) -> Result<GetStreamResponse, Igg
 }
 
 /// Every stream, without its topics.
-pub(super) async fn get_all(ctx: &Arc<Context>) -> Result<Outcome, IggyError> {
-    let catalog = ctx.metadata.snapshot();
+pub(super) async fn get_all(ctx: &Arc<Context>, a: &Authorized) -> Result<Outcome, IggyError> {
+    let catalog = a.catalog().clone();
     let mut streams = Vec::with_capacity(catalog.streams.len());
     for s in &catalog.streams {
         streams.push(details(ctx, s).await?.stream);
@@ -47,8 +48,12 @@ pub(super) async fn get_all(ctx: &Arc<Context>) -> Result<Outcome, IggyError> {
 }
 
 /// The stream with its topics; an empty body when there is none.
-pub(super) async fn get(ctx: &Arc<Context>, id: &WireIdentifier) -> Result<Outcome, IggyError> {
-    let catalog = ctx.metadata.snapshot();
+pub(super) async fn get(
+    ctx: &Arc<Context>,
+    a: &Authorized,
+    id: &WireIdentifier,
+) -> Result<Outcome, IggyError> {
+    let catalog = a.catalog().clone();
     let Ok(s) = catalog.stream(id) else {
         return Ok(Outcome::empty());
     };
@@ -58,13 +63,14 @@ pub(super) async fn get(ctx: &Arc<Context>, id: &WireIdentifier) -> Result<Outco
 /// Records a new stream durably.
 pub(super) async fn create(
     ctx: &Arc<Context>,
+    a: &Authorized,
     r: CreateStreamRequest,
 ) -> Result<Outcome, IggyError> {
     let name = WireIdentifier::String(r.name.clone());
     crate::topic_options::refuse_keys(&r.options)?;
     let options = r.options.as_bytes().to_vec();
     let id = ctx
-        .update_catalog(|c| -> Result<u32, UpdateError> {
+        .update_catalog(a, |c| -> Result<u32, UpdateError> {
             Ok(c.add_stream(r.name.as_str(), options, now_micros())?)
         })
         .await
@@ -77,9 +83,15 @@ pub(super) async fn create(
 }
 
 /// Forgets the stream (durably), then deletes its partitions' data.
-pub(super) async fn delete(ctx: &Arc<Context>, id: &WireIdentifier) -> Result<Outcome, IggyError> {
+pub(super) async fn delete(
+    ctx: &Arc<Context>,
+    a: &Authorized,
+    id: &WireIdentifier,
+) -> Result<Outcome, IggyError> {
     let partitions = ctx
-        .update_catalog(|c| -> Result<_, UpdateError> { Ok(c.remove_stream(id)?) })
+        .update_catalog(a, |c| -> Result<_, UpdateError> {
+            Ok(c.remove_stream(id)?)
+        })
         .await
         .map_err(|e| e.status(id))?;
     delete_partitions(ctx, &partitions).await?;

@@ -2,6 +2,7 @@
 //! token is 48 random hex digits; the catalog keeps its first 12 (to find
 //! it at sign-in) and the argon2 hash of the whole, never the token.
 
+use super::authz::Authorized;
 use super::users::AccountUpdate;
 use super::Outcome;
 use crate::accounts::{AccountError, TokenMeta, TOKEN_LOOKUP_LEN};
@@ -23,8 +24,8 @@ const NAME_LEN: std::ops::RangeInclusive<usize> = 3..=30;
 const DRAWS: usize = 3;
 
 /// The caller's tokens that have not expired.
-pub(super) fn get_all(ctx: &Arc<Context>, user: u32) -> Outcome {
-    let catalog = ctx.metadata.snapshot();
+pub(super) fn get_all(a: &Authorized) -> Outcome {
+    let (catalog, user) = (a.catalog(), a.user());
     let now = now_micros();
     let tokens = catalog
         .tokens_of(user)
@@ -56,9 +57,10 @@ fn expiry_at(expiry: u64, now: u64) -> Result<Option<u64>, IggyError> {
 /// Makes a token for the caller; answers it (the only time it is seen).
 pub(super) async fn create(
     ctx: &Arc<Context>,
-    user: u32,
+    a: &Authorized,
     r: CreatePersonalAccessTokenRequest,
 ) -> Result<Outcome, IggyError> {
+    let user = a.user();
     let name = r.name.as_str().to_owned();
     if !NAME_LEN.contains(&name.len()) {
         return Err(IggyError::InvalidPersonalAccessTokenName);
@@ -75,7 +77,9 @@ pub(super) async fn create(
             expiry_at,
         };
         let added = ctx
-            .update_catalog(|c| -> Result<(), AccountUpdate> { Ok(c.add_token(user, meta, now)?) })
+            .update_catalog(a, |c| -> Result<(), AccountUpdate> {
+                Ok(c.add_token(user, meta, now)?)
+            })
             .await;
         match added {
             Ok(()) => {
@@ -92,11 +96,11 @@ pub(super) async fn create(
 /// Deletes the caller's token `name`.
 pub(super) async fn delete(
     ctx: &Arc<Context>,
-    user: u32,
+    a: &Authorized,
     name: &WireName,
 ) -> Result<Outcome, IggyError> {
-    ctx.update_catalog(|c| -> Result<(), AccountUpdate> {
-        Ok(c.remove_token(user, name.as_str())?)
+    ctx.update_catalog(a, |c| -> Result<(), AccountUpdate> {
+        Ok(c.remove_token(a.user(), name.as_str())?)
     })
     .await
     .map_err(AccountUpdate::status)?;

@@ -1,5 +1,6 @@
 //! GET_TOPIC, GET_TOPICS, CREATE_TOPIC, DELETE_TOPIC.
 
+use super::authz::Authorized;
 use super::{from_catalog, identifier, Outcome, UpdateError};
 use crate::catalog::TopicMeta;
 use crate::context::{now_micros, Context};
@@ -82,10 +83,11 @@ async fn details(ctx: &Context, topic: &TopicMeta) -> Result<GetTopicResponse, I
 /// The topic with its partitions; an empty body when there is none.
 pub(super) async fn get(
     ctx: &Arc<Context>,
+    a: &Authorized,
     stream: &WireIdentifier,
     topic: &WireIdentifier,
 ) -> Result<Outcome, IggyError> {
-    let catalog = ctx.metadata.snapshot();
+    let catalog = a.catalog().clone();
     let Ok((_, t)) = catalog.topic(stream, topic) else {
         return Ok(Outcome::empty());
     };
@@ -95,9 +97,10 @@ pub(super) async fn get(
 /// Every topic of the stream.
 pub(super) async fn get_all(
     ctx: &Arc<Context>,
+    a: &Authorized,
     stream: &WireIdentifier,
 ) -> Result<Outcome, IggyError> {
-    let catalog = ctx.metadata.snapshot();
+    let catalog = a.catalog().clone();
     // As Iggy: a stream that is not there lists no topics.
     let Ok(s) = catalog.stream(stream) else {
         return Ok(Outcome::encoded(&GetTopicsResponse { topics: Vec::new() }));
@@ -115,6 +118,7 @@ pub(super) async fn get_all(
 /// which the next start deletes.
 pub(super) async fn create(
     ctx: &Arc<Context>,
+    a: &Authorized,
     r: CreateTopicRequest,
 ) -> Result<Outcome, IggyError> {
     let stream = &r.stream_id;
@@ -132,7 +136,7 @@ pub(super) async fn create(
     let options = topic_options::for_create(&r.options, ctx.topic_defaults())?;
     let name = r.name.as_str();
     let reserved = ctx
-        .update_catalog(|c| -> Result<Vec<u64>, UpdateError> {
+        .update_catalog(a, |c| -> Result<Vec<u64>, UpdateError> {
             let s = c.stream(stream)?;
             if s.topics.iter().any(|t| t.name == name) {
                 return Err(crate::catalog::CatalogError::TopicExists {
@@ -148,7 +152,7 @@ pub(super) async fn create(
     ctx.create_partitions(&reserved)
         .await
         .map_err(|e| e.status())?;
-    ctx.update_catalog(|c| -> Result<_, UpdateError> {
+    ctx.update_catalog(a, |c| -> Result<_, UpdateError> {
         Ok(c.add_topic(stream, name, reserved.clone(), options, now_micros())?)
     })
     .await
@@ -165,11 +169,14 @@ pub(super) async fn create(
 /// Forgets the topic (durably), then deletes its partitions' data.
 pub(super) async fn delete(
     ctx: &Arc<Context>,
+    a: &Authorized,
     stream: &WireIdentifier,
     topic: &WireIdentifier,
 ) -> Result<Outcome, IggyError> {
     let partitions = ctx
-        .update_catalog(|c| -> Result<_, UpdateError> { Ok(c.remove_topic(stream, topic)?) })
+        .update_catalog(a, |c| -> Result<_, UpdateError> {
+            Ok(c.remove_topic(stream, topic)?)
+        })
         .await
         .map_err(|e| match e {
             UpdateError::Catalog(crate::catalog::CatalogError::NoTopic { .. }) => {

@@ -2,6 +2,7 @@
 //! CHANGE_PASSWORD. Passwords are hashed (argon2, off the shard) before the
 //! catalog change, which is then deterministic.
 
+use super::authz::Authorized;
 use super::Outcome;
 use crate::accounts::{
     AccountError, NewUser, UserMeta, ROOT_USER_ID, STATUS_ACTIVE, STATUS_INACTIVE,
@@ -26,8 +27,15 @@ const PASSWORD_LEN: std::ops::RangeInclusive<usize> = 3..=100;
 /// A user or token change's failure: a refusal or a failed write.
 #[derive(Debug)]
 pub(super) enum AccountUpdate {
+    Denied(super::authz::Denied),
     Refused(AccountError),
     Write(MetadataError),
+}
+
+impl From<super::authz::Denied> for AccountUpdate {
+    fn from(e: super::authz::Denied) -> AccountUpdate {
+        AccountUpdate::Denied(e)
+    }
 }
 
 impl From<MetadataError> for AccountUpdate {
@@ -46,6 +54,7 @@ impl AccountUpdate {
     /// The status the client gets.
     pub(super) fn status(self) -> IggyError {
         match self {
+            AccountUpdate::Denied(e) => crate::status::from_denied(e),
             AccountUpdate::Refused(e) => match e {
                 AccountError::NoUser(u) => IggyError::ResourceNotFound(format!("user {u}")),
                 AccountError::UserExists(_) => IggyError::UserAlreadyExists,
@@ -121,8 +130,8 @@ fn details(u: &UserMeta) -> Result<UserDetailsResponse, IggyError> {
 }
 
 /// Every user, root first.
-pub(super) fn get_all(ctx: &Arc<Context>) -> Result<Outcome, IggyError> {
-    let catalog = ctx.metadata.snapshot();
+pub(super) fn get_all(ctx: &Arc<Context>, a: &Authorized) -> Result<Outcome, IggyError> {
+    let catalog = a.catalog().clone();
     let mut users = vec![root_details(ctx)?.user];
     for u in &catalog.users {
         users.push(details(u)?.user);
@@ -131,8 +140,12 @@ pub(super) fn get_all(ctx: &Arc<Context>) -> Result<Outcome, IggyError> {
 }
 
 /// The user with its permissions; an empty body when there is none.
-pub(super) fn get(ctx: &Arc<Context>, id: &WireIdentifier) -> Result<Outcome, IggyError> {
-    let catalog = ctx.metadata.snapshot();
+pub(super) fn get(
+    ctx: &Arc<Context>,
+    a: &Authorized,
+    id: &WireIdentifier,
+) -> Result<Outcome, IggyError> {
+    let catalog = a.catalog().clone();
     Ok(match resolve(ctx, &catalog, id) {
         Some(ROOT_USER_ID) => Outcome::encoded(&root_details(ctx)?),
         Some(_) => match catalog.user(id) {
@@ -191,7 +204,11 @@ pub(super) async fn hash(ctx: &Context, secret: String) -> Result<String, IggyEr
 }
 
 /// Records a new user durably; answers its details.
-pub(super) async fn create(ctx: &Arc<Context>, r: CreateUserRequest) -> Result<Outcome, IggyError> {
+pub(super) async fn create(
+    ctx: &Arc<Context>,
+    a: &Authorized,
+    r: CreateUserRequest,
+) -> Result<Outcome, IggyError> {
     check_username(r.username.as_str())?;
     check_password(&r.password)?;
     check_options(&r.options)?;
@@ -206,7 +223,9 @@ pub(super) async fn create(ctx: &Arc<Context>, r: CreateUserRequest) -> Result<O
     };
     let root_name = ctx.users.username().to_owned();
     let id = ctx
-        .update_catalog(|c| -> Result<u32, AccountUpdate> { Ok(c.add_user(new, &root_name)?) })
+        .update_catalog(a, |c| -> Result<u32, AccountUpdate> {
+            Ok(c.add_user(new, &root_name)?)
+        })
         .await
         .map_err(AccountUpdate::status)?;
     let catalog = ctx.metadata.snapshot();
@@ -215,22 +234,32 @@ pub(super) async fn create(ctx: &Arc<Context>, r: CreateUserRequest) -> Result<O
 }
 
 /// Forgets the user and its tokens; its open sessions can do nothing more.
-pub(super) async fn delete(ctx: &Arc<Context>, id: &WireIdentifier) -> Result<Outcome, IggyError> {
-    let target = resolve(ctx, &ctx.metadata.snapshot(), id)
+pub(super) async fn delete(
+    ctx: &Arc<Context>,
+    a: &Authorized,
+    id: &WireIdentifier,
+) -> Result<Outcome, IggyError> {
+    let target = resolve(ctx, &a.catalog().clone(), id)
         .ok_or_else(|| IggyError::ResourceNotFound(format!("user {id}")))?;
     if target == ROOT_USER_ID {
         return Err(IggyError::CannotDeleteUser(ROOT_USER_ID));
     }
-    ctx.update_catalog(|c| -> Result<(), AccountUpdate> { Ok(c.remove_user(target)?) })
-        .await
-        .map_err(AccountUpdate::status)?;
+    ctx.update_catalog(a, |c| -> Result<(), AccountUpdate> {
+        Ok(c.remove_user(target)?)
+    })
+    .await
+    .map_err(AccountUpdate::status)?;
     Ok(Outcome::empty())
 }
 
 /// Renames the user and/or sets its status. The root user is configured,
 /// not stored: it cannot be changed here.
-pub(super) async fn update(ctx: &Arc<Context>, r: UpdateUserRequest) -> Result<Outcome, IggyError> {
-    let target = stored_user(ctx, &r.user_id)?;
+pub(super) async fn update(
+    ctx: &Arc<Context>,
+    a: &Authorized,
+    r: UpdateUserRequest,
+) -> Result<Outcome, IggyError> {
+    let target = stored_user(ctx, a.catalog(), &r.user_id)?;
     check_options(&r.options)?;
     if let Some(name) = &r.username {
         check_username(name.as_str())?;
@@ -238,7 +267,7 @@ pub(super) async fn update(ctx: &Arc<Context>, r: UpdateUserRequest) -> Result<O
     let status = r.status.map(check_status).transpose()?;
     let username = r.username.map(|n| n.as_str().to_owned());
     let root_name = ctx.users.username().to_owned();
-    ctx.update_catalog(|c| -> Result<(), AccountUpdate> {
+    ctx.update_catalog(a, |c| -> Result<(), AccountUpdate> {
         Ok(c.update_user(target, username, status, &root_name)?)
     })
     .await
@@ -249,15 +278,16 @@ pub(super) async fn update(ctx: &Arc<Context>, r: UpdateUserRequest) -> Result<O
 /// Replaces the user's grants; the root user's are fixed.
 pub(super) async fn update_permissions(
     ctx: &Arc<Context>,
+    a: &Authorized,
     r: UpdatePermissionsRequest,
 ) -> Result<Outcome, IggyError> {
-    let target = resolve(ctx, &ctx.metadata.snapshot(), &r.user_id)
+    let target = resolve(ctx, &a.catalog().clone(), &r.user_id)
         .ok_or_else(|| IggyError::ResourceNotFound(format!("user {}", r.user_id)))?;
     if target == ROOT_USER_ID {
         return Err(IggyError::CannotChangePermissions(ROOT_USER_ID));
     }
     let permissions = r.permissions.as_ref().map(Permissions::from);
-    ctx.update_catalog(|c| -> Result<(), AccountUpdate> {
+    ctx.update_catalog(a, |c| -> Result<(), AccountUpdate> {
         Ok(c.set_permissions(target, permissions)?)
     })
     .await
@@ -269,13 +299,13 @@ pub(super) async fn update_permissions(
 /// password did not change meanwhile).
 pub(super) async fn change_password(
     ctx: &Arc<Context>,
+    a: &Authorized,
     r: ChangePasswordRequest,
 ) -> Result<Outcome, IggyError> {
-    let target = stored_user(ctx, &r.user_id)?;
+    let target = stored_user(ctx, a.catalog(), &r.user_id)?;
     check_password(&r.new_password)?;
-    let current = ctx
-        .metadata
-        .snapshot()
+    let current = a
+        .catalog()
         .user_by_id(target)
         .map(|u| u.password_hash.clone())
         .ok_or_else(|| IggyError::ResourceNotFound(format!("user {target}")))?;
@@ -290,7 +320,7 @@ pub(super) async fn change_password(
         return Err(IggyError::InvalidCredentials);
     }
     let new_hash = hash(ctx, r.new_password).await?;
-    ctx.update_catalog(|c| -> Result<(), AccountUpdate> {
+    ctx.update_catalog(a, |c| -> Result<(), AccountUpdate> {
         Ok(c.set_password(target, &current, new_hash)?)
     })
     .await
@@ -300,8 +330,8 @@ pub(super) async fn change_password(
 
 /// A stored (not root) user's id: the root user's name and password come
 /// from the server's configuration and cannot be changed over the wire.
-fn stored_user(ctx: &Context, id: &WireIdentifier) -> Result<u32, IggyError> {
-    match resolve(ctx, &ctx.metadata.snapshot(), id) {
+fn stored_user(ctx: &Context, catalog: &Catalog, id: &WireIdentifier) -> Result<u32, IggyError> {
+    match resolve(ctx, catalog, id) {
         Some(ROOT_USER_ID) => Err(IggyError::FeatureUnavailable),
         Some(target) => Ok(target),
         None => Err(IggyError::ResourceNotFound(format!("user {id}"))),
