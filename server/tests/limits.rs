@@ -107,6 +107,46 @@ async fn a_signed_out_connection_is_closed_after_the_login_timeout_a_signed_in_o
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_out_client_pinging_every_100_ms_is_closed_at_the_login_timeout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start_with(
+        dir.path(),
+        Limits {
+            login_timeout: Duration::from_millis(400),
+            ..Limits::default()
+        },
+    );
+    let mut pinger = Raw::connect(server.local_addr());
+    pinger
+        .stream
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .expect("timeout");
+    let start = Instant::now();
+    // A deadline that each request restarted would never close it.
+    let closed = loop {
+        let header = pinger.header(PING_CODE, 0);
+        if pinger.stream.write_all(&header).is_err() {
+            break start.elapsed();
+        }
+        match pinger.read_reply() {
+            Ok(reply) => assert_eq!(reply.status, 0, "ping answered"),
+            Err(_) => break start.elapsed(),
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "a pinging signed-out client is still open after 3 s"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(
+        closed < Duration::from_millis(1400),
+        "closed after {closed:?}"
+    );
+    assert_eq!(server.counters().closed_for(CloseReason::LoginTimeout), 1);
+    server.shutdown().expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn part_of_a_request_then_silence_is_closed_after_the_stall_timeout() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = start_with(
