@@ -22,6 +22,7 @@ use crate::clients::{Registration, TRANSPORT_TCP};
 use crate::commands::{execute, Outcome, Session};
 use crate::context::Context;
 use crate::counters::{CloseReason, Counters, Refusal};
+use crate::limits::PRE_LOGIN_MAX_REQUEST;
 use crate::status;
 use crate::tls::TlsStream;
 use crate::transport::{ReadError, Transport};
@@ -149,7 +150,7 @@ impl Connection {
         let framed = read.and_then(|first| {
             let bytes: &[u8; HEADER_LEN] =
                 header[..].try_into().map_err(|_| CloseReason::Framing)?;
-            Ok((first, parse_request_header(bytes, self.ctx.max_request)))
+            Ok((first, parse_request_header(bytes, self.max_request())))
         });
         self.header = header;
         let (first, framed) = framed?;
@@ -234,6 +235,25 @@ impl Connection {
         self.write_outcome(Some(&head), outcome).await
     }
 
+    /// The largest request this connection may send now: before sign-in,
+    /// no more than a sign-in needs ([`PRE_LOGIN_MAX_REQUEST`]).
+    fn max_request(&self) -> u64 {
+        match self.login_deadline {
+            Some(_) => self.ctx.max_request.min(PRE_LOGIN_MAX_REQUEST),
+            None => self.ctx.max_request,
+        }
+    }
+
+    /// `deadline`, or the login deadline if that comes first: a connection
+    /// not signed in lives no longer than `login_timeout`, whatever it is
+    /// reading or waiting for. With the reason a read that misses it gives.
+    fn capped(&self, deadline: Instant) -> (Instant, CloseReason) {
+        match self.login_deadline {
+            Some(login) if login <= deadline => (login, CloseReason::LoginTimeout),
+            _ => (deadline, CloseReason::TooSlow),
+        }
+    }
+
     /// Reads a request header into `header`; returns when its first byte
     /// came.
     async fn read_header(&mut self, header: &mut Vec<u8>) -> Result<Instant, CloseReason> {
@@ -300,19 +320,21 @@ impl Connection {
     }
 
     /// Reads until `buf` holds `len` bytes: each read within the stall
-    /// timeout, all of them before `deadline`.
+    /// timeout, all of them before `deadline` (and before the login
+    /// deadline, while not signed in).
     async fn read_to(
         &mut self,
         buf: &mut Vec<u8>,
         len: usize,
         deadline: Instant,
     ) -> Result<(), CloseReason> {
+        let (deadline, late) = self.capped(deadline);
         while buf.len() < len {
             let stall = Instant::now() + self.ctx.limits.stall_timeout;
             let (until, reason) = if stall < deadline {
                 (stall, CloseReason::Stalled)
             } else {
-                (deadline, CloseReason::TooSlow)
+                (deadline, late)
             };
             let want = len - buf.len();
             let read = self.transport.read_into(buf, want, Some(until)).await;
@@ -325,6 +347,8 @@ impl Connection {
     /// [`READ_CHUNK`] at a time, into a buffer from the pool when it has one
     /// free (see [`crate::request_buffers`]). Time spent waiting for room
     /// moves the deadline: the client is not the one holding things up.
+    /// It never moves the login deadline ([`Connection::read_to`] caps by
+    /// it), and waiting for room ends there too.
     async fn read_payload(
         &mut self,
         len: usize,
@@ -337,7 +361,18 @@ impl Connection {
             let held = grant.bytes() as usize;
             if held < target {
                 let waited = Instant::now();
-                self.ctx.budget.grow(grant, (target - held) as u64).await;
+                let room = self.ctx.budget.grow(grant, (target - held) as u64);
+                match self.login_deadline {
+                    Some(login) => {
+                        let sleep =
+                            monoio::time::sleep_until(monoio::time::Instant::from_std(login));
+                        monoio::select! {
+                            _ = room => {}
+                            _ = sleep => return Err(CloseReason::LoginTimeout),
+                        }
+                    }
+                    None => room.await,
+                }
                 deadline += waited.elapsed();
             }
             self.read_to(&mut req.buf, target, deadline).await?;

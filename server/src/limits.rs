@@ -8,6 +8,13 @@ use std::time::Duration;
 /// partitioning of at most 255, counts).
 pub const REQUEST_OVERHEAD: u64 = 4096;
 
+/// Largest request (header included) a connection may send before it signs
+/// in: a LOGIN or a LOGIN_WITH_PERSONAL_ACCESS_TOKEN is a few hundred bytes
+/// (four strings of at most 255 bytes each and their lengths), a PING
+/// none. A larger one closes the connection as too large, so that no
+/// connection holds more than this of `max_inflight_bytes` before sign-in.
+pub const PRE_LOGIN_MAX_REQUEST: u64 = 4096;
+
 /// The limits a server enforces.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Limits {

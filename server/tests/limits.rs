@@ -11,7 +11,7 @@ use common::{client, named, start_with, stream_and_topic};
 use corelog_server::counters::{CloseReason, Refusal};
 use corelog_server::limits::Limits;
 use iggy::prelude::*;
-use iggy_binary_protocol::codes::{PING_CODE, SEND_MESSAGES_CODE};
+use iggy_binary_protocol::codes::{LOGIN_REGISTER_CODE, PING_CODE, SEND_MESSAGES_CODE};
 use iggy_binary_protocol::requests::messages::RawMessage;
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
@@ -143,6 +143,103 @@ async fn a_signed_out_client_pinging_every_100_ms_is_closed_at_the_login_timeout
         "closed after {closed:?}"
     );
     assert_eq!(server.counters().closed_for(CloseReason::LoginTimeout), 1);
+    server.shutdown().expect("shutdown");
+}
+
+/// Writes `bytes` one at a time, `every` apart, until the server closes
+/// the connection or `within` passes; returns when it closed.
+fn trickle(raw: &mut Raw, bytes: &[u8], every: Duration, within: Duration) -> Option<Duration> {
+    let t0 = Instant::now();
+    raw.stream
+        .set_read_timeout(Some(Duration::from_millis(1)))
+        .expect("timeout");
+    for b in bytes.iter().cycle() {
+        if t0.elapsed() > within {
+            return None;
+        }
+        if raw.stream.write_all(std::slice::from_ref(b)).is_err() {
+            return Some(t0.elapsed());
+        }
+        let mut buf = [0u8; 64];
+        match raw.stream.read(&mut buf) {
+            Ok(0) => return Some(t0.elapsed()),
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return Some(t0.elapsed()),
+            _ => {}
+        }
+        std::thread::sleep(every);
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_out_client_trickling_a_request_is_closed_at_the_login_timeout() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start_with(
+        dir.path(),
+        Limits {
+            login_timeout: Duration::from_millis(400),
+            ..Limits::default()
+        },
+    );
+    // A header trickled a byte every 50 ms (the stall timeout is 10 s,
+    // the request deadline 30 s: only the login deadline is near).
+    let mut raw = Raw::connect(server.local_addr());
+    let header = raw.header(LOGIN_REGISTER_CODE, 1000);
+    let closed = trickle(
+        &mut raw,
+        &header,
+        Duration::from_millis(50),
+        Duration::from_secs(5),
+    );
+    let closed = closed.expect("a trickled header is closed");
+    assert!(
+        closed < Duration::from_millis(1400),
+        "closed after {closed:?}"
+    );
+    // A whole header, then its payload trickled.
+    let mut raw = Raw::connect(server.local_addr());
+    let header = raw.header(LOGIN_REGISTER_CODE, 1000);
+    raw.stream.write_all(&header).expect("header");
+    let closed = trickle(
+        &mut raw,
+        &[0u8; 1000],
+        Duration::from_millis(50),
+        Duration::from_secs(5),
+    );
+    let closed = closed.expect("a trickled payload is closed");
+    assert!(
+        closed < Duration::from_millis(1400),
+        "closed after {closed:?}"
+    );
+    assert_eq!(server.counters().closed_for(CloseReason::LoginTimeout), 2);
+    server.shutdown().expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn before_sign_in_a_request_larger_than_a_login_is_refused_at_its_header() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start_with(dir.path(), Limits::default());
+    let mut raw = Raw::connect(server.local_addr());
+    // A send's worth, declared before signing in: closed at the header,
+    // before any of it is read or held.
+    let header = raw.header(SEND_MESSAGES_CODE, 1 << 20);
+    raw.stream.write_all(&header).expect("header");
+    let closed = closed_within(&mut raw, Duration::from_secs(2)).expect("closed at once");
+    assert!(
+        closed < Duration::from_millis(1000),
+        "closed after {closed:?}"
+    );
+    assert_eq!(server.counters().refused_as(Refusal::TooLarge), 1);
+    // Signed in, the same request is read (and answered).
+    let mut raw = Raw::connect(server.local_addr());
+    assert_eq!(raw.login("iggy", "iggy"), 0);
+    let reply = raw.send(SEND_MESSAGES_CODE, &vec![0u8; 1 << 20]);
+    assert_ne!(reply.status, 0, "a malformed send, refused but answered");
+    assert_eq!(
+        raw.send(PING_CODE, &[]).status,
+        0,
+        "and the connection stays"
+    );
     server.shutdown().expect("shutdown");
 }
 
