@@ -239,18 +239,32 @@ impl Catalog {
         if self.all_tokens().any(|(_, t)| t.lookup == token.lookup) {
             return Err(AccountError::LookupTaken);
         }
+        self.token_room(id, &token.name, now)?;
         let tokens = self.tokens_mut(id)?;
         tokens.retain(|t| !(t.name == token.name && t.expired(now)));
-        if tokens.iter().any(|t| t.name == token.name) {
+        tokens.push(token);
+        Ok(())
+    }
+
+    /// Whether user `id` may add a token named `name` now: none of that
+    /// name that has not expired, and room under [`MAX_TOKENS_PER_USER`]
+    /// (an expired one of that name is replaced). Asked before the token
+    /// is hashed, so a refused request costs no argon2 work.
+    pub fn token_room(&self, id: u32, name: &str, now: u64) -> Result<(), AccountError> {
+        let tokens = self.tokens_of(id);
+        if tokens.iter().any(|t| t.name == name && !t.expired(now)) {
             return Err(AccountError::TokenExists {
                 user: id,
-                name: token.name,
+                name: name.to_owned(),
             });
         }
-        if tokens.len() >= MAX_TOKENS_PER_USER {
+        let kept = tokens
+            .iter()
+            .filter(|t| !(t.name == name && t.expired(now)))
+            .count();
+        if kept >= MAX_TOKENS_PER_USER {
             return Err(AccountError::TooManyTokens(id));
         }
-        tokens.push(token);
         Ok(())
     }
 
@@ -297,6 +311,40 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn token_room_refuses_a_live_duplicate_and_a_full_set_and_add_token_agrees() {
+        let mut c = Catalog::default();
+        let id = c.add_user(new("u"), "iggy").expect("user");
+        let token = |name: &str, lookup: &str, expiry_at| TokenMeta {
+            name: name.into(),
+            lookup: lookup.into(),
+            hash: "h".into(),
+            expiry_at,
+        };
+        assert_eq!(c.token_room(id, "a", 10), Ok(()));
+        c.add_token(id, token("a", "la", Some(20)), 10).expect("a");
+        assert!(matches!(
+            c.token_room(id, "a", 10),
+            Err(AccountError::TokenExists { .. })
+        ));
+        // Expired, a token of that name is replaced.
+        assert_eq!(c.token_room(id, "a", 30), Ok(()));
+        for i in 1..MAX_TOKENS_PER_USER {
+            c.add_token(id, token(&format!("t{i}"), &format!("l{i}"), None), 10)
+                .expect("room");
+        }
+        assert_eq!(
+            c.token_room(id, "more", 10),
+            Err(AccountError::TooManyTokens(id))
+        );
+        assert_eq!(
+            c.add_token(id, token("more", "lmore", None), 10),
+            Err(AccountError::TooManyTokens(id))
+        );
+        // Replacing the expired "a" needs no room.
+        assert_eq!(c.token_room(id, "a", 30), Ok(()));
+    }
 
     fn new(name: &str) -> NewUser {
         NewUser {

@@ -147,7 +147,7 @@ pub async fn execute(
         Request::DeleteUser(r) => users::delete(ctx, a, &r.user_id).await.into(),
         Request::UpdateUser(r) => users::update(ctx, a, r).await.into(),
         Request::UpdatePermissions(r) => users::update_permissions(ctx, a, r).await.into(),
-        Request::ChangePassword(r) => users::change_password(ctx, a, r).await.into(),
+        Request::ChangePassword(r) => users::change_password(ctx, a, session, r).await.into(),
         Request::GetTokens => tokens::get_all(a),
         Request::CreateToken(r) => tokens::create(ctx, a, r).await.into(),
         Request::DeleteToken(r) => tokens::delete(ctx, a, &r.name).await.into(),

@@ -67,6 +67,11 @@ pub(super) async fn create(
     }
     let now = now_micros();
     let expiry_at = expiry_at(r.expiry, now)?;
+    // Refused before any hashing: a duplicate name or a full set of tokens
+    // costs no argon2 work (the change checks again, under its lock).
+    a.catalog()
+        .token_room(user, &name, now)
+        .map_err(|e| AccountUpdate::Refused(e).status())?;
     for _ in 0..DRAWS {
         let token = new_token();
         let hash = super::users::hash(ctx, token.clone()).await?;

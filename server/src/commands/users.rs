@@ -3,12 +3,13 @@
 //! catalog change, which is then deterministic.
 
 use super::authz::Authorized;
-use super::Outcome;
+use super::{Outcome, Session};
 use crate::accounts::{
     AccountError, NewUser, UserMeta, ROOT_USER_ID, STATUS_ACTIVE, STATUS_INACTIVE,
 };
 use crate::catalog::Catalog;
 use crate::context::{now_micros, Context};
+use crate::login::Attempt;
 use crate::metadata::MetadataError;
 use crate::permissions::Permissions;
 use crate::users::{hash_secret, verify_hash};
@@ -297,9 +298,15 @@ pub(super) async fn update_permissions(
 
 /// Checks the current password, then stores the new one's hash (if the
 /// password did not change meanwhile).
+///
+/// The current password is checked as a sign-in is: throttled per peer
+/// address, and a wrong one counts toward the connection's
+/// `max_failed_logins` (else CHANGE_PASSWORD would be an unthrottled
+/// oracle for the account's password).
 pub(super) async fn change_password(
     ctx: &Arc<Context>,
     a: &Authorized,
+    session: &mut Session,
     r: ChangePasswordRequest,
 ) -> Result<Outcome, IggyError> {
     let target = stored_user(ctx, a.catalog(), &r.user_id)?;
@@ -311,13 +318,20 @@ pub(super) async fn change_password(
         .ok_or_else(|| IggyError::ResourceNotFound(format!("user {target}")))?;
     let checked = current.clone();
     let password = r.current_password;
-    let ok = ctx
-        .logins
-        .run(move || verify_hash(&checked, &password))
-        .await
-        .unwrap_or(false);
-    if !ok {
-        return Err(IggyError::InvalidCredentials);
+    let who = format!("user {target} (changing its password)");
+    let check = move || verify_hash(&checked, &password);
+    match ctx.logins.attempt(session.peer, &who, check).await {
+        Attempt::SignedIn => {}
+        Attempt::Unavailable => return Err(IggyError::Error),
+        failed @ (Attempt::Wrong | Attempt::Throttled) => {
+            let counter = match failed {
+                Attempt::Throttled => &ctx.counters.logins_throttled,
+                _ => &ctx.counters.logins_failed,
+            };
+            crate::counters::Counters::add(counter, 1);
+            session.failed_logins += 1;
+            return Err(IggyError::InvalidCredentials);
+        }
     }
     let new_hash = hash(ctx, r.new_password).await?;
     ctx.update_catalog(a, |c| -> Result<(), AccountUpdate> {
