@@ -188,12 +188,12 @@ fn check(frame: &[u8]) {
         0,
     );
     let need = need(&request);
-    let allowed = authorize(&catalog, 1, need).is_ok();
+    let allowed = authorize(&catalog, 1, &need).is_ok();
     if matches!(need, Need::Global(_)) {
         assert!(!allowed, "a user without grants passed {need:?}");
     }
     assert!(
-        authorize(&catalog, 0, need).is_ok(),
+        authorize(&catalog, 0, &need).is_ok(),
         "root refused {need:?}"
     );
 }
