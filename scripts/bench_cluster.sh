@@ -68,6 +68,7 @@ src = src.replace("\n[system.sharding]\n", "\n" + nodes + "[system.sharding]\n",
 open(sys.argv[2], "w").write(src)
 PY
 head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$JSON_DIR/corelog-cluster.secret"
+chmod 600 "$JSON_DIR/corelog-cluster.secret"
 {
   echo "shards = 2"
   echo 'secret_file = "corelog-cluster.secret"'

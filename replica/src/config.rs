@@ -52,8 +52,11 @@ pub struct ClusterConfig {
 pub struct Secret(Vec<u8>);
 
 impl Secret {
-    /// The fewest bytes a secret may have.
-    pub const MIN_LEN: usize = 16;
+    /// The fewest bytes a secret may have: one captured handshake lets an
+    /// eavesdropper test guesses offline, so a secret must be random and
+    /// long, such as `head -c 32 /dev/urandom | base64 > cluster.secret`
+    /// (44 bytes).
+    pub const MIN_LEN: usize = 32;
 
     /// A secret of `bytes`; `None` when shorter than [`Secret::MIN_LEN`].
     pub fn new(bytes: Vec<u8>) -> Option<Secret> {
@@ -96,9 +99,53 @@ pub enum ConfigError {
         /// the error
         source: toml::de::Error,
     },
+    /// The secret file may be read by others than its owner.
+    #[error("secret_file {path}: mode {mode:o} lets others than its owner read it (chmod 600 it)")]
+    SecretReadable {
+        /// the file
+        path: String,
+        /// its permission bits
+        mode: u32,
+    },
+    /// The secret is too short to resist offline guessing.
+    #[error("secret_file {path}: {len} bytes, fewer than {min} (make one with `head -c 32 /dev/urandom | base64 > FILE`)")]
+    SecretShort {
+        /// the file
+        path: String,
+        /// its length (trailing whitespace removed)
+        len: usize,
+        /// the fewest allowed
+        min: usize,
+    },
     /// The description is inconsistent.
     #[error("cluster: {0}")]
     Invalid(String),
+}
+
+/// Reads a secret file: only its owner may read it (as ssh asks of a
+/// private key), and it must hold at least [`Secret::MIN_LEN`] bytes
+/// (trailing whitespace removed).
+fn read_secret(f: &Path) -> Result<Secret, ConfigError> {
+    use std::os::unix::fs::PermissionsExt;
+    let shown = f.display().to_string();
+    let read = |source| ConfigError::Read {
+        path: shown.clone(),
+        source,
+    };
+    let mode = std::fs::metadata(f).map_err(read)?.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(ConfigError::SecretReadable { path: shown, mode });
+    }
+    let mut bytes = std::fs::read(f).map_err(read)?;
+    while bytes.last().is_some_and(|b| b.is_ascii_whitespace()) {
+        bytes.pop();
+    }
+    let len = bytes.len();
+    Secret::new(bytes).ok_or(ConfigError::SecretShort {
+        path: shown,
+        len,
+        min: Secret::MIN_LEN,
+    })
 }
 
 impl ClusterConfig {
@@ -115,20 +162,7 @@ impl ClusterConfig {
         })?;
         if let Some(f) = &c.secret_file {
             let f = path.parent().unwrap_or(Path::new(".")).join(f);
-            let mut bytes = std::fs::read(&f).map_err(|source| ConfigError::Read {
-                path: f.display().to_string(),
-                source,
-            })?;
-            while bytes.last().is_some_and(|b| b.is_ascii_whitespace()) {
-                bytes.pop();
-            }
-            c.secret = Some(Secret::new(bytes).ok_or_else(|| {
-                ConfigError::Invalid(format!(
-                    "secret_file {}: fewer than {} bytes",
-                    f.display(),
-                    Secret::MIN_LEN
-                ))
-            })?);
+            c.secret = Some(read_secret(&f)?);
         }
         c.check()?;
         Ok(c)
@@ -243,7 +277,8 @@ mod tests {
     }
 
     #[test]
-    fn reads_the_secret_beside_the_file_and_refuses_a_short_one() {
+    fn reads_the_secret_beside_the_file_and_refuses_a_short_or_readable_one() {
+        use std::os::unix::fs::PermissionsExt;
         let dir = std::env::temp_dir().join(format!("corelog-secret-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let file = dir.join("cluster.toml");
@@ -252,17 +287,42 @@ mod tests {
             "secret_file = \"s\"\n[[node]]\nid = 1\nclient = \"127.0.0.1:1\"\nreplica = \"127.0.0.1:2\"\n",
         )
         .expect("write");
-        std::fs::write(dir.join("s"), "0123456789abcdef\n").expect("write");
+        let secret = dir.join("s");
+        let write = |text: &str, mode: u32| {
+            std::fs::write(&secret, text).expect("write");
+            std::fs::set_permissions(&secret, std::fs::Permissions::from_mode(mode))
+                .expect("chmod");
+        };
+        let good = "0123456789abcdef0123456789abcdef";
+        write(&format!("{good}\n"), 0o600);
         let c = ClusterConfig::read(&file).expect("read");
-        assert_eq!(
-            c.secret.as_ref().map(Secret::bytes),
-            Some(&b"0123456789abcdef"[..])
-        );
+        assert_eq!(c.secret.as_ref().map(Secret::bytes), Some(good.as_bytes()));
         assert_eq!(format!("{:?}", c.secret), "Some(Secret(..))");
-        std::fs::write(dir.join("s"), "short\n").expect("write");
+        write(&format!("{good}\n"), 0o400);
+        ClusterConfig::read(&file).expect("owner-only read is enough");
+        for mode in [0o640, 0o604, 0o644] {
+            write(&format!("{good}\n"), mode);
+            let e = ClusterConfig::read(&file).expect_err("readable by others");
+            assert!(
+                matches!(e, ConfigError::SecretReadable { mode: m, .. } if m == mode),
+                "{mode:o}: {e}"
+            );
+        }
+        // 31 bytes: short of a 32-byte secret.
+        write(&format!("{}\n", &good[..31]), 0o600);
         let e = ClusterConfig::read(&file).expect_err("short");
-        assert!(e.to_string().contains("fewer than 16 bytes"), "{e}");
-        std::fs::remove_file(dir.join("s")).expect("rm");
+        assert!(
+            matches!(
+                e,
+                ConfigError::SecretShort {
+                    len: 31,
+                    min: 32,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        std::fs::remove_file(&secret).expect("rm");
         let e = ClusterConfig::read(&file).expect_err("missing");
         assert!(e.to_string().contains("/s"), "{e}");
         std::fs::remove_dir_all(&dir).expect("rm");

@@ -84,7 +84,7 @@ fn a_node_with_another_secret_never_joins() {
         .collect();
     let good = cluster(3);
     let mut bad = good.clone();
-    bad.secret = Secret::new(b"not the cluster's secret at all".to_vec());
+    bad.secret = Secret::new(b"not the cluster's secret at all, no".to_vec());
     let nodes: Vec<Node> = (0..3)
         .map(|i| {
             let c = if i == 2 { &bad } else { &good };

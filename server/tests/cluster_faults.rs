@@ -398,6 +398,11 @@ fn start_cluster(root: &Path) -> (Vec<Proc>, KeepLogs) {
         })
         .collect();
     std::fs::write(root.join("secret"), "the fault suite's cluster secret\n").expect("secret file");
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let owner_only = std::fs::Permissions::from_mode(0o600);
+        std::fs::set_permissions(root.join("secret"), owner_only).expect("chmod secret");
+    }
     let mut toml = String::from("shards = 2\nsecret_file = \"secret\"\n");
     for p in &procs {
         toml.push_str(&format!(

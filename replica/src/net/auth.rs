@@ -198,7 +198,10 @@ mod tests {
 
     #[test]
     fn the_same_secret_opens_and_the_first_frame_arrives_whole() {
-        let (acc, opened) = exchange(key(b"0123456789abcdef"), key(b"0123456789abcdef"));
+        let (acc, opened) = exchange(
+            key(b"0123456789abcdef0123456789abcdef"),
+            key(b"0123456789abcdef0123456789abcdef"),
+        );
         opened.expect("opened");
         let f = acc.expect("accepted");
         assert_eq!(
@@ -221,7 +224,13 @@ mod tests {
             send(&mut s, Kind::Welcome, 0, &[0u8; PROOF]).expect("welcome");
         });
         let mut s = TcpStream::connect(addr).expect("connect");
-        let opened = open(&mut s, &key(b"0123456789abcdef"), Kind::Hello, 0, b"");
+        let opened = open(
+            &mut s,
+            &key(b"0123456789abcdef0123456789abcdef"),
+            Kind::Hello,
+            0,
+            b"",
+        );
         assert!(matches!(opened, Err(AuthError::WrongProof)), "{opened:?}");
         t.join().expect("join");
     }
@@ -229,9 +238,12 @@ mod tests {
     #[test]
     fn another_secret_or_none_is_refused() {
         for (server, client) in [
-            (key(b"0123456789abcdef"), key(b"0123456789abcdeF")),
-            (key(b"0123456789abcdef"), Key::of(None)),
-            (Key::of(None), key(b"0123456789abcdef")),
+            (
+                key(b"0123456789abcdef0123456789abcdef"),
+                key(b"0123456789abcdef0123456789abcdeF"),
+            ),
+            (key(b"0123456789abcdef0123456789abcdef"), Key::of(None)),
+            (Key::of(None), key(b"0123456789abcdef0123456789abcdef")),
         ] {
             let (acc, opened) = exchange(server, client);
             assert!(matches!(acc, Err(AuthError::WrongProof)), "{acc:?}");
