@@ -170,13 +170,23 @@ impl MetadataStore {
 
 /// Temp file, fsync, rename, directory fsync.
 fn persist(dir: &Path, bytes: &[u8]) -> Result<(), MetadataError> {
+    use std::os::unix::fs::OpenOptionsExt;
     let path = dir.join(FILE_NAME);
     let tmp = dir.join(format!("{FILE_NAME}.tmp"));
     let io = |op, path: &Path| {
         let path = path.to_owned();
         move |source| MetadataError::Io { op, path, source }
     };
-    let mut f = std::fs::File::create(&tmp).map_err(io("create", &tmp))?;
+    // It holds password and token hashes: its owner's alone (0600), the
+    // umask notwithstanding (`mode` applies only when the file is new, so
+    // a leftover temporary file is set again).
+    let _ = std::fs::remove_file(&tmp);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .open(&tmp)
+        .map_err(io("create", &tmp))?;
     f.write_all(bytes).map_err(io("write", &tmp))?;
     f.sync_all().map_err(io("fsync", &tmp))?;
     drop(f);
@@ -328,6 +338,25 @@ mod tests {
         assert_eq!(store.snapshot().streams.len(), 1);
         let again = MetadataStore::open(dir.path()).expect("reopen");
         assert_eq!(again.snapshot().streams[0].name, "s");
+    }
+
+    #[test]
+    fn the_catalog_file_is_its_owners_alone_whatever_the_umask() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = MetadataStore::open(dir.path()).expect("open");
+        // A leftover temporary file readable by all is not reused as is.
+        let tmp = dir.path().join(format!("{FILE_NAME}.tmp"));
+        std::fs::write(&tmp, b"old").expect("write");
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+        store
+            .update(|c| c.add_stream("s", vec![], 5).map_err(|_| refused()))
+            .expect("update");
+        let mode = std::fs::metadata(dir.path().join(FILE_NAME))
+            .expect("stat")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "mode {mode:o}");
     }
 
     #[test]
