@@ -13,6 +13,7 @@ fn code(e: IggyError) -> u32 {
     e.as_code()
 }
 
+const UNAUTHENTICATED: u32 = 40;
 const UNAUTHORIZED: u32 = 41;
 const INVALID_CREDENTIALS: u32 = 42;
 
@@ -261,6 +262,9 @@ async fn a_personal_access_token_signs_in_until_it_expires_or_is_deleted() {
     assert_eq!(Some(who.user_id), u.get_me().await.expect("me").user_id);
 
     tokio::time::sleep(std::time::Duration::from_millis(2_200)).await;
+    // A session signed in with the token ends when it expires.
+    let ended = by_token.get_me().await;
+    assert_eq!(ended.map(|_| ()).map_err(code), Err(UNAUTHENTICATED));
     let late = connect(&server).await;
     let expired = late.login_with_personal_access_token(&short.token).await;
     assert_eq!(expired.map(|_| ()).map_err(code), Err(54));
@@ -278,9 +282,17 @@ async fn a_personal_access_token_signs_in_until_it_expires_or_is_deleted() {
         .login_with_personal_access_token(&long.token)
         .await
         .expect("long token signs in");
+    with_long
+        .get_me()
+        .await
+        .expect("signed in with the long token");
     u.delete_personal_access_token("long")
         .await
         .expect("delete token");
+    // ... and when it is deleted.
+    let ended = with_long.get_me().await;
+    assert_eq!(ended.map(|_| ()).map_err(code), Err(UNAUTHENTICATED));
+    u.get_me().await.expect("a password's session goes on");
     let after = connect(&server).await;
     let refused = after.login_with_personal_access_token(&long.token).await;
     assert_eq!(refused.map(|_| ()).map_err(code), Err(53));

@@ -38,6 +38,9 @@ pub struct Session {
     pub connection: u64,
     /// The signed-in user ([`crate::clients::NO_USER`] when none).
     pub user: u32,
+    /// The personal access token it signed in with, if it did: the
+    /// session ends when the token is deleted or expires.
+    pub token: Option<String>,
     /// The connection's entry in the client registry.
     pub client: Option<Arc<crate::clients::Client>>,
     /// The client's address (sign-in failures are throttled by it).
@@ -59,6 +62,7 @@ impl Default for Session {
             id: None,
             connection: 0,
             user: crate::clients::NO_USER,
+            token: None,
             client: None,
             peer: None,
             failed_logins: 0,
@@ -120,8 +124,16 @@ pub async fn execute(
     }
     // Checked against the catalog the command reads its targets from; each
     // catalog change checks again against the catalog it changes.
+    let catalog = ctx.metadata.snapshot();
+    if !session::token_lives(&catalog, session, crate::context::now_micros()) {
+        // Its token was deleted or has expired: the session ends with it,
+        // as a sign-out does (memberships included).
+        ctx.groups.remove_connection(session.connection);
+        session::sign_out(session);
+        return Outcome::Error(IggyError::Unauthenticated);
+    }
     let need = authz::need_of(session.user, &request);
-    let auth = match Authorized::new(ctx.metadata.snapshot(), session.user, need) {
+    let auth = match Authorized::new(catalog, session.user, need) {
         Ok(auth) => auth,
         Err(e) => {
             tracing::debug!("user {} refused command {}: {e}", session.user, head.code);

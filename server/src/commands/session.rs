@@ -25,6 +25,8 @@ struct Candidate {
     user: u32,
     hash: String,
     status: u8,
+    /// The token's name, when the secret is a personal access token.
+    token: Option<String>,
 }
 
 /// Checks the credentials, then the token (on the login pool), and opens
@@ -40,9 +42,10 @@ pub(super) async fn login(ctx: &Arc<Context>, session: &mut Session, login: Logi
             user: NO_USER,
             hash: ctx.users.hash().to_owned(),
             status: 0,
+            token: None,
         });
         match check(ctx, session, &username, c, password).await {
-            Ok(user) => return signed_in(ctx, session, user),
+            Ok((user, _)) => return signed_in(ctx, session, user, None),
             Err(e) => refusal = Some(e),
         }
     }
@@ -52,7 +55,7 @@ pub(super) async fn login(ctx: &Arc<Context>, session: &mut Session, login: Logi
             Err(e) => Err(e),
         };
         match checked {
-            Ok(user) => return signed_in(ctx, session, user),
+            Ok((user, token)) => return signed_in(ctx, session, user, token),
             Err(e) => refusal = refusal.or(Some(e)),
         }
     }
@@ -67,6 +70,7 @@ fn by_password(ctx: &Context, catalog: &Catalog, username: &str) -> Option<Candi
             user: ROOT_USER_ID,
             hash: ctx.users.hash().to_owned(),
             status: 0,
+            token: None,
         });
     }
     let u = catalog.users.iter().find(|u| u.username == username)?;
@@ -74,6 +78,7 @@ fn by_password(ctx: &Context, catalog: &Catalog, username: &str) -> Option<Candi
         user: u.id,
         hash: u.password_hash.clone(),
         status: u.status,
+        token: None,
     })
 }
 
@@ -97,6 +102,7 @@ fn by_token(catalog: &Catalog, token: &str, now: u64) -> Result<Candidate, IggyE
         user,
         hash: meta.hash.clone(),
         status,
+        token: Some(meta.name.clone()),
     })
 }
 
@@ -108,7 +114,7 @@ async fn check(
     who: &str,
     c: Candidate,
     secret: String,
-) -> Result<u32, IggyError> {
+) -> Result<(u32, Option<String>), IggyError> {
     let (hash, known) = (c.hash, c.user != NO_USER);
     let check = move || verify_hash(&hash, &secret) && known;
     let attempt = ctx.logins.attempt(session.peer, who, check).await;
@@ -123,13 +129,14 @@ async fn check(
     if c.status == STATUS_INACTIVE {
         return Err(IggyError::UserInactive);
     }
-    Ok(c.user)
+    Ok((c.user, c.token))
 }
 
-fn signed_in(ctx: &Context, session: &mut Session, user: u32) -> Outcome {
+fn signed_in(ctx: &Context, session: &mut Session, user: u32, token: Option<String>) -> Outcome {
     let id = ctx.next_session();
     session.id = Some(id);
     session.user = user;
+    session.token = token;
     if let Some(client) = &session.client {
         client.set_user(user);
     }
@@ -144,9 +151,21 @@ fn signed_in(ctx: &Context, session: &mut Session, user: u32) -> Outcome {
     })
 }
 
-fn sign_out(session: &mut Session) {
+/// Whether a session signed in with a token may go on: its token is still
+/// there and has not expired (a session signed in with a password: yes).
+pub(super) fn token_lives(catalog: &Catalog, session: &Session, now: u64) -> bool {
+    session.token.as_ref().is_none_or(|name| {
+        catalog
+            .tokens_of(session.user)
+            .iter()
+            .any(|t| &t.name == name && !t.expired(now))
+    })
+}
+
+pub(super) fn sign_out(session: &mut Session) {
     session.id = None;
     session.user = NO_USER;
+    session.token = None;
     if let Some(client) = &session.client {
         client.set_user(NO_USER);
     }
