@@ -183,6 +183,10 @@ impl Group {
                     .node(leader)
                     .map(|n| n.replica)
                     .ok_or_else(|| fail(format!("snapshot from unknown node {leader}")))?;
+                let local = self
+                    .cluster
+                    .node(self.raw.raft.id)
+                    .map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |n| n.replica.ip());
                 for (partition, end) in ends {
                     let have = match self.engine.stats(partition).wait() {
                         Ok(s) => s.end_offset,
@@ -193,8 +197,17 @@ impl Group {
                         continue;
                     }
                     let key = crate::net::auth::Key::of(self.cluster.secret.as_ref());
-                    let got = fetch::fetch(addr, &key, self.id, partition, have, end, &self.engine)
-                        .map_err(|e| fail(e.to_string()))?;
+                    let got = fetch::fetch(
+                        local,
+                        addr,
+                        &key,
+                        self.id,
+                        partition,
+                        have,
+                        end,
+                        &self.engine,
+                    )
+                    .map_err(|e| fail(e.to_string()))?;
                     tracing::info!(
                         "group {}: partition {partition}: fetched offsets {have}..{got} from node {leader}",
                         self.id

@@ -26,6 +26,7 @@
 
 use super::frame::{self, Frame, FrameError, Kind};
 use std::net::TcpStream;
+use std::time::Instant;
 
 const NONCE: usize = 16;
 const PROOF: usize = 32;
@@ -134,12 +135,19 @@ pub fn open(
     Ok(())
 }
 
+/// The longest first frame a connecting side sends: a hello, fetch or
+/// forward body (at most 24 bytes) and the nonce and proof.
+pub const MAX_FIRST_FRAME: usize = 5 + 64 + NONCE + PROOF;
+
 /// The accepting side: challenges, reads the first frame, checks its proof,
-/// and welcomes. Returns the first frame without the proof.
-pub fn accept(s: &mut TcpStream, key: &Key) -> Result<Frame, AuthError> {
+/// and welcomes. Returns the first frame without the proof. The whole
+/// exchange must end by `deadline` (whatever the socket's per-read
+/// timeout), and a first frame over [`MAX_FIRST_FRAME`] is refused
+/// unread: a peer that has proved nothing holds neither time nor memory.
+pub fn accept(s: &mut TcpStream, key: &Key, deadline: Instant) -> Result<Frame, AuthError> {
     let a = nonce();
     send(s, Kind::Challenge, 0, &a)?;
-    let mut f = frame::read(s)?;
+    let mut f = frame::read_max(&mut Until { s, deadline }, MAX_FIRST_FRAME)?;
     let Some(at) = f.body.len().checked_sub(NONCE + PROOF) else {
         return Err(unexpected("a first frame with a proof", &f));
     };
@@ -158,6 +166,24 @@ pub fn accept(s: &mut TcpStream, key: &Key) -> Result<Frame, AuthError> {
     send(s, Kind::Welcome, 0, key.mac(b'a', &a, &c, &[]).as_bytes())?;
     f.body = body;
     Ok(f)
+}
+
+/// A socket read against an overall deadline: each read waits no longer
+/// than what is left of it.
+struct Until<'a> {
+    s: &'a mut TcpStream,
+    deadline: Instant,
+}
+
+impl std::io::Read for Until<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(std::io::ErrorKind::TimedOut.into());
+        }
+        self.s.set_read_timeout(Some(left))?;
+        self.s.read(buf)
+    }
 }
 
 fn send(s: &mut TcpStream, kind: Kind, group: u32, body: &[u8]) -> Result<(), AuthError> {
@@ -184,7 +210,11 @@ mod tests {
         let addr = l.local_addr().expect("addr");
         let t = std::thread::spawn(move || {
             let (mut s, _) = l.accept().expect("accept");
-            accept(&mut s, &server)
+            accept(
+                &mut s,
+                &server,
+                Instant::now() + std::time::Duration::from_secs(5),
+            )
         });
         let mut s = TcpStream::connect(addr).expect("connect");
         let opened = open(&mut s, &client, Kind::Hello, 3, b"body");

@@ -66,7 +66,9 @@ pub enum FetchError {
 /// Fetches `partition`'s batches `[from, to)` from the peer at `addr` and
 /// stores each with `append_stamped` on `engine`. Returns the offset after
 /// the last batch stored.
+#[allow(clippy::too_many_arguments)]
 pub fn fetch(
+    local: std::net::IpAddr,
     addr: SocketAddr,
     key: &super::auth::Key,
     group: u32,
@@ -76,7 +78,9 @@ pub fn fetch(
     engine: &corelog::Handle,
 ) -> Result<u64, FetchError> {
     let io = |source| FetchError::Io { addr, source };
-    let mut s = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).map_err(io)?;
+    // From this node's replica address, as its peer connections: the
+    // leader's replica port keeps its slots for the configured nodes.
+    let mut s = super::connect_from(local, addr).map_err(io)?;
     s.set_read_timeout(Some(Duration::from_secs(30)))
         .map_err(io)?;
     let mut body = Vec::with_capacity(24);

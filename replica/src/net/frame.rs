@@ -125,10 +125,17 @@ pub fn write(w: &mut impl Write, kind: Kind, group: u32, body: &[u8]) -> std::io
 
 /// Reads one frame.
 pub fn read(r: &mut impl Read) -> Result<Frame, FrameError> {
+    read_max(r, MAX_FRAME)
+}
+
+/// [`read`], refusing a frame longer than `max` bytes before any of its
+/// body is read or room for it allocated (a handshake's first frame is a
+/// few dozen bytes: a peer that has proved nothing gets no 80 MiB).
+pub fn read_max(r: &mut impl Read, max: usize) -> Result<Frame, FrameError> {
     let mut len = [0u8; 4];
     r.read_exact(&mut len)?;
     let len = u32::from_le_bytes(len) as usize;
-    if !(5..=MAX_FRAME).contains(&len) {
+    if !(5..=max.min(MAX_FRAME)).contains(&len) {
         return Err(FrameError::Length(len));
     }
     // Read into spare capacity: no zeroing of a buffer about to be filled.

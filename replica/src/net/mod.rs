@@ -46,6 +46,15 @@ const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// Incoming connections served at once (each a thread); more are closed
 /// at once. Peers need one each, and a fetch one more while it runs.
 const MAX_INCOMING: usize = 64;
+/// Incoming connections served at once from addresses that are no
+/// configured node's: however many such connections a stranger opens, the
+/// nodes keep their [`MAX_INCOMING`] slots.
+const MAX_STRANGERS: usize = 8;
+/// An incoming connection must finish its handshake (challenge, first
+/// frame with its proof) this soon after it is accepted.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(2);
+/// Refused connections are logged at most this often.
+const REFUSED_LOG_EVERY: Duration = Duration::from_secs(1);
 
 /// Counters of the replica network.
 #[derive(Debug, Default)]
@@ -121,10 +130,17 @@ pub fn start(
     }
     listen.set_nonblocking(true)?;
     let stop2 = stop.clone();
+    // The addresses the nodes connect from: their replica addresses (every
+    // outgoing connection leaves from its node's, see `connect_from`).
+    let nodes = peers
+        .iter()
+        .map(|(_, a)| a.ip())
+        .chain([rx.local])
+        .collect();
     threads.push(
         std::thread::Builder::new()
             .name("replica-accept".into())
-            .spawn(move || acceptor(listen, rx, stop2))?,
+            .spawn(move || acceptor(listen, rx, nodes, stop2))?,
     );
     Ok((
         Transport {
@@ -252,29 +268,94 @@ fn connect_from(from: std::net::IpAddr, to: SocketAddr) -> std::io::Result<TcpSt
     Ok(socket.into())
 }
 
-fn acceptor(listen: TcpListener, rx: Receivers, stop: Arc<AtomicBool>) {
-    let serving = Arc::new(AtomicUsize::new(0));
+/// Incoming connections being served, from the configured nodes'
+/// addresses and from anyone else, each within its own limit.
+struct Slots {
+    nodes: std::collections::HashSet<std::net::IpAddr>,
+    from_nodes: Arc<AtomicUsize>,
+    from_strangers: Arc<AtomicUsize>,
+}
+
+impl Slots {
+    /// A slot for a connection from `ip`, released when dropped; `None`
+    /// when its kind's slots are all taken.
+    /// What the slots `ip` would take are, for a log line.
+    fn kind(&self, ip: std::net::IpAddr) -> String {
+        if self.is_node(ip) {
+            format!("{MAX_INCOMING} connections from the nodes' addresses")
+        } else {
+            format!("{MAX_STRANGERS} connections from other addresses")
+        }
+    }
+
+    fn is_node(&self, ip: std::net::IpAddr) -> bool {
+        // A node listed at an unspecified address connects from whatever
+        // address its route gives: then no address can be told a stranger.
+        self.nodes.contains(&ip) || self.nodes.iter().any(|n| n.is_unspecified())
+    }
+
+    fn take(&self, ip: std::net::IpAddr) -> Option<Slot> {
+        let (count, max) = if self.is_node(ip) {
+            (&self.from_nodes, MAX_INCOMING)
+        } else {
+            (&self.from_strangers, MAX_STRANGERS)
+        };
+        if count.fetch_add(1, Ordering::AcqRel) >= max {
+            count.fetch_sub(1, Ordering::AcqRel);
+            return None;
+        }
+        Some(Slot(count.clone()))
+    }
+}
+
+/// A taken slot.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn acceptor(
+    listen: TcpListener,
+    rx: Receivers,
+    nodes: std::collections::HashSet<std::net::IpAddr>,
+    stop: Arc<AtomicBool>,
+) {
+    let slots = Slots {
+        nodes,
+        from_nodes: Arc::default(),
+        from_strangers: Arc::default(),
+    };
+    let (mut refused, mut logged) = (0u64, None::<std::time::Instant>);
     while !stop.load(Ordering::Relaxed) {
         match listen.accept() {
             Ok((s, peer)) => {
-                if serving.fetch_add(1, Ordering::AcqRel) >= MAX_INCOMING {
-                    serving.fetch_sub(1, Ordering::AcqRel);
-                    tracing::warn!(
-                        "replica: {MAX_INCOMING} connections already served: {peer} closed"
-                    );
+                let accepted = std::time::Instant::now();
+                let Some(slot) = slots.take(peer.ip()) else {
+                    // Closed at once; logged at most once a second.
+                    refused += 1;
+                    if logged.is_none_or(|t| accepted.duration_since(t) >= REFUSED_LOG_EVERY) {
+                        tracing::warn!(
+                            "replica: {} already served: {peer} closed ({refused} refused since the last such line)",
+                            slots.kind(peer.ip())
+                        );
+                        (refused, logged) = (0, Some(accepted));
+                    }
                     continue;
-                }
-                let (rx, stop, held) = (rx.clone(), stop.clone(), serving.clone());
+                };
+                let (rx, stop) = (rx.clone(), stop.clone());
                 let spawned = std::thread::Builder::new()
                     .name("replica-from".into())
                     .spawn(move || {
-                        if let Err(e) = serve(s, &rx, &stop) {
+                        let deadline = accepted + HANDSHAKE_TIMEOUT;
+                        if let Err(e) = serve(s, &rx, deadline, &stop) {
                             tracing::debug!("replica: connection from {peer}: {e}");
                         }
-                        held.fetch_sub(1, Ordering::AcqRel);
+                        drop(slot);
                     });
                 if let Err(e) = spawned {
-                    serving.fetch_sub(1, Ordering::AcqRel);
                     tracing::warn!("replica: no thread for a connection from {peer}: {e}");
                 }
             }
@@ -290,13 +371,18 @@ fn acceptor(listen: TcpListener, rx: Receivers, stop: Arc<AtomicBool>) {
 }
 
 /// Serves one incoming connection: a peer's messages, or a fetch.
-fn serve(mut s: TcpStream, rx: &Receivers, stop: &AtomicBool) -> Result<(), String> {
+fn serve(
+    mut s: TcpStream,
+    rx: &Receivers,
+    handshake_by: std::time::Instant,
+    stop: &AtomicBool,
+) -> Result<(), String> {
     s.set_nonblocking(false).map_err(|e| e.to_string())?;
     s.set_read_timeout(Some(IO_TIMEOUT))
         .map_err(|e| e.to_string())?;
     s.set_write_timeout(Some(IO_TIMEOUT))
         .map_err(|e| e.to_string())?;
-    let first = auth::accept(&mut s, &rx.key).map_err(|e| {
+    let first = auth::accept(&mut s, &rx.key, handshake_by).map_err(|e| {
         let peer = s.peer_addr().map_or("?".into(), |a| a.to_string());
         if let auth::AuthError::WrongProof = e {
             tracing::error!("replica: a connection from {peer} refused: {e}");
@@ -389,5 +475,43 @@ pub(crate) fn block_on<F: std::future::Future>(fut: F) -> F::Output {
             return out;
         }
         std::thread::park();
+    }
+}
+
+#[cfg(test)]
+mod slot_tests {
+    use super::*;
+
+    fn slots(nodes: &[&str]) -> Slots {
+        Slots {
+            nodes: nodes.iter().map(|n| n.parse().expect("ip")).collect(),
+            from_nodes: Arc::default(),
+            from_strangers: Arc::default(),
+        }
+    }
+
+    #[test]
+    fn strangers_fill_only_their_own_slots() {
+        let s = slots(&["127.0.0.1", "127.0.0.2"]);
+        let stranger: std::net::IpAddr = "127.0.0.77".parse().expect("ip");
+        let node: std::net::IpAddr = "127.0.0.2".parse().expect("ip");
+        let strangers: Vec<Slot> = (0..MAX_STRANGERS)
+            .filter_map(|_| s.take(stranger))
+            .collect();
+        assert_eq!(strangers.len(), MAX_STRANGERS);
+        assert!(s.take(stranger).is_none(), "the strangers' slots are full");
+        let nodes: Vec<Slot> = (0..MAX_INCOMING).filter_map(|_| s.take(node)).collect();
+        assert_eq!(nodes.len(), MAX_INCOMING, "every node slot is still there");
+        assert!(s.take(node).is_none());
+        drop(strangers);
+        assert!(s.take(stranger).is_some(), "a slot comes back when dropped");
+    }
+
+    #[test]
+    fn a_node_at_an_unspecified_address_makes_no_one_a_stranger() {
+        let s = slots(&["0.0.0.0", "127.0.0.2"]);
+        let anyone: std::net::IpAddr = "127.0.0.77".parse().expect("ip");
+        let taken: Vec<Slot> = (0..MAX_INCOMING).filter_map(|_| s.take(anyone)).collect();
+        assert_eq!(taken.len(), MAX_INCOMING);
     }
 }
