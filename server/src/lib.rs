@@ -22,6 +22,7 @@ pub mod limits;
 pub mod login;
 pub mod membership;
 pub mod metadata;
+pub mod per_address;
 pub mod permissions;
 pub mod poll_reply;
 pub mod pool;

@@ -20,6 +20,9 @@ pub const PRE_LOGIN_MAX_REQUEST: u64 = 4096;
 pub struct Limits {
     /// Connections served at once; past it a new one is closed at once.
     pub max_connections: usize,
+    /// Connections served at once from one peer address (an IPv6 /64);
+    /// past it a new one from there is closed at once.
+    pub max_connections_per_address: usize,
     /// Largest request (header included). `None`: the engine's largest
     /// batch plus [`REQUEST_OVERHEAD`], which is also the most it can be.
     pub max_request_bytes: Option<u64>,
@@ -55,6 +58,7 @@ impl Default for Limits {
     fn default() -> Limits {
         Limits {
             max_connections: 10_000,
+            max_connections_per_address: 1_000,
             max_request_bytes: None,
             max_inflight_bytes: 256 << 20,
             stall_timeout: Duration::from_secs(10),
@@ -106,6 +110,9 @@ impl Limits {
         }
         if self.max_connections == 0 {
             return Err(LimitsError::Zero("--max-connections"));
+        }
+        if self.max_connections_per_address == 0 {
+            return Err(LimitsError::Zero("--max-connections-per-address"));
         }
         if self.login_concurrency == 0 {
             return Err(LimitsError::Zero("--login-concurrency"));

@@ -53,6 +53,10 @@ struct Args {
     /// Connections served at once; past it new ones are closed at once.
     #[arg(long, default_value_t = Limits::default().max_connections)]
     max_connections: usize,
+    /// Connections served at once from one peer address (an IPv6 /64);
+    /// past it new ones from there are closed at once.
+    #[arg(long, default_value_t = Limits::default().max_connections_per_address)]
+    max_connections_per_address: usize,
     /// Largest request, header included (K/M/G suffixes, powers of 1024);
     /// default and most: the largest batch (64 MiB) plus 4 KiB.
     #[arg(long, value_parser = parse_bytes)]
@@ -187,6 +191,7 @@ fn main() -> std::process::ExitCode {
         },
         limits: Limits {
             max_connections: args.max_connections,
+            max_connections_per_address: args.max_connections_per_address,
             max_request_bytes: args.max_request_bytes,
             max_inflight_bytes: args.max_inflight_bytes,
             stall_timeout: args.stall_timeout,

@@ -320,11 +320,13 @@ impl Drop for Server {
 }
 
 /// Accepts until `stop`, handing connections to shards round robin; past
-/// `max_connections` open, a new connection is closed at once.
+/// `max_connections` open, or `max_connections_per_address` from its
+/// address, a new connection is closed at once.
 fn accept(listener: TcpListener, ctx: Arc<Context>, stop: Arc<AtomicBool>) {
     let shards = ctx.engine.shards().max(1);
     let mut next = 0usize;
     let refusals = crate::login::log_limit::LogLimit::new(1);
+    let per_address = crate::per_address::PerAddress::new(ctx.limits.max_connections_per_address);
     for conn in listener.incoming() {
         if stop.load(Ordering::SeqCst) {
             break;
@@ -353,6 +355,22 @@ fn accept(listener: TcpListener, ctx: Arc<Context>, stop: Arc<AtomicBool>) {
             drop(stream);
             continue;
         }
+        let peer = stream.peer_addr().ok();
+        let slot = match peer.map(|p| per_address.take(p.ip())) {
+            Some(None) => {
+                Counters::add(&ctx.counters.refused, 1);
+                if let Some(left_out) = refusals.allow(Instant::now()) {
+                    tracing::warn!(
+                        "refused a connection from {peer:?}: --max-connections-per-address {} open from there ({left_out} more refused since the last line)",
+                        ctx.limits.max_connections_per_address
+                    );
+                }
+                drop(stream);
+                continue;
+            }
+            Some(slot) => slot,
+            None => None,
+        };
         Counters::add(&ctx.counters.open, 1);
         Counters::add(&ctx.counters.opened, 1);
         let shard = next % shards;
@@ -360,7 +378,10 @@ fn accept(listener: TcpListener, ctx: Arc<Context>, stop: Arc<AtomicBool>) {
         let c = ctx.clone();
         let spawned = ctx
             .engine
-            .spawn_on(shard, move || connection::serve(c, stream))
+            .spawn_on(shard, move || async move {
+                connection::serve(c, stream).await;
+                drop(slot);
+            })
             .wait();
         if let Err(e) = spawned {
             ctx.counters.open.fetch_sub(1, Ordering::Relaxed);

@@ -81,6 +81,50 @@ async fn past_max_connections_new_ones_are_closed_at_once_and_counted() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_max_connections_per_address_new_ones_from_there_are_closed_others_served() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start_with(
+        dir.path(),
+        Limits {
+            max_connections_per_address: 3,
+            ..Limits::default()
+        },
+    );
+    let (a, b) = (
+        "127.0.0.2".parse().expect("ip"),
+        "127.0.0.3".parse().expect("ip"),
+    );
+    let mut held: Vec<Raw> = (0..3)
+        .map(|_| Raw::connect_from(a, server.local_addr()))
+        .collect();
+    for r in &mut held {
+        assert_eq!(r.send(PING_CODE, &[]).status, 0);
+    }
+    let mut fourth = Raw::connect_from(a, server.local_addr());
+    let closed = closed_within(&mut fourth, Duration::from_secs(2));
+    assert!(
+        closed.is_some(),
+        "a fourth from the same address is closed at once"
+    );
+    assert_eq!(server.counters().refused, 1);
+    let mut other = Raw::connect_from(b, server.local_addr());
+    assert_eq!(
+        other.send(PING_CODE, &[]).status,
+        0,
+        "another address is served"
+    );
+    drop(held.pop());
+    // The server notices the close; then the address has room again.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while server.counters().open > 3 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut again = Raw::connect_from(a, server.local_addr());
+    assert_eq!(again.send(PING_CODE, &[]).status, 0);
+    server.shutdown().expect("shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signed_out_connection_is_closed_after_the_login_timeout_a_signed_in_one_is_not() {
     let dir = tempfile::tempdir().expect("tempdir");
     let server = start_with(

@@ -23,7 +23,7 @@ use std::time::Instant;
 const MAX_TRACKED: usize = 65_536;
 
 /// The key of `ip`'s bucket: an IPv4 address itself, an IPv6 one its /64.
-fn key(ip: IpAddr) -> IpAddr {
+pub fn key(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V4(_) => ip,
         IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
