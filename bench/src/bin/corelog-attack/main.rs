@@ -75,6 +75,9 @@ enum Mode {
     Idle,
     /// A request header, then a byte a second.
     Slowloris,
+    /// Before sign-in, a LOGIN header declaring 3 KB (under the 4 KiB a
+    /// signed-out request may be), then a byte a second.
+    Trickle,
     /// Signed in, half a 1 MB batch, then silence (the socket kept open).
     Half,
     /// Wrong passwords in a loop.
@@ -162,6 +165,7 @@ fn run(args: Args) -> Result<String, String> {
         }
         Mode::Idle => swarm(swarm::Kind::Idle),
         Mode::Slowloris => swarm(swarm::Kind::Slowloris),
+        Mode::Trickle => swarm(swarm::Kind::Trickle),
         Mode::Half => swarm(swarm::Kind::Half),
         Mode::LoginFlood { source } => {
             if !source.is_loopback() {

@@ -1,14 +1,15 @@
 //! Attackers that hold many connections from one thread (non-blocking
 //! sockets, checked every 20 ms): idle connections, slowloris, half-sent
-//! batches. Each notes when the server closes a connection, counted from
-//! the moment the limit that should close it starts: connecting (idle:
-//! `--login-timeout`), the first byte of the request (slowloris: the
+//! batches, sign-ins trickled. Each notes when the server closes a
+//! connection, counted from the moment the limit that should close it
+//! starts: connecting (idle and trickled sign-ins: `--login-timeout`,
+//! which bounds a signed-out connection's whole life), the first byte of the request (slowloris: the
 //! request deadline), the last byte sent (half a batch: `--stall-timeout`).
 //! A closed connection is replaced while the run lasts.
 
 use crate::client::{header, tcp};
 use crate::producer::send_payload;
-use iggy_binary_protocol::codes::SEND_MESSAGES_CODE;
+use iggy_binary_protocol::codes::{LOGIN_REGISTER_CODE, SEND_MESSAGES_CODE};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
@@ -19,6 +20,7 @@ pub enum Kind {
     Idle,
     Slowloris,
     Half,
+    Trickle,
 }
 
 struct Conn {
@@ -65,6 +67,21 @@ fn open(kind: Kind, addr: SocketAddr, _password: &str) -> std::io::Result<Conn> 
                 from: now,
                 next_byte: now + Duration::from_secs(1),
                 trickle: vec![0u8; 100_000],
+            })
+        }
+        Kind::Trickle => {
+            // A sign-in's worth declared, then a byte a second: the login
+            // deadline, not the request's, must close it.
+            let mut stream = tcp(addr, None)?;
+            let now = Instant::now();
+            let h = header(LOGIN_REGISTER_CODE, 3000, 11, 0, 0);
+            stream.write_all(&h)?;
+            stream.set_nonblocking(true)?;
+            Ok(Conn {
+                stream,
+                from: now,
+                next_byte: now + Duration::from_secs(1),
+                trickle: vec![0u8; 3000],
             })
         }
         Kind::Half => {
