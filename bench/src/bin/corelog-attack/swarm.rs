@@ -42,6 +42,21 @@ pub struct Seen {
     pub failed_to_open: u64,
 }
 
+/// A connection that sent header `h` and will send `len` more bytes, one
+/// a second.
+fn trickled(addr: SocketAddr, h: [u8; 256], len: usize) -> std::io::Result<Conn> {
+    let mut stream = tcp(addr, None)?;
+    let now = Instant::now();
+    stream.write_all(&h)?;
+    stream.set_nonblocking(true)?;
+    Ok(Conn {
+        stream,
+        from: now,
+        next_byte: now + Duration::from_secs(1),
+        trickle: vec![0u8; len],
+    })
+}
+
 fn open(kind: Kind, addr: SocketAddr, _password: &str) -> std::io::Result<Conn> {
     match kind {
         Kind::Idle => {
@@ -55,35 +70,11 @@ fn open(kind: Kind, addr: SocketAddr, _password: &str) -> std::io::Result<Conn> 
                 trickle: Vec::new(),
             })
         }
-        Kind::Slowloris => {
-            let mut stream = tcp(addr, None)?;
-            // A whole header declaring 100 kB, then one byte a second.
-            let h = header(SEND_MESSAGES_CODE, 100_000, 7, 1, 0);
-            let now = Instant::now();
-            stream.write_all(&h)?;
-            stream.set_nonblocking(true)?;
-            Ok(Conn {
-                stream,
-                from: now,
-                next_byte: now + Duration::from_secs(1),
-                trickle: vec![0u8; 100_000],
-            })
-        }
-        Kind::Trickle => {
-            // A sign-in's worth declared, then a byte a second: the login
-            // deadline, not the request's, must close it.
-            let mut stream = tcp(addr, None)?;
-            let now = Instant::now();
-            let h = header(LOGIN_REGISTER_CODE, 3000, 11, 0, 0);
-            stream.write_all(&h)?;
-            stream.set_nonblocking(true)?;
-            Ok(Conn {
-                stream,
-                from: now,
-                next_byte: now + Duration::from_secs(1),
-                trickle: vec![0u8; 3000],
-            })
-        }
+        // A whole header declaring 100 kB, then one byte a second.
+        Kind::Slowloris => trickled(addr, header(SEND_MESSAGES_CODE, 100_000, 7, 1, 0), 100_000),
+        // A sign-in's worth declared, then a byte a second: the login
+        // deadline, not the request's, must close it.
+        Kind::Trickle => trickled(addr, header(LOGIN_REGISTER_CODE, 3000, 11, 0, 0), 3000),
         Kind::Half => {
             // Half of a 1 MB batch, then nothing, the socket kept open
             // (signed out: the server reads a payload before refusing it).
