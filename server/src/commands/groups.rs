@@ -126,8 +126,8 @@ pub(super) async fn delete(
     a: &Authorized,
     r: DeleteConsumerGroupRequest,
 ) -> Result<Outcome, IggyError> {
-    let catalog = a.catalog().clone();
-    let (t, _, key) = resolve(&catalog, &r.stream_id, &r.topic_id, &r.group_id)?;
+    let catalog = a.catalog();
+    let (t, _, key) = resolve(catalog, &r.stream_id, &r.topic_id, &r.group_id)?;
     let partitions = t.partitions.clone();
     ctx.update_catalog(a, |c| -> Result<_, UpdateError> {
         Ok(c.remove_group(&r.stream_id, &r.topic_id, &r.group_id)?)
@@ -156,8 +156,8 @@ pub(super) async fn get(
     a: &Authorized,
     r: GetConsumerGroupRequest,
 ) -> Result<Outcome, IggyError> {
-    let catalog = a.catalog().clone();
-    let Ok((t, g, key)) = resolve(&catalog, &r.stream_id, &r.topic_id, &r.group_id) else {
+    let catalog = a.catalog();
+    let Ok((t, g, key)) = resolve(catalog, &r.stream_id, &r.topic_id, &r.group_id) else {
         return Ok(Outcome::empty());
     };
     Ok(Outcome::encoded(&details(ctx, t, g, key)?))
@@ -169,7 +169,7 @@ pub(super) async fn get_all(
     a: &Authorized,
     r: GetConsumerGroupsRequest,
 ) -> Result<Outcome, IggyError> {
-    let catalog = a.catalog().clone();
+    let catalog = a.catalog();
     let (s, t) = catalog
         .topic(&r.stream_id, &r.topic_id)
         .map_err(|e| from_catalog(e, &r.stream_id))?;
@@ -193,8 +193,8 @@ pub(super) async fn join(
     session: &mut Session,
     r: JoinConsumerGroupRequest,
 ) -> Result<Outcome, IggyError> {
-    let catalog = a.catalog().clone();
-    let (t, _, key) = resolve(&catalog, &r.stream_id, &r.topic_id, &r.group_id)?;
+    let catalog = a.catalog();
+    let (t, _, key) = resolve(catalog, &r.stream_id, &r.topic_id, &r.group_id)?;
     ctx.groups.join(key, session.connection, count(t));
     session.joined = true;
     Ok(Outcome::empty())
@@ -207,8 +207,8 @@ pub(super) async fn leave(
     session: &Session,
     r: LeaveConsumerGroupRequest,
 ) -> Result<Outcome, IggyError> {
-    let catalog = a.catalog().clone();
-    let (_, _, key) = resolve(&catalog, &r.stream_id, &r.topic_id, &r.group_id)?;
+    let catalog = a.catalog();
+    let (_, _, key) = resolve(catalog, &r.stream_id, &r.topic_id, &r.group_id)?;
     if !ctx.groups.leave(key, session.connection) {
         return Err(IggyError::ConsumerGroupMemberNotFound(
             member_id(session.connection),
@@ -227,8 +227,8 @@ pub(super) async fn sync(
     session: &Session,
     r: SyncConsumerGroupRequest,
 ) -> Result<Outcome, IggyError> {
-    let catalog = a.catalog().clone();
-    let Ok((t, _, key)) = resolve(&catalog, &r.stream_id, &r.topic_id, &r.group_id) else {
+    let catalog = a.catalog();
+    let Ok((t, _, key)) = resolve(catalog, &r.stream_id, &r.topic_id, &r.group_id) else {
         return Ok(Outcome::empty());
     };
     Ok(

@@ -65,7 +65,7 @@ pub(super) async fn update_topic(
     r: UpdateTopicRequest,
 ) -> Result<Outcome, IggyError> {
     let stored = {
-        let catalog = a.catalog().clone();
+        let catalog = a.catalog();
         let (_, t) = catalog
             .topic(&r.stream_id, &r.topic_id)
             .map_err(|e| from_catalog(e, &r.stream_id))?;
@@ -210,7 +210,7 @@ pub(super) async fn delete_segments(
     a: &Authorized,
     r: DeleteSegmentsRequest,
 ) -> Result<Outcome, IggyError> {
-    let catalog = a.catalog().clone();
+    let catalog = a.catalog();
     let (_, t) = catalog
         .topic(&r.stream_id, &r.topic_id)
         .map_err(|e| from_catalog(e, &r.stream_id))?;
@@ -225,7 +225,6 @@ pub(super) async fn delete_segments(
                 identifier(&r.stream_id),
             )
         })?;
-    drop(catalog);
     let deleted = ctx
         .delete_segments(partition, r.segments_count as usize)
         .await

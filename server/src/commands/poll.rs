@@ -53,7 +53,7 @@ pub(super) async fn poll(
     head: &RequestHead,
     r: PollMessagesRequest,
 ) -> Result<Outcome, IggyError> {
-    let catalog = a.catalog().clone();
+    let catalog = a.catalog();
     let (s, t) = catalog
         .topic(&r.stream_id, &r.topic_id)
         .map_err(|e| from_catalog(e, &r.stream_id))?;
@@ -113,7 +113,6 @@ pub(super) async fn poll(
                 identifier(&r.stream_id),
             )
         })?;
-    drop(catalog);
     read(ctx, head, &r, partition, &poller).await
 }
 

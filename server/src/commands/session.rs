@@ -116,7 +116,25 @@ async fn check(
     secret: String,
 ) -> Result<(u32, Option<String>), IggyError> {
     let (hash, known) = (c.hash, c.user != NO_USER);
-    let check = move || verify_hash(&hash, &secret) && known;
+    verified(ctx, session, who, move || {
+        verify_hash(&hash, &secret) && known
+    })
+    .await?;
+    if c.status == STATUS_INACTIVE {
+        return Err(IggyError::UserInactive);
+    }
+    Ok((c.user, c.token))
+}
+
+/// Runs `check` (a password or token hash) as a sign-in's check is run: on
+/// the login pool, unless the peer address is throttled, and counted when
+/// it fails. Also CHANGE_PASSWORD's check of the current password.
+pub(super) async fn verified(
+    ctx: &Context,
+    session: &Session,
+    who: &str,
+    check: impl FnOnce() -> bool + Send + 'static,
+) -> Result<(), IggyError> {
     let attempt = ctx.logins.attempt(session.peer, who, check).await;
     if attempt != Attempt::SignedIn {
         let counter = match attempt {
@@ -126,10 +144,7 @@ async fn check(
         Counters::add(counter, 1);
         return Err(IggyError::InvalidCredentials);
     }
-    if c.status == STATUS_INACTIVE {
-        return Err(IggyError::UserInactive);
-    }
-    Ok((c.user, c.token))
+    Ok(())
 }
 
 fn signed_in(ctx: &Context, session: &mut Session, user: u32, token: Option<String>) -> Outcome {

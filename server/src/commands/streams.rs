@@ -39,7 +39,7 @@ async fn details(ctx: &Context, s: &StreamMeta) -> Result<GetStreamResponse, Igg
 
 /// Every stream, without its topics.
 pub(super) async fn get_all(ctx: &Arc<Context>, a: &Authorized) -> Result<Outcome, IggyError> {
-    let catalog = a.catalog().clone();
+    let catalog = a.catalog();
     let mut streams = Vec::with_capacity(catalog.streams.len());
     for s in &catalog.streams {
         streams.push(details(ctx, s).await?.stream);
@@ -53,7 +53,7 @@ pub(super) async fn get(
     a: &Authorized,
     id: &WireIdentifier,
 ) -> Result<Outcome, IggyError> {
-    let catalog = a.catalog().clone();
+    let catalog = a.catalog();
     let Ok(s) = catalog.stream(id) else {
         return Ok(Outcome::empty());
     };

@@ -87,7 +87,7 @@ pub(super) async fn get(
     stream: &WireIdentifier,
     topic: &WireIdentifier,
 ) -> Result<Outcome, IggyError> {
-    let catalog = a.catalog().clone();
+    let catalog = a.catalog();
     let Ok((_, t)) = catalog.topic(stream, topic) else {
         return Ok(Outcome::empty());
     };
@@ -100,7 +100,7 @@ pub(super) async fn get_all(
     a: &Authorized,
     stream: &WireIdentifier,
 ) -> Result<Outcome, IggyError> {
-    let catalog = a.catalog().clone();
+    let catalog = a.catalog();
     // As Iggy: a stream that is not there lists no topics.
     let Ok(s) = catalog.stream(stream) else {
         return Ok(Outcome::encoded(&GetTopicsResponse { topics: Vec::new() }));

@@ -9,7 +9,6 @@ use crate::accounts::{
 };
 use crate::catalog::Catalog;
 use crate::context::{now_micros, Context};
-use crate::login::Attempt;
 use crate::metadata::MetadataError;
 use crate::permissions::Permissions;
 use crate::users::{hash_secret, verify_hash};
@@ -132,7 +131,7 @@ fn details(u: &UserMeta) -> Result<UserDetailsResponse, IggyError> {
 
 /// Every user, root first.
 pub(super) fn get_all(ctx: &Arc<Context>, a: &Authorized) -> Result<Outcome, IggyError> {
-    let catalog = a.catalog().clone();
+    let catalog = a.catalog();
     let mut users = vec![root_details(ctx)?.user];
     for u in &catalog.users {
         users.push(details(u)?.user);
@@ -146,8 +145,8 @@ pub(super) fn get(
     a: &Authorized,
     id: &WireIdentifier,
 ) -> Result<Outcome, IggyError> {
-    let catalog = a.catalog().clone();
-    Ok(match resolve(ctx, &catalog, id) {
+    let catalog = a.catalog();
+    Ok(match resolve(ctx, catalog, id) {
         Some(ROOT_USER_ID) => Outcome::encoded(&root_details(ctx)?),
         Some(_) => match catalog.user(id) {
             Some(u) => Outcome::encoded(&details(u)?),
@@ -240,7 +239,7 @@ pub(super) async fn delete(
     a: &Authorized,
     id: &WireIdentifier,
 ) -> Result<Outcome, IggyError> {
-    let target = resolve(ctx, &a.catalog().clone(), id)
+    let target = resolve(ctx, a.catalog(), id)
         .ok_or_else(|| IggyError::ResourceNotFound(format!("user {id}")))?;
     if target == ROOT_USER_ID {
         return Err(IggyError::CannotDeleteUser(ROOT_USER_ID));
@@ -282,7 +281,7 @@ pub(super) async fn update_permissions(
     a: &Authorized,
     r: UpdatePermissionsRequest,
 ) -> Result<Outcome, IggyError> {
-    let target = resolve(ctx, &a.catalog().clone(), &r.user_id)
+    let target = resolve(ctx, a.catalog(), &r.user_id)
         .ok_or_else(|| IggyError::ResourceNotFound(format!("user {}", r.user_id)))?;
     if target == ROOT_USER_ID {
         return Err(IggyError::CannotChangePermissions(ROOT_USER_ID));
@@ -320,18 +319,9 @@ pub(super) async fn change_password(
     let password = r.current_password;
     let who = format!("user {target} (changing its password)");
     let check = move || verify_hash(&checked, &password);
-    match ctx.logins.attempt(session.peer, &who, check).await {
-        Attempt::SignedIn => {}
-        Attempt::Unavailable => return Err(IggyError::Error),
-        failed @ (Attempt::Wrong | Attempt::Throttled) => {
-            let counter = match failed {
-                Attempt::Throttled => &ctx.counters.logins_throttled,
-                _ => &ctx.counters.logins_failed,
-            };
-            crate::counters::Counters::add(counter, 1);
-            session.failed_logins += 1;
-            return Err(IggyError::InvalidCredentials);
-        }
+    if let Err(e) = super::session::verified(ctx, session, &who, check).await {
+        session.failed_logins += 1;
+        return Err(e);
     }
     let new_hash = hash(ctx, r.new_password).await?;
     ctx.update_catalog(a, |c| -> Result<(), AccountUpdate> {
