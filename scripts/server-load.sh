@@ -185,7 +185,7 @@ w(f"- **Nothing stored from a refused request**: load/t holds {stored:,} message
 if stored != acked:
     fail.append(f"stored {stored} messages, the producer had {acked} acknowledged")
 per_conn_kb = 64
-pool_mb = min(16, inflight_mb / 4)  # request buffers kept for reuse (server/src/request_buffers.rs)
+pool_mb = min(16, inflight_mb / 4)  # request buffers kept for reuse (server/src/guard/buffers.rs)
 bound_kb = base_kb + inflight_mb * 1024 + pool_mb * 1024 + max_conn * per_conn_kb + login_threads * 20 * 1024
 w(f"- **Peak RSS** over the whole run: {peak_kb/1024:.0f} MiB. Bound: RSS at rest after set-up ({base_kb/1024:.0f} MiB) "
   f"+ \`--max-inflight-bytes\` ({inflight_mb} MiB) + reused request buffers ({pool_mb:.0f} MiB) + \`--max-connections\` x 64 KiB ({max_conn*per_conn_kb/1024:.0f} MiB) "

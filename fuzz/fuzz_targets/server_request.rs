@@ -19,9 +19,9 @@
 
 #![no_main]
 
-use corelog_server::accounts::{NewUser, STATUS_ACTIVE};
-use corelog_server::catalog::Catalog;
-use corelog_server::commands::authz::{authorize, need, Need};
+use corelog_server::testing::{NewUser, STATUS_ACTIVE};
+use corelog_server::testing::Catalog;
+use corelog_server::testing::{authorize, need, Need};
 use corelog_server::wire::{decode_frame, decode_stream, StreamEnd};
 use corelog_server::wire::request::Request;
 use iggy_binary_protocol::codes::{

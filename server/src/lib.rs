@@ -6,36 +6,24 @@
 //! wire too); a poll reply leaves from the mapped segments in one vectored
 //! write. See the README for how to run it and point Iggy's tools at it.
 
-pub mod accounts;
-pub mod budget;
-pub mod catalog;
-pub mod catalog_groups;
-pub mod catalog_topics;
-pub mod clients;
-pub mod cluster;
-pub mod commands;
-pub mod connection;
-pub mod context;
-pub mod counters;
-pub mod deadline;
-pub mod limits;
-pub mod login;
-pub mod membership;
-pub mod metadata;
-pub mod per_address;
-pub mod permissions;
-pub mod poll_reply;
-pub mod pool;
-pub mod process;
-pub mod request_buffers;
-pub mod server;
-pub mod snapshot;
-pub mod status;
-pub mod tcp;
-pub mod tls;
-pub mod topic_options;
-pub mod transport;
-pub mod users;
+mod catalog;
+mod commands;
+mod guard;
+mod net;
+mod node;
 pub mod wire;
 
-pub use server::{Server, ServerConfig, ServerError};
+pub use catalog::root::{DEFAULT_PASSWORD, DEFAULT_USERNAME};
+pub use guard::counters::{CloseReason, CountersSnapshot, Refusal};
+pub use guard::limits::{Limits, LimitsError};
+pub use net::tls::{TlsError, TlsFiles};
+pub use node::server::{ClusterSetup, Server, ServerConfig, ServerError};
+
+/// What the fuzz targets and tests reach inside (cargo feature `testing`):
+/// the catalog model and the permission check.
+#[cfg(feature = "testing")]
+pub mod testing {
+    pub use crate::catalog::accounts::{NewUser, STATUS_ACTIVE};
+    pub use crate::catalog::model::Catalog;
+    pub use crate::commands::authz::{authorize, need, Need};
+}

@@ -2,9 +2,9 @@
 
 use clap::Parser;
 use corelog::FsyncPolicy;
-use corelog_server::limits::Limits;
-use corelog_server::users::{DEFAULT_PASSWORD, DEFAULT_USERNAME};
+use corelog_server::Limits;
 use corelog_server::{Server, ServerConfig};
+use corelog_server::{DEFAULT_PASSWORD, DEFAULT_USERNAME};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -155,7 +155,7 @@ fn main() -> std::process::ExitCode {
     };
     let cluster = match (args.node, &args.cluster) {
         (Some(node), Some(path)) => match corelog_replica::ClusterConfig::read(path) {
-            Ok(config) => Some(corelog_server::server::ClusterSetup {
+            Ok(config) => Some(corelog_server::ClusterSetup {
                 node,
                 config,
                 options: corelog_replica::ReplicaOptions::default(),
@@ -186,7 +186,7 @@ fn main() -> std::process::ExitCode {
         password: args.password,
         cluster,
         tls: match (args.tls_cert, args.tls_key) {
-            (Some(cert), Some(key)) => Some(corelog_server::tls::TlsFiles { cert, key }),
+            (Some(cert), Some(key)) => Some(corelog_server::TlsFiles { cert, key }),
             _ => None,
         },
         limits: Limits {

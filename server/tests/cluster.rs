@@ -7,7 +7,7 @@ mod common;
 
 use common::{message, named};
 use corelog_replica::{ClusterConfig, NodeAddr, ReplicaOptions, Secret};
-use corelog_server::server::ClusterSetup;
+use corelog_server::ClusterSetup;
 use corelog_server::{Server, ServerConfig};
 use iggy::prelude::*;
 use std::path::Path;

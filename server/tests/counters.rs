@@ -6,7 +6,7 @@ mod common;
 
 use common::raw::Raw;
 use common::{client, start};
-use corelog_server::counters::{CloseReason, Refusal};
+use corelog_server::{CloseReason, Refusal};
 use iggy::prelude::*;
 use iggy_binary_protocol::codes::{GET_STREAMS_CODE, PING_CODE};
 use std::time::{Duration, Instant};

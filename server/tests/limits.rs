@@ -1,4 +1,4 @@
-//! Every limit of `corelog_server::limits`, each against the client it is
+//! Every limit of `corelog_server::Limits`, each against the client it is
 //! there for: too many connections, a signed-out idler, a header that
 //! stalls, a request trickled a byte at a time, an oversize request, a
 //! client holding the in-flight budget, wrong passwords on one connection
@@ -8,8 +8,8 @@ mod common;
 
 use common::raw::{send_payload_of, Raw};
 use common::{client, named, start_with, stream_and_topic};
-use corelog_server::counters::{CloseReason, Refusal};
-use corelog_server::limits::Limits;
+use corelog_server::Limits;
+use corelog_server::{CloseReason, Refusal};
 use iggy::prelude::*;
 use iggy_binary_protocol::codes::{LOGIN_REGISTER_CODE, PING_CODE, SEND_MESSAGES_CODE};
 use iggy_binary_protocol::requests::messages::RawMessage;

@@ -6,8 +6,8 @@
 mod common;
 
 use common::{client, connect, named, start_with};
-use corelog_server::counters::CloseReason;
-use corelog_server::limits::Limits;
+use corelog_server::CloseReason;
+use corelog_server::Limits;
 use iggy::prelude::*;
 use std::time::{Duration, Instant};
 

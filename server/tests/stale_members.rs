@@ -7,7 +7,7 @@
 mod common;
 
 use common::{fill, named, start_with, stream_and_topic};
-use corelog_server::limits::Limits;
+use corelog_server::Limits;
 use iggy::prelude::*;
 use std::str::FromStr;
 use std::sync::Arc;

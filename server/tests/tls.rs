@@ -8,8 +8,8 @@ mod common;
 
 use common::raw::Raw;
 use common::{message, named};
-use corelog_server::counters::CloseReason;
-use corelog_server::tls::TlsFiles;
+use corelog_server::CloseReason;
+use corelog_server::TlsFiles;
 use corelog_server::{Server, ServerConfig};
 use iggy::prelude::*;
 use iggy_binary_protocol::codes::PING_CODE;

@@ -18,9 +18,9 @@
 //! passes every check, and a user may read itself and change its own
 //! password without `manage_users`.
 
-use crate::accounts::{ROOT_USER_ID, STATUS_INACTIVE};
-use crate::catalog::Catalog;
-use crate::permissions::Action;
+use crate::catalog::accounts::{ROOT_USER_ID, STATUS_INACTIVE};
+use crate::catalog::model::Catalog;
+use crate::catalog::permissions::Action;
 use crate::wire::request::Request;
 use iggy_binary_protocol::WireIdentifier;
 use std::sync::Arc;
@@ -242,8 +242,8 @@ pub fn authorize(catalog: &Catalog, user: u32, need: &Need) -> Result<(), Denied
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::accounts::{NewUser, STATUS_ACTIVE};
-    use crate::permissions::{Permissions, StreamGrant};
+    use crate::catalog::accounts::{NewUser, STATUS_ACTIVE};
+    use crate::catalog::permissions::{Permissions, StreamGrant};
 
     const USER: u32 = ROOT_USER_ID + 1;
 

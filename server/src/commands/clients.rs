@@ -1,8 +1,8 @@
 //! GET_ME, GET_CLIENT, GET_CLIENTS from the client registry.
 
 use super::{Outcome, Session};
-use crate::clients::Client;
-use crate::context::Context;
+use crate::node::context::Context;
+use crate::node::registry::Client;
 use iggy_binary_protocol::responses::clients::{
     ClientDetailsResponse, ClientResponse, ConsumerGroupInfoResponse, GetClientsResponse,
 };

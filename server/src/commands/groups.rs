@@ -4,10 +4,10 @@
 
 use super::authz::Authorized;
 use super::{from_catalog, identifier, Outcome, Session, UpdateError};
-use crate::catalog::{Catalog, TopicMeta};
-use crate::catalog_groups::GroupMeta;
-use crate::context::Context;
-use crate::membership::GroupKey;
+use crate::catalog::groups::GroupMeta;
+use crate::catalog::model::{Catalog, TopicMeta};
+use crate::node::context::Context;
+use crate::node::membership::GroupKey;
 use iggy_binary_protocol::requests::consumer_groups::{
     CreateConsumerGroupRequest, DeleteConsumerGroupRequest, GetConsumerGroupRequest,
     GetConsumerGroupsRequest, JoinConsumerGroupRequest, LeaveConsumerGroupRequest,
@@ -134,7 +134,7 @@ pub(super) async fn delete(
     })
     .await
     .map_err(|e| match e {
-        UpdateError::Catalog(crate::catalog::CatalogError::NoGroup { .. }) => {
+        UpdateError::Catalog(crate::catalog::model::CatalogError::NoGroup { .. }) => {
             no_group(&r.group_id, &r.topic_id)
         }
         e => e.status(&r.stream_id),

@@ -12,9 +12,8 @@ use super::authz::Authorized;
 use super::groups::count;
 use super::topics::delete_partitions;
 use super::{from_catalog, identifier, Outcome, UpdateError};
-use crate::context::Context;
-use crate::status;
-use crate::topic_options;
+use crate::node::context::Context;
+use crate::wire::status;
 use iggy_binary_protocol::requests::partitions::{
     CreatePartitionsRequest, DeletePartitionsRequest,
 };
@@ -47,7 +46,7 @@ pub(super) async fn update_stream(
     a: &Authorized,
     r: UpdateStreamRequest,
 ) -> Result<Outcome, IggyError> {
-    crate::topic_options::refuse_keys(&r.options)?;
+    crate::catalog::options::refuse_keys(&r.options)?;
     let options = r.options.as_bytes().to_vec();
     ctx.update_catalog(a, |c| -> Result<_, UpdateError> {
         Ok(c.update_stream(&r.stream_id, r.name.as_str(), options)?)
@@ -71,7 +70,7 @@ pub(super) async fn update_topic(
             .map_err(|e| from_catalog(e, &r.stream_id))?;
         t.options.clone()
     };
-    let options = topic_options::for_update(&r.options, &stored, ctx.topic_defaults())?;
+    let options = crate::catalog::options::for_update(&r.options, &stored, ctx.topic_defaults())?;
     let id = ctx
         .update_catalog(a, |c| -> Result<_, UpdateError> {
             Ok(
@@ -128,7 +127,7 @@ fn purge_status(
     topic: Option<&WireIdentifier>,
 ) -> IggyError {
     match (e, topic) {
-        (UpdateError::Catalog(crate::catalog::CatalogError::NoTopic { .. }), Some(t)) => {
+        (UpdateError::Catalog(crate::catalog::model::CatalogError::NoTopic { .. }), Some(t)) => {
             IggyError::TopicIdNotFound(identifier(t), identifier(stream))
         }
         (e, _) => e.status(stream),

@@ -9,15 +9,16 @@ mod offsets;
 mod poll;
 mod send;
 mod session;
+mod snapshot;
 mod streams;
 mod system;
 mod tokens;
 mod topics;
 mod users;
 
-use crate::catalog::CatalogError;
-use crate::context::Context;
-use crate::metadata::MetadataError;
+use crate::catalog::model::CatalogError;
+use crate::catalog::store::MetadataError;
+use crate::node::context::Context;
 use crate::wire::header::RequestHead;
 use crate::wire::iovec::WireVec;
 use crate::wire::request::Request;
@@ -36,13 +37,13 @@ pub struct Session {
     /// The connection's number (its client id): its id as a
     /// consumer-group member.
     pub connection: u64,
-    /// The signed-in user ([`crate::clients::NO_USER`] when none).
+    /// The signed-in user ([`crate::node::registry::NO_USER`] when none).
     pub user: u32,
     /// The personal access token it signed in with, if it did: the
     /// session ends when the token is deleted or expires.
     pub token: Option<String>,
     /// The connection's entry in the client registry.
-    pub client: Option<Arc<crate::clients::Client>>,
+    pub client: Option<Arc<crate::node::registry::Client>>,
     /// The client's address (sign-in failures are throttled by it).
     pub peer: Option<std::net::IpAddr>,
     /// Failed sign-ins on this connection.
@@ -61,7 +62,7 @@ impl Default for Session {
         Session {
             id: None,
             connection: 0,
-            user: crate::clients::NO_USER,
+            user: crate::node::registry::NO_USER,
             token: None,
             client: None,
             peer: None,
@@ -125,7 +126,7 @@ pub async fn execute(
     // Checked against the catalog the command reads its targets from; each
     // catalog change checks again against the catalog it changes.
     let catalog = ctx.metadata.snapshot();
-    if !session::token_lives(&catalog, session, crate::context::now_micros()) {
+    if !session::token_lives(&catalog, session, crate::node::context::now_micros()) {
         // Its token was deleted or has expired: the session ends with it,
         // as a sign-out does (memberships included).
         ctx.groups.remove_connection(session.connection);
@@ -137,7 +138,7 @@ pub async fn execute(
         Ok(auth) => auth,
         Err(e) => {
             tracing::debug!("user {} refused command {}: {e}", session.user, head.code);
-            return Outcome::Error(crate::status::from_denied(e));
+            return Outcome::Error(crate::wire::status::from_denied(e));
         }
     };
     let a = &auth;
@@ -292,10 +293,10 @@ impl From<CatalogError> for UpdateError {
 impl UpdateError {
     fn status(self, stream: &WireIdentifier) -> IggyError {
         match self {
-            UpdateError::Denied(e) => crate::status::from_denied(e),
+            UpdateError::Denied(e) => crate::wire::status::from_denied(e),
             UpdateError::Catalog(e) => from_catalog(e, stream),
-            UpdateError::Metadata(crate::metadata::MetadataError::Replica(e)) => {
-                crate::status::from_replica(&e)
+            UpdateError::Metadata(crate::catalog::store::MetadataError::Replica(e)) => {
+                crate::wire::status::from_replica(&e)
             }
             UpdateError::Metadata(e) => {
                 tracing::error!("metadata: {e}");

@@ -4,9 +4,9 @@
 use super::authz::Authorized;
 use super::groups::{count, group_consumer, no_group};
 use super::{from_catalog, identifier, Outcome, Session};
-use crate::catalog::Catalog;
-use crate::context::Context;
-use crate::status;
+use crate::catalog::model::Catalog;
+use crate::node::context::Context;
+use crate::wire::status;
 use iggy_binary_protocol::requests::consumer_offsets::{
     DeleteConsumerOffsetRequest, GetConsumerOffsetRequest, StoreConsumerOffsetRequest,
 };
@@ -77,7 +77,7 @@ fn target(
     let (index, engine) = resolve(catalog, stream, topic, partition)?;
     if fenced {
         let index = partition.ok_or(IggyError::InvalidIdentifier)?;
-        let key = crate::membership::GroupKey {
+        let key = crate::node::membership::GroupKey {
             stream: s.id,
             topic: t.id,
             topic_uid: t.uid,

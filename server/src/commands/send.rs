@@ -11,10 +11,10 @@
 
 use super::authz::Authorized;
 use super::{from_catalog, identifier, Outcome, Session};
-use crate::context::Context;
-use crate::status;
+use crate::node::context::Context;
 use crate::wire::header::RequestHead;
 use crate::wire::request::SendMessages;
+use crate::wire::status;
 use bytes::Bytes;
 use iggy_binary_protocol::batch::{BATCH_HEADER_SIZE, BATCH_MESSAGE_COUNT_OFFSET};
 use iggy_binary_protocol::requests::messages::FlushUnsavedBufferRequest;
@@ -90,7 +90,7 @@ async fn send_as(
     drop(payload);
     if let Some(declared) = declared_count(&batch) {
         if declared != r.messages_count {
-            crate::status::refused(&format_args!(
+            crate::wire::status::refused(&format_args!(
                 "send_messages: messages_count {} but the batch header says {declared}",
                 r.messages_count
             ));

@@ -1,15 +1,15 @@
 //! LOGIN_REGISTER (password or personal access token) and LOGOUT_USER.
 //! The check runs on the login pool, throttled per peer address (see
-//! [`crate::login`]).
+//! [`crate::guard::login`]).
 
 use super::{Outcome, Session};
-use crate::accounts::{ROOT_USER_ID, STATUS_INACTIVE, TOKEN_LOOKUP_LEN};
-use crate::catalog::Catalog;
-use crate::clients::NO_USER;
-use crate::context::{now_micros, Context};
-use crate::counters::Counters;
-use crate::login::Attempt;
-use crate::users::verify_hash;
+use crate::catalog::accounts::{ROOT_USER_ID, STATUS_INACTIVE, TOKEN_LOOKUP_LEN};
+use crate::catalog::model::Catalog;
+use crate::catalog::root::verify_hash;
+use crate::guard::counters::Counters;
+use crate::guard::login::Attempt;
+use crate::node::context::{now_micros, Context};
+use crate::node::registry::NO_USER;
 use crate::wire::request::Login;
 use iggy_binary_protocol::responses::users::LoginRegisterResponse;
 use iggy_binary_protocol::{WireName, IGGY_PROTOCOL_VERSION};

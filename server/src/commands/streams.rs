@@ -3,8 +3,8 @@
 use super::authz::Authorized;
 use super::topics::{delete_partitions, header, partition_stats, totals};
 use super::{from_catalog, Outcome, UpdateError};
-use crate::catalog::StreamMeta;
-use crate::context::{now_micros, Context};
+use crate::catalog::model::StreamMeta;
+use crate::node::context::{now_micros, Context};
 use iggy_binary_protocol::requests::streams::CreateStreamRequest;
 use iggy_binary_protocol::responses::streams::get_stream::GetStreamResponse;
 use iggy_binary_protocol::responses::streams::get_streams::GetStreamsResponse;
@@ -67,7 +67,7 @@ pub(super) async fn create(
     r: CreateStreamRequest,
 ) -> Result<Outcome, IggyError> {
     let name = WireIdentifier::String(r.name.clone());
-    crate::topic_options::refuse_keys(&r.options)?;
+    crate::catalog::options::refuse_keys(&r.options)?;
     let options = r.options.as_bytes().to_vec();
     let id = ctx
         .update_catalog(a, |c| -> Result<u32, UpdateError> {

@@ -3,9 +3,9 @@
 
 use super::topics::{partition_stats, totals};
 use super::Outcome;
-use crate::context::{now_micros, Context};
-use crate::process;
-use crate::snapshot::{SnapshotError, Subject};
+use crate::commands::snapshot::{SnapshotError, Subject};
+use crate::node::context::{now_micros, Context};
+use crate::node::process;
 use iggy_binary_protocol::requests::system::GetSnapshotRequest;
 use iggy_binary_protocol::requests::system::OPTIONS_SCOPE_TOPIC;
 use iggy_binary_protocol::responses::system::get_cluster_metadata::{
@@ -90,7 +90,7 @@ pub(super) async fn stats(ctx: &Context) -> Outcome {
 /// streams and users take none (as in Iggy).
 pub(super) fn describe_options(ctx: &Context, scope: u8) -> Outcome {
     let entries = match scope {
-        OPTIONS_SCOPE_TOPIC => match crate::topic_options::catalog(ctx.topic_defaults()) {
+        OPTIONS_SCOPE_TOPIC => match crate::catalog::options::catalog(ctx.topic_defaults()) {
             Ok(entries) => entries,
             Err(e) => return Outcome::Error(e),
         },
@@ -123,7 +123,11 @@ pub(super) async fn snapshot(ctx: &Context, r: GetSnapshotRequest) -> Result<Out
     std::thread::Builder::new()
         .name("corelog-snapshot".into())
         .spawn(move || {
-            let _ = tx.send(crate::snapshot::archive(&subject, &sections, compression));
+            let _ = tx.send(crate::commands::snapshot::archive(
+                &subject,
+                &sections,
+                compression,
+            ));
         })
         .map_err(|_| IggyError::SnapshotFileCompletionFailed)?;
     match rx
@@ -148,7 +152,9 @@ fn count(n: usize) -> u32 {
 /// connection). In a cluster: every node, and which one leads.
 pub(super) fn cluster_metadata(ctx: &Context) -> Outcome {
     if let Some(c) = &ctx.cluster {
-        return Outcome::encoded(&crate::cluster::metadata_response(&c.config, &c.replica));
+        return Outcome::encoded(&crate::node::cluster::metadata_response(
+            &c.config, &c.replica,
+        ));
     }
     Outcome::encoded(&ClusterMetadataResponse {
         name: "corelog".into(),

@@ -5,9 +5,9 @@
 use super::authz::Authorized;
 use super::users::AccountUpdate;
 use super::Outcome;
-use crate::accounts::{AccountError, TokenMeta, TOKEN_LOOKUP_LEN};
-use crate::context::{now_micros, Context};
-use crate::users::new_token;
+use crate::catalog::accounts::{AccountError, TokenMeta, TOKEN_LOOKUP_LEN};
+use crate::catalog::root::new_token;
+use crate::node::context::{now_micros, Context};
 use iggy_binary_protocol::requests::personal_access_tokens::CreatePersonalAccessTokenRequest;
 use iggy_binary_protocol::responses::personal_access_tokens::{
     GetPersonalAccessTokensResponse, PersonalAccessTokenResponse, RawPersonalAccessTokenResponse,

@@ -2,9 +2,8 @@
 
 use super::authz::Authorized;
 use super::{from_catalog, identifier, Outcome, UpdateError};
-use crate::catalog::TopicMeta;
-use crate::context::{now_micros, Context};
-use crate::topic_options;
+use crate::catalog::model::TopicMeta;
+use crate::node::context::{now_micros, Context};
 use corelog::LogStats;
 use iggy_binary_protocol::requests::topics::CreateTopicRequest;
 use iggy_binary_protocol::responses::streams::get_stream::TopicHeader;
@@ -41,13 +40,14 @@ pub(super) fn header(
     stats: &[Option<LogStats>],
 ) -> Result<TopicHeader, IggyError> {
     let (size_bytes, messages_count) = totals(stats);
-    let (options, derived_options) = topic_options::answer(&topic.options, ctx.topic_defaults())?;
+    let (options, derived_options) =
+        crate::catalog::options::answer(&topic.options, ctx.topic_defaults())?;
     Ok(TopicHeader {
         id: topic.id,
         created_at: topic.created_at,
         partitions_count: u32::try_from(topic.partitions.len()).unwrap_or(u32::MAX),
         message_expiry: topic.limits().message_expiry,
-        compression_algorithm: topic_options::compression(&topic.options),
+        compression_algorithm: crate::catalog::options::compression(&topic.options),
         max_topic_size: topic.limits().max_topic_size,
         size_bytes,
         messages_count,
@@ -133,13 +133,13 @@ pub(super) async fn create(
             "enforce_fsync: this server acknowledges sends before syncing (--fsync never or interval); run it with --fsync batch".into(),
         ));
     }
-    let options = topic_options::for_create(&r.options, ctx.topic_defaults())?;
+    let options = crate::catalog::options::for_create(&r.options, ctx.topic_defaults())?;
     let name = r.name.as_str();
     let reserved = ctx
         .update_catalog(a, |c| -> Result<Vec<u64>, UpdateError> {
             let s = c.stream(stream)?;
             if s.topics.iter().any(|t| t.name == name) {
-                return Err(crate::catalog::CatalogError::TopicExists {
+                return Err(crate::catalog::model::CatalogError::TopicExists {
                     stream: s.name.clone(),
                     topic: name.to_owned(),
                 }
@@ -179,7 +179,7 @@ pub(super) async fn delete(
         })
         .await
         .map_err(|e| match e {
-            UpdateError::Catalog(crate::catalog::CatalogError::NoTopic { .. }) => {
+            UpdateError::Catalog(crate::catalog::model::CatalogError::NoTopic { .. }) => {
                 IggyError::TopicIdNotFound(identifier(topic), identifier(stream))
             }
             e => e.status(stream),

@@ -4,14 +4,14 @@
 
 use super::authz::Authorized;
 use super::{Outcome, Session};
-use crate::accounts::{
+use crate::catalog::accounts::{
     AccountError, NewUser, UserMeta, ROOT_USER_ID, STATUS_ACTIVE, STATUS_INACTIVE,
 };
-use crate::catalog::Catalog;
-use crate::context::{now_micros, Context};
-use crate::metadata::MetadataError;
-use crate::permissions::Permissions;
-use crate::users::{hash_secret, verify_hash};
+use crate::catalog::model::Catalog;
+use crate::catalog::permissions::Permissions;
+use crate::catalog::root::{hash_secret, verify_hash};
+use crate::catalog::store::MetadataError;
+use crate::node::context::{now_micros, Context};
 use iggy_binary_protocol::requests::users::{
     ChangePasswordRequest, CreateUserRequest, UpdatePermissionsRequest, UpdateUserRequest,
 };
@@ -54,7 +54,7 @@ impl AccountUpdate {
     /// The status the client gets.
     pub(super) fn status(self) -> IggyError {
         match self {
-            AccountUpdate::Denied(e) => crate::status::from_denied(e),
+            AccountUpdate::Denied(e) => crate::wire::status::from_denied(e),
             AccountUpdate::Refused(e) => match e {
                 AccountError::NoUser(u) => IggyError::ResourceNotFound(format!("user {u}")),
                 AccountError::UserExists(_) => IggyError::UserAlreadyExists,
@@ -67,7 +67,7 @@ impl AccountUpdate {
                 }
                 AccountError::TooManyTokens(user) => IggyError::PersonalAccessTokensLimitReached(
                     user,
-                    crate::accounts::MAX_TOKENS_PER_USER as u32,
+                    crate::catalog::accounts::MAX_TOKENS_PER_USER as u32,
                 ),
                 AccountError::PasswordChanged => IggyError::InvalidCredentials,
                 AccountError::LookupTaken => IggyError::Error,

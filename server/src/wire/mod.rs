@@ -4,7 +4,9 @@
 pub mod eviction;
 pub mod header;
 pub mod iovec;
+pub(crate) mod poll_reply;
 pub mod request;
+pub(crate) mod status;
 
 use header::{parse_request_header, FramingError, HeaderError, RequestHead, HEADER_LEN};
 use request::{decode_request, DecodeError, Request};

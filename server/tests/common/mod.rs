@@ -19,7 +19,7 @@ pub fn start(dir: &Path) -> Server {
 }
 
 /// A server over `dir` with these limits.
-pub fn start_with(dir: &Path, limits: corelog_server::limits::Limits) -> Server {
+pub fn start_with(dir: &Path, limits: corelog_server::Limits) -> Server {
     let listen = "127.0.0.1:0".parse().expect("address");
     Server::start(ServerConfig {
         shards: Some(2),

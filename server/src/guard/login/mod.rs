@@ -1,5 +1,5 @@
 //! Sign-in under attack: password checks on a bounded pool
-//! ([`crate::pool`]),
+//! ([`crate::node::pool`]),
 //! failed attempts per peer address throttled ([`throttle`]), and their
 //! log lines rate-limited ([`log_limit`]). The per-connection limit of
 //! failures is the connection's (it closes after `max_failed_logins`).
@@ -7,7 +7,7 @@
 pub mod log_limit;
 pub mod throttle;
 
-use crate::pool::BlockingPool;
+use crate::node::pool::BlockingPool;
 use log_limit::LogLimit;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -47,11 +47,6 @@ impl Logins {
             throttle: Arc::new(LoginThrottle::new(burst, rate)),
             log: LogLimit::new(FAILURE_LINES_PER_SECOND),
         })
-    }
-
-    /// Threads checking passwords.
-    pub fn threads(&self) -> usize {
-        self.pool.threads()
     }
 
     /// Runs `work` (slow: hashing a new password or token) on the pool,

@@ -5,11 +5,11 @@
 //! applied.
 //!
 //! The root user (id 0) is not here: it comes from the server's
-//! configuration (see [`crate::users`]). Stored users have ids from 1 up,
+//! configuration (see [`crate::catalog::root`]). Stored users have ids from 1 up,
 //! never reused.
 
-use crate::catalog::Catalog;
-use crate::permissions::Permissions;
+use crate::catalog::model::Catalog;
+use crate::catalog::permissions::Permissions;
 use iggy_binary_protocol::WireIdentifier;
 use serde::{Deserialize, Serialize};
 

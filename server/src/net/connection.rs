@@ -1,5 +1,5 @@
 //! One client connection, served on the shard it was handed to: read a
-//! request, answer it, repeat, within the limits of [`crate::limits`]:
+//! request, answer it, repeat, within the limits of [`crate::guard::limits`]:
 //!
 //! - waiting for the first byte of a request: unbounded once signed in
 //!   (but a consumer-group member silent for 1.2 heartbeat intervals is
@@ -15,22 +15,22 @@
 //! answers with an `Eviction` frame (`wire/eviction.rs`); every other
 //! failure is an error status, and the connection goes on.
 //!
-//! [`Limits::request_deadline`]: crate::limits::Limits::request_deadline
+//! [`Limits::request_deadline`]: crate::guard::limits::Limits::request_deadline
 
-use crate::budget::Grant;
-use crate::clients::{Registration, TRANSPORT_TCP};
 use crate::commands::{execute, Outcome, Session};
-use crate::context::Context;
-use crate::counters::{CloseReason, Counters, Refusal};
-use crate::limits::PRE_LOGIN_MAX_REQUEST;
-use crate::status;
-use crate::tls::TlsStream;
-use crate::transport::{ReadError, Transport};
+use crate::guard::budget::Grant;
+use crate::guard::counters::{CloseReason, Counters, Refusal};
+use crate::guard::limits::PRE_LOGIN_MAX_REQUEST;
+use crate::net::tls::TlsStream;
+use crate::net::transport::{ReadError, Transport};
+use crate::node::context::Context;
+use crate::node::registry::{Registration, TRANSPORT_TCP};
 use crate::wire::eviction;
 use crate::wire::header::{
     parse_request_header, reply_header, FramingError, RequestHead, HEADER_LEN,
 };
 use crate::wire::request::{decode_request, Request};
+use crate::wire::status;
 use bytes::Bytes;
 use iggy_binary_protocol::codes::{LOGIN_REGISTER_CODE, LOGIN_REGISTER_WITH_PAT_CODE};
 use iggy_binary_protocol::consensus::Operation;
@@ -345,7 +345,7 @@ impl Connection {
 
     /// Reads a payload of `len` bytes into room taken from the budget,
     /// [`READ_CHUNK`] at a time, into a buffer from the pool when it has one
-    /// free (see [`crate::request_buffers`]). Time spent waiting for room
+    /// free (see [`crate::guard::buffers`]). Time spent waiting for room
     /// moves the deadline: the client is not the one holding things up.
     /// It never moves the login deadline ([`Connection::read_to`] caps by
     /// it), and waiting for room ends there too.

@@ -33,7 +33,7 @@ impl PerAddress {
     /// A slot for a connection from `ip`; `None` when its address has
     /// `max` open.
     pub fn take(self: &Arc<Self>, ip: IpAddr) -> Option<AddressSlot> {
-        let key = crate::login::throttle::key(ip);
+        let key = crate::guard::login::throttle::key(ip);
         let mut open = self.open.lock().unwrap_or_else(|p| p.into_inner());
         let n = open.entry(key).or_insert(0);
         if *n >= self.max {
@@ -46,10 +46,11 @@ impl PerAddress {
         })
     }
 
+    #[cfg(test)]
     /// Connections open from `ip`'s address.
     pub fn open(&self, ip: IpAddr) -> usize {
         let open = self.open.lock().unwrap_or_else(|p| p.into_inner());
-        open.get(&crate::login::throttle::key(ip))
+        open.get(&crate::guard::login::throttle::key(ip))
             .copied()
             .unwrap_or(0)
     }

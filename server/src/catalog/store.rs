@@ -16,8 +16,8 @@
 //! the store's own thread, so a shard goes on serving its other
 //! connections while the catalog is fsynced.
 
-use crate::catalog::Catalog;
-use crate::pool::BlockingPool;
+use crate::catalog::model::Catalog;
+use crate::node::pool::BlockingPool;
 use event_listener::Event;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -103,6 +103,7 @@ impl MetadataStore {
         }
     }
 
+    #[cfg(test)]
     /// Applies `change` to a copy of the catalog, persists the copy, then
     /// publishes it. Nothing is published when `change` or the write fails.
     /// Blocks the calling thread for the write: for tools and tests; a

@@ -2,12 +2,12 @@
 //! and one acceptor thread that hands each connection to a shard, round
 //! robin, to be served on that shard's monoio runtime.
 
-use crate::connection;
-use crate::context::Context;
-use crate::counters::Counters;
-use crate::limits::{Limits, LimitsError};
-use crate::metadata::{MetadataError, MetadataStore};
-use crate::users::{Users, UsersError};
+use crate::catalog::root::{Users, UsersError};
+use crate::catalog::store::{MetadataError, MetadataStore};
+use crate::guard::counters::Counters;
+use crate::guard::limits::{Limits, LimitsError};
+use crate::net::connection;
+use crate::node::context::Context;
 use corelog::{Config, Engine, FsyncPolicy, LogConfig};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -42,7 +42,7 @@ pub struct ServerConfig {
     /// What each client, and all of them, may hold.
     pub limits: Limits,
     /// TLS on the client port: a PEM certificate chain and its key.
-    pub tls: Option<crate::tls::TlsFiles>,
+    pub tls: Option<crate::net::tls::TlsFiles>,
     /// In a cluster: this node, every node, and the replication's timing.
     pub cluster: Option<ClusterSetup>,
 }
@@ -69,8 +69,8 @@ impl ServerConfig {
             fsync: FsyncPolicy::Never,
             segment_bytes: LogConfig::default().segment_bytes,
             retention_check: Duration::from_secs(30),
-            username: crate::users::DEFAULT_USERNAME.into(),
-            password: crate::users::DEFAULT_PASSWORD.into(),
+            username: crate::catalog::root::DEFAULT_USERNAME.into(),
+            password: crate::catalog::root::DEFAULT_PASSWORD.into(),
             cluster: None,
             limits: Limits::default(),
             tls: None,
@@ -105,7 +105,7 @@ pub enum ServerError {
     Limits(#[from] LimitsError),
     /// The TLS certificate or key cannot be used.
     #[error(transparent)]
-    Tls(#[from] crate::tls::TlsError),
+    Tls(#[from] crate::net::tls::TlsError),
     /// A thread (acceptor, login pool) cannot be started.
     #[error("start a thread: {0}")]
     Thread(std::io::Error),
@@ -136,7 +136,7 @@ impl Server {
     pub fn start(config: ServerConfig) -> Result<Server, ServerError> {
         let users = Users::new(&config.username, &config.password)?;
         let tls = match &config.tls {
-            Some(f) => Some(crate::tls::server_config(&f.cert, &f.key)?),
+            Some(f) => Some(crate::net::tls::server_config(&f.cert, &f.key)?),
             None => None,
         };
         let (shards, partition_fsync) = match &config.cluster {
@@ -169,7 +169,7 @@ impl Server {
         delete_orphans(&engine, &metadata, config.cluster.is_some())?;
         let replica = match &config.cluster {
             Some(c) => {
-                let machine = crate::cluster::CatalogMachine {
+                let machine = crate::node::cluster::CatalogMachine {
                     metadata: metadata.clone(),
                     engine: engine.handle(),
                 };
@@ -219,7 +219,10 @@ impl Server {
         ctx.segment_bytes = config.segment_bytes;
         ctx.dir = config.dir.clone();
         if let (Some(r), Some(c)) = (&replica, &config.cluster) {
-            ctx.cluster = Some(crate::context::Cluster::new(r.handle(), c.config.clone()));
+            ctx.cluster = Some(crate::node::context::Cluster::new(
+                r.handle(),
+                c.config.clone(),
+            ));
         }
         ctx.tls = tls;
         let ctx = Arc::new(ctx);
@@ -249,7 +252,7 @@ impl Server {
     }
 
     /// What happened to clients so far.
-    pub fn counters(&self) -> crate::counters::CountersSnapshot {
+    pub fn counters(&self) -> crate::guard::counters::CountersSnapshot {
         self.ctx.counters.snapshot()
     }
 
@@ -258,7 +261,7 @@ impl Server {
         self.ctx.budget.in_use()
     }
 
-    /// Requests of at least [`crate::request_buffers::MIN_POOLED`] bytes so
+    /// Requests of at least [`crate::guard::buffers::MIN_POOLED`] bytes so
     /// far read into a reused buffer, and into a fresh one.
     pub fn request_buffers(&self) -> (u64, u64) {
         self.ctx.buffers.counts()
@@ -325,8 +328,9 @@ impl Drop for Server {
 fn accept(listener: TcpListener, ctx: Arc<Context>, stop: Arc<AtomicBool>) {
     let shards = ctx.engine.shards().max(1);
     let mut next = 0usize;
-    let refusals = crate::login::log_limit::LogLimit::new(1);
-    let per_address = crate::per_address::PerAddress::new(ctx.limits.max_connections_per_address);
+    let refusals = crate::guard::login::log_limit::LogLimit::new(1);
+    let per_address =
+        crate::guard::per_address::PerAddress::new(ctx.limits.max_connections_per_address);
     for conn in listener.incoming() {
         if stop.load(Ordering::SeqCst) {
             break;

@@ -1,16 +1,16 @@
 //! What every connection, on every shard, shares.
 
-use crate::budget::Budget;
-use crate::clients::Clients;
+use crate::catalog::root::Users;
+use crate::catalog::store::MetadataStore;
 use crate::commands::authz::{Authorized, Denied};
-use crate::counters::Counters;
-use crate::limits::Limits;
-use crate::login::log_limit::LogLimit;
-use crate::login::Logins;
-use crate::membership::Memberships;
-use crate::metadata::MetadataStore;
-use crate::request_buffers::{pool_bytes, BufPool};
-use crate::users::Users;
+use crate::guard::budget::Budget;
+use crate::guard::buffers::{pool_bytes, BufPool};
+use crate::guard::counters::Counters;
+use crate::guard::limits::Limits;
+use crate::guard::login::log_limit::LogLimit;
+use crate::guard::login::Logins;
+use crate::node::membership::Memberships;
+use crate::node::registry::Clients;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -109,8 +109,8 @@ impl Context {
     }
 
     /// What a topic's absent option keys resolve to on this server.
-    pub fn topic_defaults(&self) -> crate::topic_options::TopicDefaults {
-        crate::topic_options::TopicDefaults {
+    pub fn topic_defaults(&self) -> crate::catalog::options::TopicDefaults {
+        crate::catalog::options::TopicDefaults {
             segment_bytes: self.segment_bytes,
             durable_acks: self.durable_acks,
         }
@@ -168,8 +168,8 @@ impl StoreError {
     /// The Iggy status for it (logged in full where it maps).
     pub fn status(&self) -> iggy_common::IggyError {
         match self {
-            StoreError::Engine(e) => crate::status::from_engine(e),
-            StoreError::Replica(e) => crate::status::from_replica(e),
+            StoreError::Engine(e) => crate::wire::status::from_engine(e),
+            StoreError::Replica(e) => crate::wire::status::from_replica(e),
         }
     }
 }
@@ -267,12 +267,12 @@ impl Context {
     pub async fn update_catalog<T, E>(
         &self,
         request: &Authorized,
-        change: impl FnOnce(&mut crate::catalog::Catalog) -> Result<T, E>,
+        change: impl FnOnce(&mut crate::catalog::model::Catalog) -> Result<T, E>,
     ) -> Result<T, E>
     where
-        E: From<crate::metadata::MetadataError> + From<Denied>,
+        E: From<crate::catalog::store::MetadataError> + From<Denied>,
     {
-        let change = |c: &mut crate::catalog::Catalog| {
+        let change = |c: &mut crate::catalog::model::Catalog| {
             request.check(c)?;
             change(c)
         };
@@ -286,12 +286,12 @@ impl Context {
         if next == *base {
             return Ok(out);
         }
-        let body = bytes::Bytes::from(crate::metadata::encode_body(&next));
+        let body = bytes::Bytes::from(crate::catalog::store::encode_body(&next));
         cluster
             .replica
             .propose_meta(base.replica_version, body)
             .await
-            .map_err(crate::metadata::MetadataError::from)?;
+            .map_err(crate::catalog::store::MetadataError::from)?;
         Ok(out)
     }
 

@@ -1,5 +1,5 @@
 //! Streams → topics → partitions, and the engine partition behind each
-//! Iggy partition. Plain data: [`crate::metadata`] persists it.
+//! Iggy partition. Plain data: [`crate::catalog::store`] persists it.
 //!
 //! A new stream gets the lowest id no stream holds, a new topic the lowest
 //! id no topic of its stream holds, as Iggy's server does: a deleted
@@ -38,12 +38,12 @@ pub struct Catalog {
     /// The last topic `uid` given (0: none yet).
     #[serde(default)]
     pub last_topic_uid: u64,
-    /// Users other than root ([`crate::accounts`]).
+    /// Users other than root ([`crate::catalog::accounts`]).
     #[serde(default)]
-    pub users: Vec<crate::accounts::UserMeta>,
+    pub users: Vec<crate::catalog::accounts::UserMeta>,
     /// The root user's personal access tokens.
     #[serde(default)]
-    pub root_tokens: Vec<crate::accounts::TokenMeta>,
+    pub root_tokens: Vec<crate::catalog::accounts::TokenMeta>,
 }
 
 /// A stream.
@@ -80,7 +80,7 @@ pub struct TopicMeta {
     pub options: Vec<u8>,
     /// Consumer groups, by id (see `catalog_groups.rs`).
     #[serde(default)]
-    pub groups: Vec<crate::catalog_groups::GroupMeta>,
+    pub groups: Vec<crate::catalog::groups::GroupMeta>,
     /// The id the next group gets: never reused, since a group's stored
     /// offsets are keyed by it.
     #[serde(default)]
@@ -357,7 +357,7 @@ mod tests {
 
     #[test]
     fn grants_over_a_deleted_stream_or_topic_are_dropped() {
-        use crate::permissions::{Permissions, StreamGrant, TopicGrant};
+        use crate::catalog::permissions::{Permissions, StreamGrant, TopicGrant};
         let mut c = Catalog::default();
         for name in ["a", "b"] {
             c.add_stream(name, Vec::new(), 1).expect("stream");
@@ -380,7 +380,7 @@ mod tests {
                 .collect(),
             ..StreamGrant::default()
         };
-        c.users.push(crate::accounts::UserMeta {
+        c.users.push(crate::catalog::accounts::UserMeta {
             id: 1,
             username: "u".into(),
             password_hash: String::new(),

@@ -2,7 +2,7 @@
 //! group, per topic. Who is a member is not here: membership is per
 //! connection, in memory (`membership.rs`).
 
-use crate::catalog::{Catalog, CatalogError, TopicMeta};
+use crate::catalog::model::{Catalog, CatalogError, TopicMeta};
 use iggy_binary_protocol::WireIdentifier;
 use serde::{Deserialize, Serialize};
 

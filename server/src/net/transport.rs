@@ -3,10 +3,10 @@
 //! what it may hold) and end at a deadline; a write that makes no progress
 //! for the stall timeout fails.
 
-use crate::deadline::cancel_at;
-pub use crate::tcp::ReadError;
-use crate::tcp::{tcp_read, tcp_write_all};
-use crate::tls::TlsStream;
+use crate::net::deadline::cancel_at;
+pub use crate::net::tcp::ReadError;
+use crate::net::tcp::{tcp_read, tcp_write_all};
+use crate::net::tls::TlsStream;
 use crate::wire::iovec::WireVec;
 use monoio::io::{CancelableAsyncWriteRent, Canceller};
 use monoio::net::TcpStream;

@@ -15,7 +15,7 @@
 //! of received records, and rustls' own buffers (received plaintext up to
 //! 16 KiB).
 
-use crate::tcp::{tcp_read, tcp_write_all, ReadError};
+use crate::net::tcp::{tcp_read, tcp_write_all, ReadError};
 use monoio::net::TcpStream;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};

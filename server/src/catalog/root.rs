@@ -1,7 +1,7 @@
 //! The root user: a name and an argon2 hash of its password (the password
 //! itself is not kept), from the server's configuration. Other users live in
-//! the catalog ([`crate::accounts`]). Hashing and verification are slow by
-//! design, so they run on the login pool ([`crate::login`]), never on a
+//! the catalog ([`crate::catalog::accounts`]). Hashing and verification are slow by
+//! design, so they run on the login pool ([`crate::guard::login`]), never on a
 //! shard.
 
 use argon2::password_hash::rand_core::{OsRng, RngCore};
@@ -55,6 +55,7 @@ impl Users {
         &self.hash
     }
 
+    #[cfg(test)]
     /// Whether these are the root user's credentials (slow).
     pub fn verify(&self, username: &str, password: &str) -> bool {
         verify_hash(&self.hash, password) && username == self.username

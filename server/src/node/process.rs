@@ -17,6 +17,7 @@ pub fn resident_bytes() -> u64 {
     status_field("VmRSS").unwrap_or(0) * 1024
 }
 
+#[cfg(test)]
 /// Peak resident memory, bytes.
 pub fn peak_resident_bytes() -> u64 {
     status_field("VmHWM").unwrap_or(0) * 1024

@@ -12,8 +12,8 @@
 //! group apply in their own orders: a send may be applied before the topic
 //! that holds its partition, or after the topic is gone).
 
-use crate::catalog::Catalog;
-use crate::metadata::{decode_body, encode_body, MetadataStore};
+use crate::catalog::model::Catalog;
+use crate::catalog::store::{decode_body, encode_body, MetadataStore};
 use bytes::Bytes;
 use corelog_replica::{ClusterConfig, MetaMachine, ReplicaHandle};
 use iggy_binary_protocol::responses::system::get_cluster_metadata::{

@@ -51,11 +51,13 @@ impl BlockingPool {
         })
     }
 
+    #[cfg(test)]
     /// Threads in the pool.
     pub fn threads(&self) -> usize {
         self.threads.len()
     }
 
+    #[cfg(test)]
     /// Jobs queued and not yet started.
     pub fn waiting(&self) -> usize {
         self.waiting.load(Ordering::Relaxed)

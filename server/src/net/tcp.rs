@@ -1,9 +1,9 @@
 //! Reads and writes on a plain TCP socket with a deadline: what a
-//! [`crate::transport::Transport`] does over plain TCP, and what TLS
+//! [`crate::net::transport::Transport`] does over plain TCP, and what TLS
 //! (`tls.rs`) does under its records. Its own file so that `transport.rs`
 //! and `tls.rs` both use it without importing each other.
 
-use crate::deadline::cancel_at;
+use crate::net::deadline::cancel_at;
 use monoio::buf::{IoBuf, IoBufMut};
 use monoio::io::{CancelableAsyncReadRent, CancelableAsyncWriteRent, Canceller};
 use monoio::net::TcpStream;

@@ -102,6 +102,7 @@ impl BufPool {
             .unwrap_or((0, 0))
     }
 
+    #[cfg(test)]
     /// Capacity the pool owns now, free or in use.
     pub fn owned_bytes(&self) -> usize {
         self.state.lock().map(|st| st.owned).unwrap_or(0)

@@ -6,7 +6,7 @@
 //! counter) rather than emptying the old ones in place: the old ones are
 //! then deleted, as any partition no topic holds.
 
-use crate::catalog::{Catalog, CatalogError, TopicMeta};
+use crate::catalog::model::{Catalog, CatalogError, TopicMeta};
 use corelog::Retention;
 use iggy_binary_protocol::primitives::user_headers::encode_user_headers;
 use iggy_binary_protocol::{WireIdentifier, WireOptions};

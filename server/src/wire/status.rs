@@ -5,7 +5,7 @@
 //! server logs the full error where it maps it. Keep every mapping from
 //! `corelog` errors here: the engine's error types change under us.
 
-use crate::login::log_limit::LogLimit;
+use crate::guard::login::log_limit::LogLimit;
 use crate::wire::request::DecodeError;
 use corelog::{AppendError, BatchError, RequestError};
 use iggy_common::IggyError;
