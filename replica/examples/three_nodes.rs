@@ -29,14 +29,19 @@ impl MetaMachine for NoMetadata {
     fn version(&self) -> u64 {
         self.applied_index()
     }
-    fn apply(&self, index: u64, _base: u64, _data: &[u8]) -> Result<bool, String> {
+    fn apply(
+        &self,
+        index: u64,
+        _base: u64,
+        _data: &[u8],
+    ) -> Result<bool, corelog_replica::MachineError> {
         self.applied.store(index, Ordering::SeqCst);
         Ok(true)
     }
     fn snapshot(&self) -> Bytes {
         Bytes::new()
     }
-    fn restore(&self, index: u64, _data: &[u8]) -> Result<(), String> {
+    fn restore(&self, index: u64, _data: &[u8]) -> Result<(), corelog_replica::MachineError> {
         self.applied.store(index, Ordering::SeqCst);
         Ok(())
     }

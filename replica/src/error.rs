@@ -60,9 +60,25 @@ pub enum StartError {
         /// the error
         source: std::io::Error,
     },
-    /// A thread or the applier.
-    #[error("start: {0}")]
-    Spawn(String),
+    /// A thread could not be started.
+    #[error("start the {what} thread: {source}")]
+    Thread {
+        /// which thread
+        what: &'static str,
+        /// the error
+        source: std::io::Error,
+    },
+    /// A shard's applier could not be started.
+    #[error("start the applier of group {group}: {source}")]
+    Applier {
+        /// the group
+        group: u32,
+        /// the engine's error
+        source: Box<corelog::RequestError>,
+    },
+    /// A group thread ended before it said it was ready.
+    #[error("a group thread ended before it was ready")]
+    GroupThreadEnded,
     /// A group could not open.
     #[error(transparent)]
     Group(#[from] GroupError),
@@ -88,12 +104,50 @@ pub enum GroupError {
         /// the error
         source: raft::Error,
     },
-    /// The state machine failed.
-    #[error("group {group}: applying: {why}")]
-    Apply {
+    /// The embedder's state machine failed to apply an entry or a snapshot.
+    #[error("group {group}: the state machine: {source}")]
+    Machine {
         /// the group
         group: u32,
-        /// what failed
-        why: String,
+        /// the machine's error
+        source: crate::machine::MachineError,
+    },
+    /// The shard's applier is gone (the engine is stopping).
+    #[error("group {group}: the applier on the shard stopped")]
+    ApplierStopped {
+        /// the group
+        group: u32,
+    },
+    /// A data group's snapshot is not a list of partition ends.
+    #[error("group {group}: a data snapshot that does not decode")]
+    SnapshotUndecodable {
+        /// the group
+        group: u32,
+    },
+    /// A snapshot came from a node the cluster file does not name.
+    #[error("group {group}: snapshot from unknown node {node}")]
+    SnapshotFromUnknown {
+        /// the group
+        group: u32,
+        /// the sender
+        node: u64,
+    },
+    /// The engine could not say how far a partition reaches.
+    #[error("group {group}: partition {partition}: {source}")]
+    Engine {
+        /// the group
+        group: u32,
+        /// the partition
+        partition: u64,
+        /// the engine's error
+        source: Box<corelog::RequestError>,
+    },
+    /// A snapshot's batches could not be fetched from the leader.
+    #[error("group {group}: {source}")]
+    Fetch {
+        /// the group
+        group: u32,
+        /// the fetch's error
+        source: Box<crate::net::fetch::FetchError>,
     },
 }

@@ -49,7 +49,7 @@ mod status;
 pub use config::{ClusterConfig, ConfigError, NodeAddr, ReplicaOptions, Secret};
 pub use error::{GroupError, ReplicaError, StartError};
 pub use handle::{Origin, ReplicaHandle};
-pub use machine::MetaMachine;
+pub use machine::{MachineError, MetaMachine};
 pub use status::GroupView;
 
 use group::{Group, GroupSetup, Role};
@@ -127,8 +127,12 @@ impl Replica {
             .collect();
         let key = net::auth::Key::of(cluster.secret.as_ref());
         let (forwarder, mut threads) =
-            net::forward::Forwarder::start(&peers, me, node.replica.ip(), &key, &stop)
-                .map_err(|e| StartError::Spawn(e.to_string()))?;
+            net::forward::Forwarder::start(&peers, me, node.replica.ip(), &key, &stop).map_err(
+                |source| StartError::Thread {
+                    what: "forwarder",
+                    source,
+                },
+            )?;
         let handle = ReplicaHandle {
             shared: shared.clone(),
             inboxes: Arc::new(txs.clone()),
@@ -146,23 +150,30 @@ impl Replica {
             local: node.replica.ip(),
         };
         let (transport, net_threads) = net::start(listener, &peers, receivers, stop.clone())
-            .map_err(|e| StartError::Spawn(e.to_string()))?;
+            .map_err(|source| StartError::Thread {
+                what: "replica network",
+                source,
+            })?;
         threads.extend(net_threads);
         let (ready_tx, ready_rx) = crossbeam_channel::unbounded();
         for (g, inbox) in rxs.into_iter().enumerate() {
             let g = g as u32;
-            let role = if g == 0 {
-                Role::Meta(meta.clone())
-            } else {
-                let shard = g as usize - 1;
-                let applier = apply::start(&engine, shard, g, txs[g as usize].clone())
-                    .map_err(|e| StartError::Spawn(e.to_string()))?;
-                Role::Data {
-                    shard,
-                    applier,
-                    meta: meta.clone(),
-                }
-            };
+            let role =
+                if g == 0 {
+                    Role::Meta(meta.clone())
+                } else {
+                    let shard = g as usize - 1;
+                    let applier = apply::start(&engine, shard, g, txs[g as usize].clone())
+                        .map_err(|e| StartError::Applier {
+                            group: g,
+                            source: Box::new(e),
+                        })?;
+                    Role::Data {
+                        shard,
+                        applier,
+                        meta: meta.clone(),
+                    }
+                };
             let setup = GroupSetup {
                 id: g,
                 dir: group::journal_dir(&dir, g),
@@ -190,7 +201,10 @@ impl Replica {
                         let _ = ready.send(Err(e));
                     }
                 })
-                .map_err(|e| StartError::Spawn(e.to_string()))?;
+                .map_err(|source| StartError::Thread {
+                    what: "group",
+                    source,
+                })?;
             threads.push(t);
         }
         let mut replica = Replica {
@@ -207,7 +221,7 @@ impl Replica {
                 }
                 Err(_) => {
                     replica.stop_threads();
-                    return Err(StartError::Spawn("a group thread ended".into()));
+                    return Err(StartError::GroupThreadEnded);
                 }
             }
         }

@@ -3,6 +3,10 @@
 
 use bytes::Bytes;
 
+/// Why the embedder's machine could not apply an entry or a snapshot: its
+/// own error type, kept whole (with its sources) for the log.
+pub type MachineError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// The embedder's metadata as a replicated state machine (group 0).
 ///
 /// Changes are proposed as opaque bytes computed from the metadata as of
@@ -17,11 +21,11 @@ pub trait MetaMachine: Send + Sync + 'static {
     /// Applies entry `index`, a change made from version `base`, durably.
     /// When the version is no longer `base` it changes nothing and returns
     /// `false` (the proposer is told [`ReplicaError::Conflict`]).
-    fn apply(&self, index: u64, base: u64, data: &[u8]) -> Result<bool, String>;
+    fn apply(&self, index: u64, base: u64, data: &[u8]) -> Result<bool, MachineError>;
     /// The metadata as of [`applied_index`](MetaMachine::applied_index).
     fn snapshot(&self) -> Bytes;
     /// Replaces the metadata with a snapshot's, taken at `index`.
-    fn restore(&self, index: u64, data: &[u8]) -> Result<(), String>;
+    fn restore(&self, index: u64, data: &[u8]) -> Result<(), MachineError>;
     /// Whether entries for `partition` still apply (false once the
     /// metadata deleted it, so a late entry cannot bring it back).
     fn keeps(&self, partition: u64) -> bool;

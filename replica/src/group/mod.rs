@@ -470,9 +470,9 @@ impl Group {
                     let effective = match Command::decode(&e.context) {
                         Ok(Command::Meta { base }) if e.index > sm.applied_index() => sm
                             .apply(e.index, base, &e.data)
-                            .map_err(|why| GroupError::Apply {
+                            .map_err(|source| GroupError::Machine {
                                 group: self.id,
-                                why,
+                                source,
                             })?,
                         Ok(_) => true,
                         Err(err) => {
@@ -519,10 +519,7 @@ impl Group {
                 // applied (overwritten, or replaced after a restart) go.
                 self.admitted = self.admitted.split_off(&(last + 1));
                 if applier.unbounded_send(items).is_err() {
-                    return Err(GroupError::Apply {
-                        group: self.id,
-                        why: "the applier on the shard stopped".into(),
-                    });
+                    return Err(GroupError::ApplierStopped { group: self.id });
                 }
                 self.sent = last;
             }

@@ -167,22 +167,22 @@ impl Group {
             self.id,
             self.raw.raft.leader_id
         );
-        let fail = |why: String| GroupError::Apply {
-            group: self.id,
-            why,
-        };
+        let group = self.id;
         match &self.role {
-            Role::Meta(sm) => sm.restore(index, &snap.data).map_err(fail)?,
+            Role::Meta(sm) => sm
+                .restore(index, &snap.data)
+                .map_err(|source| GroupError::Machine { group, source })?,
             Role::Data { .. } => {
                 self.clients.clear_pending();
-                let ends = decode_ends(&snap.data)
-                    .ok_or_else(|| fail("a data snapshot that does not decode".into()))?;
+                let ends =
+                    decode_ends(&snap.data).ok_or(GroupError::SnapshotUndecodable { group })?;
                 let leader = self.raw.raft.leader_id;
-                let addr = self
-                    .cluster
-                    .node(leader)
-                    .map(|n| n.replica)
-                    .ok_or_else(|| fail(format!("snapshot from unknown node {leader}")))?;
+                let addr = self.cluster.node(leader).map(|n| n.replica).ok_or(
+                    GroupError::SnapshotFromUnknown {
+                        group,
+                        node: leader,
+                    },
+                )?;
                 let local = self
                     .cluster
                     .node(self.raw.raft.id)
@@ -191,7 +191,13 @@ impl Group {
                     let have = match self.engine.stats(partition).wait() {
                         Ok(s) => s.end_offset,
                         Err(corelog::RequestError::UnknownPartition { .. }) => 0,
-                        Err(e) => return Err(fail(e.to_string())),
+                        Err(source) => {
+                            return Err(GroupError::Engine {
+                                group,
+                                partition,
+                                source: Box::new(source),
+                            })
+                        }
                     };
                     if have >= end {
                         continue;
@@ -207,7 +213,10 @@ impl Group {
                         end,
                         &self.engine,
                     )
-                    .map_err(|e| fail(e.to_string()))?;
+                    .map_err(|source| GroupError::Fetch {
+                        group,
+                        source: Box::new(source),
+                    })?;
                     tracing::info!(
                         "group {}: partition {partition}: fetched offsets {have}..{got} from node {leader}",
                         self.id

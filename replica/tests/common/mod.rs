@@ -27,7 +27,12 @@ impl MetaMachine for ListMeta {
     fn version(&self) -> u64 {
         self.inner.lock().expect("lock").1
     }
-    fn apply(&self, index: u64, base: u64, data: &[u8]) -> Result<bool, String> {
+    fn apply(
+        &self,
+        index: u64,
+        base: u64,
+        data: &[u8],
+    ) -> Result<bool, corelog_replica::MachineError> {
         let mut g = self.inner.lock().expect("lock");
         g.0 = index;
         if g.1 != base {
@@ -40,7 +45,7 @@ impl MetaMachine for ListMeta {
     fn snapshot(&self) -> Bytes {
         Bytes::new()
     }
-    fn restore(&self, index: u64, _data: &[u8]) -> Result<(), String> {
+    fn restore(&self, index: u64, _data: &[u8]) -> Result<(), corelog_replica::MachineError> {
         let mut g = self.inner.lock().expect("lock");
         g.0 = index;
         g.1 = index;

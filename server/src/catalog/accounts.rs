@@ -8,10 +8,9 @@
 //! configuration (see [`crate::catalog::root`]). Stored users have ids from 1 up,
 //! never reused.
 
-use crate::catalog::model::Catalog;
+use crate::catalog::model::{Catalog, TokenMeta, UserMeta};
 use crate::catalog::permissions::Permissions;
 use iggy_binary_protocol::WireIdentifier;
-use serde::{Deserialize, Serialize};
 
 /// The root user's id.
 pub const ROOT_USER_ID: u32 = 0;
@@ -21,53 +20,6 @@ pub const STATUS_ACTIVE: u8 = 1;
 pub const STATUS_INACTIVE: u8 = 2;
 /// Tokens a user may hold (Iggy's default `max_tokens_per_user`).
 pub const MAX_TOKENS_PER_USER: usize = 100;
-
-/// A stored user.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UserMeta {
-    /// Its id (from 1).
-    pub id: u32,
-    /// Its unique name.
-    pub username: String,
-    /// argon2 PHC string of its password.
-    pub password_hash: String,
-    /// [`STATUS_ACTIVE`] or [`STATUS_INACTIVE`].
-    pub status: u8,
-    /// Creation time, µs since the epoch.
-    pub created_at: u64,
-    /// Its grants; none means it may do nothing but sign in.
-    pub permissions: Option<Permissions>,
-    /// The options block the client sent, kept verbatim.
-    pub options: Vec<u8>,
-    /// Its personal access tokens.
-    pub tokens: Vec<TokenMeta>,
-}
-
-/// A personal access token: its name, a lookup key (the first characters of
-/// the token, not secret enough to sign in with) and the argon2 hash of the
-/// whole token.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TokenMeta {
-    /// Its name, unique for the user.
-    pub name: String,
-    /// The token's first [`TOKEN_LOOKUP_LEN`] characters; unique over all
-    /// tokens.
-    pub lookup: String,
-    /// argon2 PHC string of the token.
-    pub hash: String,
-    /// When it stops working, µs since the epoch; `None`: never.
-    pub expiry_at: Option<u64>,
-}
-
-/// Characters of a token kept in the clear to find it.
-pub const TOKEN_LOOKUP_LEN: usize = 12;
-
-impl TokenMeta {
-    /// Whether it has expired at `now` (µs since the epoch).
-    pub fn expired(&self, now: u64) -> bool {
-        self.expiry_at.is_some_and(|at| at <= now)
-    }
-}
 
 /// Why a user or token change is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -2,18 +2,8 @@
 //! group, per topic. Who is a member is not here: membership is per
 //! connection, in memory (`membership.rs`).
 
-use crate::catalog::model::{Catalog, CatalogError, TopicMeta};
+use crate::catalog::model::{Catalog, CatalogError, GroupMeta, IdKind, TopicMeta};
 use iggy_binary_protocol::WireIdentifier;
-use serde::{Deserialize, Serialize};
-
-/// A consumer group of a topic.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct GroupMeta {
-    /// Its id within the topic, never reused.
-    pub id: u32,
-    /// Its name, unique within the topic.
-    pub name: String,
-}
 
 impl TopicMeta {
     /// The group `id` names, if any.
@@ -61,7 +51,7 @@ impl Catalog {
         let id = t.next_group_id;
         t.next_group_id = id
             .checked_add(1)
-            .ok_or(CatalogError::IdsExhausted("consumer group"))?;
+            .ok_or(CatalogError::IdsExhausted(IdKind::ConsumerGroup))?;
         let group = GroupMeta {
             id,
             name: name.to_owned(),

@@ -40,10 +40,10 @@ pub struct Catalog {
     pub last_topic_uid: u64,
     /// Users other than root ([`crate::catalog::accounts`]).
     #[serde(default)]
-    pub users: Vec<crate::catalog::accounts::UserMeta>,
+    pub users: Vec<UserMeta>,
     /// The root user's personal access tokens.
     #[serde(default)]
-    pub root_tokens: Vec<crate::catalog::accounts::TokenMeta>,
+    pub root_tokens: Vec<TokenMeta>,
 }
 
 /// A stream.
@@ -80,11 +80,68 @@ pub struct TopicMeta {
     pub options: Vec<u8>,
     /// Consumer groups, by id (see `catalog_groups.rs`).
     #[serde(default)]
-    pub groups: Vec<crate::catalog::groups::GroupMeta>,
+    pub groups: Vec<GroupMeta>,
     /// The id the next group gets: never reused, since a group's stored
     /// offsets are keyed by it.
     #[serde(default)]
     pub next_group_id: u32,
+}
+
+/// A stored user.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserMeta {
+    /// Its id (from 1).
+    pub id: u32,
+    /// Its unique name.
+    pub username: String,
+    /// argon2 PHC string of its password.
+    pub password_hash: String,
+    /// [`crate::catalog::accounts::STATUS_ACTIVE`] or
+    /// [`crate::catalog::accounts::STATUS_INACTIVE`].
+    pub status: u8,
+    /// Creation time, µs since the epoch.
+    pub created_at: u64,
+    /// Its grants; none means it may do nothing but sign in.
+    pub permissions: Option<crate::catalog::permissions::Permissions>,
+    /// The options block the client sent, kept verbatim.
+    pub options: Vec<u8>,
+    /// Its personal access tokens.
+    pub tokens: Vec<TokenMeta>,
+}
+
+/// A personal access token: its name, a lookup key (the first characters of
+/// the token, not secret enough to sign in with) and the argon2 hash of the
+/// whole token.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenMeta {
+    /// Its name, unique for the user.
+    pub name: String,
+    /// The token's first [`TOKEN_LOOKUP_LEN`] characters; unique over all
+    /// tokens.
+    pub lookup: String,
+    /// argon2 PHC string of the token.
+    pub hash: String,
+    /// When it stops working, µs since the epoch; `None`: never.
+    pub expiry_at: Option<u64>,
+}
+
+/// Characters of a token kept in the clear to find it.
+pub const TOKEN_LOOKUP_LEN: usize = 12;
+
+impl TokenMeta {
+    /// Whether it has expired at `now` (µs since the epoch).
+    pub fn expired(&self, now: u64) -> bool {
+        self.expiry_at.is_some_and(|at| at <= now)
+    }
+}
+
+/// A consumer group of a topic.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupMeta {
+    /// Its id within the topic, never reused.
+    pub id: u32,
+    /// Its name, unique within the topic.
+    pub name: String,
 }
 
 /// Why a catalog change is refused.
@@ -113,9 +170,9 @@ pub enum CatalogError {
         /// the topic
         topic: String,
     },
-    /// Ids ran out.
+    /// Ids of this kind ran out.
     #[error("no {0} ids left")]
-    IdsExhausted(&'static str),
+    IdsExhausted(IdKind),
     /// No such consumer group.
     #[error("consumer group {group} does not exist in topic {topic}")]
     NoGroup {
@@ -132,6 +189,33 @@ pub enum CatalogError {
         /// the group
         group: String,
     },
+}
+
+/// Which ids ran out ([`CatalogError::IdsExhausted`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IdKind {
+    /// Stream ids (`u32`, the lowest free one is given).
+    Stream,
+    /// Topic ids within a stream.
+    Topic,
+    /// Topic uids, never reused.
+    TopicUid,
+    /// Engine partition ids, never reused.
+    Partition,
+    /// Consumer group ids within a topic, never reused.
+    ConsumerGroup,
+}
+
+impl std::fmt::Display for IdKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            IdKind::Stream => "stream",
+            IdKind::Topic => "topic",
+            IdKind::TopicUid => "topic uid",
+            IdKind::Partition => "partition",
+            IdKind::ConsumerGroup => "consumer group",
+        })
+    }
 }
 
 impl Catalog {
@@ -173,7 +257,7 @@ impl Catalog {
             return Err(CatalogError::StreamExists(name.to_owned()));
         }
         let id = lowest_free(self.streams.iter().map(|s| s.id))
-            .ok_or(CatalogError::IdsExhausted("stream"))?;
+            .ok_or(CatalogError::IdsExhausted(IdKind::Stream))?;
         let at = self.streams.partition_point(|s| s.id < id);
         self.streams.insert(
             at,
@@ -193,7 +277,7 @@ impl Catalog {
         let first = self.next_partition;
         self.next_partition = first
             .checked_add(u64::from(count))
-            .ok_or(CatalogError::IdsExhausted("partition"))?;
+            .ok_or(CatalogError::IdsExhausted(IdKind::Partition))?;
         Ok((first..self.next_partition).collect())
     }
 
@@ -210,7 +294,7 @@ impl Catalog {
         let uid = self
             .last_topic_uid
             .checked_add(1)
-            .ok_or(CatalogError::IdsExhausted("topic uid"))?;
+            .ok_or(CatalogError::IdsExhausted(IdKind::TopicUid))?;
         let s = self
             .streams
             .iter_mut()
@@ -223,7 +307,7 @@ impl Catalog {
             });
         }
         let id = lowest_free(s.topics.iter().map(|t| t.id))
-            .ok_or(CatalogError::IdsExhausted("topic"))?;
+            .ok_or(CatalogError::IdsExhausted(IdKind::Topic))?;
         let at = s.topics.partition_point(|t| t.id < id);
         s.topics.insert(
             at,
@@ -380,7 +464,7 @@ mod tests {
                 .collect(),
             ..StreamGrant::default()
         };
-        c.users.push(crate::catalog::accounts::UserMeta {
+        c.users.push(UserMeta {
             id: 1,
             username: "u".into(),
             password_hash: String::new(),

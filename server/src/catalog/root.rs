@@ -20,9 +20,9 @@ pub enum UsersError {
     /// Empty name or password.
     #[error("the username and password must not be empty")]
     Empty,
-    /// Hashing failed.
+    /// Hashing failed (argon2 refused its parameters or the salt).
     #[error("hashing the password: {0}")]
-    Hash(String),
+    Hash(argon2::password_hash::Error),
 }
 
 /// Iggy's root user, id 0: every permission, configured at start.
@@ -68,7 +68,7 @@ pub fn hash_secret(secret: &str) -> Result<String, UsersError> {
     Argon2::default()
         .hash_password(secret.as_bytes(), &salt)
         .map(|h| h.to_string())
-        .map_err(|e| UsersError::Hash(e.to_string()))
+        .map_err(UsersError::Hash)
 }
 
 /// Whether `secret` matches the PHC string `hash` (slow).

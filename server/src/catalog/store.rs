@@ -46,13 +46,47 @@ pub enum MetadataError {
     #[error("replication: {0}")]
     Replica(#[from] corelog_replica::ReplicaError),
     /// The file is not a whole, intact catalog.
-    #[error("{path} is damaged: {why}; restore it or move it away to start empty", path = path.display())]
+    #[error("{path} is damaged: {damage}; restore it or move it away to start empty", path = path.display())]
     Damaged {
         /// the file
         path: PathBuf,
         /// what is wrong
-        why: String,
+        damage: Damage,
     },
+}
+
+/// What is wrong with a catalog file (or a replicated catalog body).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Damage {
+    /// Shorter than the prefix.
+    #[error("{len} bytes, shorter than its {PREFIX_LEN}-byte prefix")]
+    Short {
+        /// the file's length
+        len: usize,
+    },
+    /// Not a catalog file.
+    #[error("wrong magic")]
+    Magic,
+    /// The body is not the length the prefix gives.
+    #[error("body is {body} bytes, prefix says {prefix}")]
+    Length {
+        /// the body's length
+        body: u64,
+        /// the prefix's
+        prefix: u64,
+    },
+    /// The body is not what was written.
+    #[error("checksum {stored:#018x} but the body hashes to {computed:#018x}")]
+    Checksum {
+        /// the prefix's
+        stored: u64,
+        /// the body's
+        computed: u64,
+    },
+    /// The body is not a catalog.
+    #[error("body: {0}")]
+    Json(#[from] serde_json::Error),
 }
 
 /// The catalog, its file, the writer lock and the writer thread.
@@ -69,9 +103,9 @@ impl MetadataStore {
     pub fn open(dir: &Path) -> Result<MetadataStore, MetadataError> {
         let path = dir.join(FILE_NAME);
         let catalog = match std::fs::read(&path) {
-            Ok(bytes) => decode(&bytes).map_err(|why| MetadataError::Damaged {
+            Ok(bytes) => decode(&bytes).map_err(|damage| MetadataError::Damaged {
                 path: path.clone(),
-                why,
+                damage,
             })?,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Catalog::default(),
             Err(source) => {
@@ -247,8 +281,8 @@ pub fn encode_body(catalog: &Catalog) -> Vec<u8> {
 }
 
 /// A replicated catalog body.
-pub fn decode_body(body: &[u8]) -> Result<Catalog, String> {
-    serde_json::from_slice(body).map_err(|e| format!("catalog: {e}"))
+pub fn decode_body(body: &[u8]) -> Result<Catalog, serde_json::Error> {
+    serde_json::from_slice(body)
 }
 
 fn encode(catalog: &Catalog) -> Vec<u8> {
@@ -262,12 +296,12 @@ fn encode(catalog: &Catalog) -> Vec<u8> {
     out
 }
 
-fn decode(bytes: &[u8]) -> Result<Catalog, String> {
+fn decode(bytes: &[u8]) -> Result<Catalog, Damage> {
     let prefix = bytes
         .get(..PREFIX_LEN)
-        .ok_or_else(|| format!("{} bytes, shorter than its 24-byte prefix", bytes.len()))?;
+        .ok_or(Damage::Short { len: bytes.len() })?;
     if &prefix[..8] != MAGIC {
-        return Err("wrong magic".into());
+        return Err(Damage::Magic);
     }
     let u64_at = |at: usize| {
         let mut b = [0u8; 8];
@@ -277,15 +311,16 @@ fn decode(bytes: &[u8]) -> Result<Catalog, String> {
     let (len, stored) = (u64_at(8), u64_at(16));
     let body = &bytes[PREFIX_LEN..];
     if body.len() as u64 != len {
-        return Err(format!("body is {} bytes, prefix says {len}", body.len()));
+        return Err(Damage::Length {
+            body: body.len() as u64,
+            prefix: len,
+        });
     }
     let computed = xxhash_rust::xxh3::xxh3_64(body);
     if computed != stored {
-        return Err(format!(
-            "checksum {stored:#018x} but the body hashes to {computed:#018x}"
-        ));
+        return Err(Damage::Checksum { stored, computed });
     }
-    serde_json::from_slice(body).map_err(|e| format!("body: {e}"))
+    Ok(serde_json::from_slice(body)?)
 }
 
 #[cfg(test)]
@@ -296,7 +331,7 @@ mod tests {
     fn refused() -> MetadataError {
         MetadataError::Damaged {
             path: PathBuf::new(),
-            why: String::new(),
+            damage: Damage::Magic,
         }
     }
 
@@ -369,7 +404,7 @@ mod tests {
                 c.add_stream("s", vec![1, 2], 5)
                     .map_err(|_| MetadataError::Damaged {
                         path: PathBuf::new(),
-                        why: String::new(),
+                        damage: Damage::Magic,
                     })
             })
             .expect("update");

@@ -1,6 +1,7 @@
 //! GET_ME, GET_CLIENT, GET_CLIENTS from the client registry.
 
-use super::{Outcome, Session};
+use super::outcome::Outcome;
+use super::session::Session;
 use crate::node::context::Context;
 use crate::node::registry::Client;
 use iggy_binary_protocol::responses::clients::{

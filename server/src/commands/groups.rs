@@ -3,11 +3,14 @@
 //! `membership.rs`).
 
 use super::authz::Authorized;
-use super::{from_catalog, identifier, Outcome, Session, UpdateError};
-use crate::catalog::groups::GroupMeta;
+use super::change_error::UpdateError;
+use super::outcome::Outcome;
+use super::session::Session;
+use crate::catalog::model::GroupMeta;
 use crate::catalog::model::{Catalog, TopicMeta};
 use crate::node::context::Context;
 use crate::node::membership::GroupKey;
+use crate::wire::status::{from_catalog, identifier};
 use iggy_binary_protocol::requests::consumer_groups::{
     CreateConsumerGroupRequest, DeleteConsumerGroupRequest, GetConsumerGroupRequest,
     GetConsumerGroupsRequest, JoinConsumerGroupRequest, LeaveConsumerGroupRequest,

@@ -9,11 +9,13 @@
 //! topic gives up are forgotten durably first, then deleted.
 
 use super::authz::Authorized;
+use super::change_error::UpdateError;
 use super::groups::count;
-use super::topics::delete_partitions;
-use super::{from_catalog, identifier, Outcome, UpdateError};
+use super::outcome::Outcome;
+use super::partitions::{apply_retention, delete_partitions};
 use crate::node::context::Context;
 use crate::wire::status;
+use crate::wire::status::{from_catalog, identifier};
 use iggy_binary_protocol::requests::partitions::{
     CreatePartitionsRequest, DeletePartitionsRequest,
 };
@@ -23,22 +25,6 @@ use iggy_binary_protocol::requests::topics::UpdateTopicRequest;
 use iggy_binary_protocol::{WireIdentifier, MAX_PARTITIONS_PER_REQUEST};
 use iggy_common::IggyError;
 use std::sync::Arc;
-
-/// Gives the engine partitions of the topic the retention its settings
-/// ask for (`TopicMeta::retention`).
-pub(super) async fn apply_retention(
-    ctx: &Context,
-    stream: &WireIdentifier,
-    topic: &WireIdentifier,
-) -> Result<(), IggyError> {
-    let catalog = ctx.metadata.snapshot();
-    let Ok((_, t)) = catalog.topic(stream, topic) else {
-        return Ok(());
-    };
-    ctx.set_retention(&t.partitions, t.retention())
-        .await
-        .map_err(|e| status::from_engine(&e))
-}
 
 /// Renames the stream and replaces its options.
 pub(super) async fn update_stream(
@@ -104,7 +90,7 @@ pub(super) async fn purge(
             Ok(fresh)
         })
         .await
-        .map_err(|e| purge_status(e, stream, topic))?;
+        .map_err(|e| status::from_purge(e, stream, topic))?;
     let ids: Vec<u64> = fresh.iter().flat_map(|(_, p)| p.iter().copied()).collect();
     ctx.create_partitions(&ids).await.map_err(|e| e.status())?;
     let topics: Vec<u32> = fresh.iter().map(|(t, _)| *t).collect();
@@ -113,25 +99,12 @@ pub(super) async fn purge(
             Ok(c.renew_partitions(stream, fresh.clone())?)
         })
         .await
-        .map_err(|e| purge_status(e, stream, topic))?;
+        .map_err(|e| status::from_purge(e, stream, topic))?;
     for t in topics {
         apply_retention(ctx, stream, &WireIdentifier::Numeric(t)).await?;
     }
     delete_partitions(ctx, &old).await?;
     Ok(Outcome::empty())
-}
-
-fn purge_status(
-    e: UpdateError,
-    stream: &WireIdentifier,
-    topic: Option<&WireIdentifier>,
-) -> IggyError {
-    match (e, topic) {
-        (UpdateError::Catalog(crate::catalog::model::CatalogError::NoTopic { .. }), Some(t)) => {
-            IggyError::TopicIdNotFound(identifier(t), identifier(stream))
-        }
-        (e, _) => e.status(stream),
-    }
 }
 
 /// Adds `partitions_count` empty partitions to the topic.

@@ -2,10 +2,13 @@
 //! a body, a poll reply to write from the mappings, or an Iggy error.
 
 pub mod authz;
+pub(crate) mod change_error;
 mod clients;
 mod groups;
 mod lifecycle;
 mod offsets;
+mod outcome;
+mod partitions;
 mod poll;
 mod send;
 mod session;
@@ -16,92 +19,17 @@ mod tokens;
 mod topics;
 mod users;
 
-use crate::catalog::model::CatalogError;
-use crate::catalog::store::MetadataError;
 use crate::node::context::Context;
 use crate::wire::header::RequestHead;
-use crate::wire::iovec::WireVec;
 use crate::wire::request::Request;
-use authz::{Authorized, Denied};
+use authz::Authorized;
 use bytes::Bytes;
-use iggy_binary_protocol::codec::WireEncode;
-use iggy_binary_protocol::{EvictionReason, WireIdentifier};
-use iggy_common::{Identifier, IggyError};
+use iggy_binary_protocol::EvictionReason;
+use iggy_common::IggyError;
 use std::sync::Arc;
 
-/// A connection's sign-in state.
-#[derive(Debug)]
-pub struct Session {
-    /// The session number once signed in.
-    pub id: Option<u64>,
-    /// The connection's number (its client id): its id as a
-    /// consumer-group member.
-    pub connection: u64,
-    /// The signed-in user ([`crate::node::registry::NO_USER`] when none).
-    pub user: u32,
-    /// The personal access token it signed in with, if it did: the
-    /// session ends when the token is deleted or expires.
-    pub token: Option<String>,
-    /// The connection's entry in the client registry.
-    pub client: Option<Arc<crate::node::registry::Client>>,
-    /// The client's address (sign-in failures are throttled by it).
-    pub peer: Option<std::net::IpAddr>,
-    /// Failed sign-ins on this connection.
-    pub failed_logins: u32,
-    /// It joined a consumer group (and may have left since): while it is a
-    /// member, silence past the heartbeat threshold evicts it.
-    pub joined: bool,
-    /// The last send's request number and the partition index balanced
-    /// partitioning picked for it: a repeat of that send (Iggy's SDK
-    /// repeats one whose outcome it does not know) goes to the same one.
-    pub balanced: Option<(u64, u32)>,
-}
-
-impl Default for Session {
-    fn default() -> Session {
-        Session {
-            id: None,
-            connection: 0,
-            user: crate::node::registry::NO_USER,
-            token: None,
-            client: None,
-            peer: None,
-            failed_logins: 0,
-            joined: false,
-            balanced: None,
-        }
-    }
-}
-
-/// A command's answer.
-#[derive(Debug)]
-pub enum Outcome {
-    /// Status 0 and this body.
-    Body(Bytes),
-    /// A poll reply, written with one vectored write.
-    Poll(WireVec),
-    /// An error status and an empty body.
-    Error(IggyError),
-    /// No reply: an `Eviction` frame (`wire/eviction.rs`), and the
-    /// connection is closed.
-    Evict(EvictionReason),
-}
-
-impl Outcome {
-    fn encoded(value: &impl WireEncode) -> Outcome {
-        Outcome::Body(value.to_bytes())
-    }
-
-    fn empty() -> Outcome {
-        Outcome::Body(Bytes::new())
-    }
-}
-
-impl From<Result<Outcome, IggyError>> for Outcome {
-    fn from(r: Result<Outcome, IggyError>) -> Outcome {
-        r.unwrap_or_else(Outcome::Error)
-    }
-}
+pub use outcome::Outcome;
+pub use session::Session;
 
 /// Runs `request` for the connection in `session`. `payload` is the
 /// request's payload (SEND_MESSAGES stores a slice of it).
@@ -214,93 +142,6 @@ pub async fn execute(
             match iggy_binary_protocol::lookup_command(code) {
                 Some(_) => Outcome::Error(IggyError::FeatureUnavailable),
                 None => Outcome::Error(IggyError::InvalidCommand),
-            }
-        }
-    }
-}
-
-/// The SDK's identifier for a wire identifier (error payloads).
-fn identifier(id: &WireIdentifier) -> Identifier {
-    match id {
-        WireIdentifier::Numeric(n) => Identifier::numeric(*n),
-        WireIdentifier::String(s) => Identifier::named(s.as_str()),
-    }
-    .unwrap_or_default()
-}
-
-/// An identifier for a name (error payloads).
-fn named(name: &str) -> Identifier {
-    Identifier::named(name).unwrap_or_default()
-}
-
-/// An identifier for a name or number as the catalog reports it (error payloads).
-fn parsed(name: &str) -> Identifier {
-    Identifier::from_str_value(name).unwrap_or_default()
-}
-
-/// The status for a catalog refusal.
-fn from_catalog(e: CatalogError, stream: &WireIdentifier) -> IggyError {
-    match e {
-        CatalogError::NoStream(_) => IggyError::StreamIdNotFound(identifier(stream)),
-        // Iggy answers a missing topic TopicIdNotFound (2010) whichever
-        // way it is named, and a missing group ConsumerGroupIdNotFound (5000).
-        CatalogError::NoTopic { topic, .. } => {
-            IggyError::TopicIdNotFound(parsed(&topic), identifier(stream))
-        }
-        CatalogError::StreamExists(name) => IggyError::StreamNameAlreadyExists(name),
-        CatalogError::TopicExists { topic, .. } => {
-            IggyError::TopicNameAlreadyExists(topic, identifier(stream))
-        }
-        CatalogError::NoGroup { topic, group } => {
-            IggyError::ConsumerGroupIdNotFound(parsed(&group), parsed(&topic))
-        }
-        CatalogError::GroupExists { topic, group } => {
-            IggyError::ConsumerGroupNameAlreadyExists(group, named(&topic))
-        }
-        CatalogError::IdsExhausted("topic") => IggyError::TooManyTopics,
-        CatalogError::IdsExhausted("consumer group") => IggyError::InvalidConsumerGroupId,
-        CatalogError::IdsExhausted("partition") => IggyError::PartitionIdSpaceExhausted,
-        CatalogError::IdsExhausted(_) => IggyError::TooManyStreams,
-    }
-}
-
-/// A catalog change's failure: a refusal or a failed write.
-#[derive(Debug)]
-enum UpdateError {
-    Denied(Denied),
-    Catalog(CatalogError),
-    Metadata(MetadataError),
-}
-
-impl From<Denied> for UpdateError {
-    fn from(e: Denied) -> UpdateError {
-        UpdateError::Denied(e)
-    }
-}
-
-impl From<MetadataError> for UpdateError {
-    fn from(e: MetadataError) -> UpdateError {
-        UpdateError::Metadata(e)
-    }
-}
-
-impl From<CatalogError> for UpdateError {
-    fn from(e: CatalogError) -> UpdateError {
-        UpdateError::Catalog(e)
-    }
-}
-
-impl UpdateError {
-    fn status(self, stream: &WireIdentifier) -> IggyError {
-        match self {
-            UpdateError::Denied(e) => crate::wire::status::from_denied(e),
-            UpdateError::Catalog(e) => from_catalog(e, stream),
-            UpdateError::Metadata(crate::catalog::store::MetadataError::Replica(e)) => {
-                crate::wire::status::from_replica(&e)
-            }
-            UpdateError::Metadata(e) => {
-                tracing::error!("metadata: {e}");
-                IggyError::Error
             }
         }
     }

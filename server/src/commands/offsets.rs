@@ -3,10 +3,12 @@
 
 use super::authz::Authorized;
 use super::groups::{count, group_consumer, no_group};
-use super::{from_catalog, identifier, Outcome, Session};
+use super::outcome::Outcome;
+use super::session::Session;
 use crate::catalog::model::Catalog;
 use crate::node::context::Context;
 use crate::wire::status;
+use crate::wire::status::{from_catalog, identifier};
 use iggy_binary_protocol::requests::consumer_offsets::{
     DeleteConsumerOffsetRequest, GetConsumerOffsetRequest, StoreConsumerOffsetRequest,
 };

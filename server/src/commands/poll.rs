@@ -7,12 +7,14 @@
 use super::authz::Authorized;
 use super::groups::{count as partitions_of, group_consumer, no_group};
 use super::offsets::consumer_key;
-use super::{from_catalog, identifier, Outcome, Session};
+use super::outcome::Outcome;
+use super::session::Session;
 use crate::node::context::Context;
 use crate::node::membership::{Claim, GroupKey, Lease};
 use crate::wire::header::RequestHead;
 use crate::wire::poll_reply::{poll_wire, PollWindow};
 use crate::wire::status;
+use crate::wire::status::{from_catalog, identifier};
 use bytes::Bytes;
 use corelog::{PollFrom, PollReply};
 use iggy_binary_protocol::requests::messages::PollMessagesRequest;

@@ -10,11 +10,13 @@
 //! there is "not accepted", nothing done.
 
 use super::authz::Authorized;
-use super::{from_catalog, identifier, Outcome, Session};
+use super::outcome::Outcome;
+use super::session::Session;
 use crate::node::context::Context;
 use crate::wire::header::RequestHead;
 use crate::wire::request::SendMessages;
 use crate::wire::status;
+use crate::wire::status::{from_catalog, identifier};
 use bytes::Bytes;
 use iggy_binary_protocol::batch::{BATCH_HEADER_SIZE, BATCH_MESSAGE_COUNT_OFFSET};
 use iggy_binary_protocol::requests::messages::FlushUnsavedBufferRequest;

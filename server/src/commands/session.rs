@@ -2,9 +2,10 @@
 //! The check runs on the login pool, throttled per peer address (see
 //! [`crate::guard::login`]).
 
-use super::{Outcome, Session};
-use crate::catalog::accounts::{ROOT_USER_ID, STATUS_INACTIVE, TOKEN_LOOKUP_LEN};
+use super::outcome::Outcome;
+use crate::catalog::accounts::{ROOT_USER_ID, STATUS_INACTIVE};
 use crate::catalog::model::Catalog;
+use crate::catalog::model::TOKEN_LOOKUP_LEN;
 use crate::catalog::root::verify_hash;
 use crate::guard::counters::Counters;
 use crate::guard::login::Attempt;
@@ -15,6 +16,50 @@ use iggy_binary_protocol::responses::users::LoginRegisterResponse;
 use iggy_binary_protocol::{WireName, IGGY_PROTOCOL_VERSION};
 use iggy_common::IggyError;
 use std::sync::Arc;
+
+/// A connection's sign-in state.
+#[derive(Debug)]
+pub struct Session {
+    /// The session number once signed in.
+    pub id: Option<u64>,
+    /// The connection's number (its client id): its id as a
+    /// consumer-group member.
+    pub connection: u64,
+    /// The signed-in user ([`crate::node::registry::NO_USER`] when none).
+    pub user: u32,
+    /// The personal access token it signed in with, if it did: the
+    /// session ends when the token is deleted or expires.
+    pub token: Option<String>,
+    /// The connection's entry in the client registry.
+    pub client: Option<Arc<crate::node::registry::Client>>,
+    /// The client's address (sign-in failures are throttled by it).
+    pub peer: Option<std::net::IpAddr>,
+    /// Failed sign-ins on this connection.
+    pub failed_logins: u32,
+    /// It joined a consumer group (and may have left since): while it is a
+    /// member, silence past the heartbeat threshold evicts it.
+    pub joined: bool,
+    /// The last send's request number and the partition index balanced
+    /// partitioning picked for it: a repeat of that send (Iggy's SDK
+    /// repeats one whose outcome it does not know) goes to the same one.
+    pub balanced: Option<(u64, u32)>,
+}
+
+impl Default for Session {
+    fn default() -> Session {
+        Session {
+            id: None,
+            connection: 0,
+            user: crate::node::registry::NO_USER,
+            token: None,
+            client: None,
+            peer: None,
+            failed_logins: 0,
+            joined: false,
+            balanced: None,
+        }
+    }
+}
 
 /// The server version the login reply names.
 const SERVER_VERSION: &str = concat!("corelog-server ", env!("CARGO_PKG_VERSION"));

@@ -1,10 +1,13 @@
 //! GET_STREAMS, GET_STREAM, CREATE_STREAM, DELETE_STREAM.
 
 use super::authz::Authorized;
-use super::topics::{delete_partitions, header, partition_stats, totals};
-use super::{from_catalog, Outcome, UpdateError};
+use super::change_error::UpdateError;
+use super::outcome::Outcome;
+use super::partitions::delete_partitions;
+use super::topics::{header, partition_stats, totals};
 use crate::catalog::model::StreamMeta;
 use crate::node::context::{now_micros, Context};
+use crate::wire::status::from_catalog;
 use iggy_binary_protocol::requests::streams::CreateStreamRequest;
 use iggy_binary_protocol::responses::streams::get_stream::GetStreamResponse;
 use iggy_binary_protocol::responses::streams::get_streams::GetStreamsResponse;

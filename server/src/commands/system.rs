@@ -1,8 +1,8 @@
 //! GET_STATS (the SDK and Iggy's bench need a well-formed answer),
 //! GET_CLUSTER_METADATA, DESCRIBE_OPTIONS and GET_SNAPSHOT_FILE.
 
+use super::outcome::Outcome;
 use super::topics::{partition_stats, totals};
-use super::Outcome;
 use crate::commands::snapshot::{SnapshotError, Subject};
 use crate::node::context::{now_micros, Context};
 use crate::node::process;

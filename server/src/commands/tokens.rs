@@ -3,9 +3,10 @@
 //! it at sign-in) and the argon2 hash of the whole, never the token.
 
 use super::authz::Authorized;
-use super::users::AccountUpdate;
-use super::Outcome;
-use crate::catalog::accounts::{AccountError, TokenMeta, TOKEN_LOOKUP_LEN};
+use super::change_error::AccountUpdate;
+use super::outcome::Outcome;
+use crate::catalog::accounts::AccountError;
+use crate::catalog::model::{TokenMeta, TOKEN_LOOKUP_LEN};
 use crate::catalog::root::new_token;
 use crate::node::context::{now_micros, Context};
 use iggy_binary_protocol::requests::personal_access_tokens::CreatePersonalAccessTokenRequest;

@@ -1,9 +1,12 @@
 //! GET_TOPIC, GET_TOPICS, CREATE_TOPIC, DELETE_TOPIC.
 
 use super::authz::Authorized;
-use super::{from_catalog, identifier, Outcome, UpdateError};
+use super::change_error::UpdateError;
+use super::outcome::Outcome;
+use super::partitions::{apply_retention, delete_partitions};
 use crate::catalog::model::TopicMeta;
 use crate::node::context::{now_micros, Context};
+use crate::wire::status::{from_catalog, identifier};
 use corelog::LogStats;
 use iggy_binary_protocol::requests::topics::CreateTopicRequest;
 use iggy_binary_protocol::responses::streams::get_stream::TopicHeader;
@@ -158,7 +161,7 @@ pub(super) async fn create(
     .await
     .map_err(|e| e.status(stream))?;
     let topic = WireIdentifier::String(r.name.clone());
-    super::lifecycle::apply_retention(ctx, stream, &topic).await?;
+    apply_retention(ctx, stream, &topic).await?;
     let catalog = ctx.metadata.snapshot();
     let (_, t) = catalog
         .topic(stream, &topic)
@@ -186,13 +189,6 @@ pub(super) async fn delete(
         })?;
     delete_partitions(ctx, &partitions).await?;
     Ok(Outcome::empty())
-}
-
-/// Deletes the engine partitions' data.
-pub(super) async fn delete_partitions(ctx: &Context, partitions: &[u64]) -> Result<(), IggyError> {
-    ctx.delete_partitions(partitions)
-        .await
-        .map_err(|e| e.status())
 }
 
 /// Whether topic options ask for an fsync per write (`enforce_fsync` true,

@@ -3,14 +3,13 @@
 //! catalog change, which is then deterministic.
 
 use super::authz::Authorized;
-use super::{Outcome, Session};
-use crate::catalog::accounts::{
-    AccountError, NewUser, UserMeta, ROOT_USER_ID, STATUS_ACTIVE, STATUS_INACTIVE,
-};
-use crate::catalog::model::Catalog;
+use super::change_error::AccountUpdate;
+use super::outcome::Outcome;
+use super::session::Session;
+use crate::catalog::accounts::{NewUser, ROOT_USER_ID, STATUS_ACTIVE, STATUS_INACTIVE};
+use crate::catalog::model::{Catalog, UserMeta};
 use crate::catalog::permissions::Permissions;
 use crate::catalog::root::{hash_secret, verify_hash};
-use crate::catalog::store::MetadataError;
 use crate::node::context::{now_micros, Context};
 use iggy_binary_protocol::requests::users::{
     ChangePasswordRequest, CreateUserRequest, UpdatePermissionsRequest, UpdateUserRequest,
@@ -23,63 +22,6 @@ use std::sync::Arc;
 /// Iggy's bounds on names and passwords (`iggy_common` users defaults).
 const USERNAME_LEN: std::ops::RangeInclusive<usize> = 3..=50;
 const PASSWORD_LEN: std::ops::RangeInclusive<usize> = 3..=100;
-
-/// A user or token change's failure: a refusal or a failed write.
-#[derive(Debug)]
-pub(super) enum AccountUpdate {
-    Denied(super::authz::Denied),
-    Refused(AccountError),
-    Write(MetadataError),
-}
-
-impl From<super::authz::Denied> for AccountUpdate {
-    fn from(e: super::authz::Denied) -> AccountUpdate {
-        AccountUpdate::Denied(e)
-    }
-}
-
-impl From<MetadataError> for AccountUpdate {
-    fn from(e: MetadataError) -> AccountUpdate {
-        AccountUpdate::Write(e)
-    }
-}
-
-impl From<AccountError> for AccountUpdate {
-    fn from(e: AccountError) -> AccountUpdate {
-        AccountUpdate::Refused(e)
-    }
-}
-
-impl AccountUpdate {
-    /// The status the client gets.
-    pub(super) fn status(self) -> IggyError {
-        match self {
-            AccountUpdate::Denied(e) => crate::wire::status::from_denied(e),
-            AccountUpdate::Refused(e) => match e {
-                AccountError::NoUser(u) => IggyError::ResourceNotFound(format!("user {u}")),
-                AccountError::UserExists(_) => IggyError::UserAlreadyExists,
-                AccountError::Root => IggyError::CannotChangePermissions(ROOT_USER_ID),
-                AccountError::TokenExists { user, name } => {
-                    IggyError::PersonalAccessTokenAlreadyExists(name, user)
-                }
-                AccountError::NoToken { name, .. } => {
-                    IggyError::ResourceNotFound(format!("personal access token {name}"))
-                }
-                AccountError::TooManyTokens(user) => IggyError::PersonalAccessTokensLimitReached(
-                    user,
-                    crate::catalog::accounts::MAX_TOKENS_PER_USER as u32,
-                ),
-                AccountError::PasswordChanged => IggyError::InvalidCredentials,
-                AccountError::LookupTaken => IggyError::Error,
-                AccountError::IdsExhausted => IggyError::UsersLimitReached,
-            },
-            AccountUpdate::Write(e) => {
-                tracing::error!("metadata: {e}");
-                IggyError::Error
-            }
-        }
-    }
-}
 
 /// The user `id` names: `Some(ROOT_USER_ID)` for the root user.
 fn resolve(ctx: &Context, catalog: &Catalog, id: &WireIdentifier) -> Option<u32> {

@@ -39,21 +39,27 @@ const WRITE_CHUNK: usize = 256 << 10;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TlsError {
-    /// The certificate file cannot be read or holds no certificate.
-    #[error("--tls-cert {path}: {why}", path = path.display())]
+    /// The certificate file cannot be read or parsed.
+    #[error("--tls-cert {path}: {source}", path = path.display())]
     Cert {
         /// the file
         path: PathBuf,
         /// what is wrong
-        why: String,
+        source: rustls::pki_types::pem::Error,
+    },
+    /// The certificate file holds no certificate.
+    #[error("--tls-cert {path}: no certificate in it", path = path.display())]
+    NoCert {
+        /// the file
+        path: PathBuf,
     },
     /// The key file cannot be read or holds no private key.
-    #[error("--tls-key {path}: {why}", path = path.display())]
+    #[error("--tls-key {path}: {source}", path = path.display())]
     Key {
         /// the file
         path: PathBuf,
         /// what is wrong
-        why: String,
+        source: rustls::pki_types::pem::Error,
     },
     /// rustls refused the pair.
     #[error("TLS set-up: {0}")]
@@ -73,19 +79,18 @@ pub struct TlsFiles {
 pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>, TlsError> {
     let certs = CertificateDer::pem_file_iter(cert)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| TlsError::Cert {
+        .map_err(|source| TlsError::Cert {
             path: cert.to_owned(),
-            why: e.to_string(),
+            source,
         })?;
     if certs.is_empty() {
-        return Err(TlsError::Cert {
+        return Err(TlsError::NoCert {
             path: cert.to_owned(),
-            why: "no certificate in it".into(),
         });
     }
-    let key_der = PrivateKeyDer::from_pem_file(key).map_err(|e| TlsError::Key {
+    let key_der = PrivateKeyDer::from_pem_file(key).map_err(|source| TlsError::Key {
         path: key.to_owned(),
-        why: e.to_string(),
+        source,
     })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let config = rustls::ServerConfig::builder_with_provider(provider)

@@ -13,15 +13,46 @@
 //! that holds its partition, or after the topic is gone).
 
 use crate::catalog::model::Catalog;
-use crate::catalog::store::{decode_body, encode_body, MetadataStore};
+use crate::catalog::store::{decode_body, encode_body, MetadataError, MetadataStore};
 use bytes::Bytes;
-use corelog_replica::{ClusterConfig, MetaMachine, ReplicaHandle};
+use corelog_replica::{ClusterConfig, MachineError, MetaMachine, ReplicaHandle};
 use iggy_binary_protocol::responses::system::get_cluster_metadata::{
     ClusterMetadataResponse, ClusterNodeResponse,
 };
 use iggy_common::{ClusterNodeRole, ClusterNodeStatus};
 use std::collections::HashSet;
 use std::sync::Arc;
+
+/// Why a replicated catalog change could not be applied on this node.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ApplyError {
+    /// The entry's or snapshot's body is not a catalog.
+    #[error("the replicated catalog does not decode: {0}")]
+    Decode(#[from] serde_json::Error),
+    /// The catalog file could not be written.
+    #[error(transparent)]
+    Write(#[from] MetadataError),
+    /// The engine could not list its partitions.
+    #[error("list the engine's partitions: {0}")]
+    List(corelog::RequestError),
+    /// A partition the catalog holds could not be created.
+    #[error("create partition {partition}: {source}")]
+    Create {
+        /// the partition
+        partition: u64,
+        /// the engine's error
+        source: corelog::RequestError,
+    },
+    /// A partition the catalog dropped could not be deleted.
+    #[error("delete partition {partition}: {source}")]
+    Delete {
+        /// the partition
+        partition: u64,
+        /// the engine's error
+        source: corelog::RequestError,
+    },
+}
 
 /// The catalog as the metadata group's state machine.
 #[derive(Debug)]
@@ -35,20 +66,23 @@ pub struct CatalogMachine {
 impl CatalogMachine {
     /// Creates the partitions `next` holds and the engine does not, and
     /// deletes those a change dropped (and any a late send brought back).
-    fn reconcile(&self, next: &Catalog) -> Result<(), String> {
+    fn reconcile(&self, next: &Catalog) -> Result<(), ApplyError> {
         let held: HashSet<u64> = next.all_partitions().collect();
         let present: HashSet<u64> = self
             .engine
             .partitions()
             .wait()
-            .map_err(|e| e.to_string())?
+            .map_err(ApplyError::List)?
             .into_iter()
             .collect();
         for p in held.difference(&present) {
             self.engine
                 .create_partition(*p)
                 .wait()
-                .map_err(|e| format!("create partition {p}: {e}"))?;
+                .map_err(|source| ApplyError::Create {
+                    partition: *p,
+                    source,
+                })?;
         }
         for p in &present {
             if next.deleted_partitions.binary_search(p).is_ok() {
@@ -56,7 +90,10 @@ impl CatalogMachine {
                 self.engine
                     .delete_partition(*p)
                     .wait()
-                    .map_err(|e| format!("delete partition {p}: {e}"))?;
+                    .map_err(|source| ApplyError::Delete {
+                        partition: *p,
+                        source,
+                    })?;
             }
         }
         Ok(())
@@ -84,7 +121,7 @@ impl MetaMachine for CatalogMachine {
         self.metadata.snapshot().replica_version
     }
 
-    fn apply(&self, index: u64, base: u64, data: &[u8]) -> Result<bool, String> {
+    fn apply(&self, index: u64, base: u64, data: &[u8]) -> Result<bool, MachineError> {
         let current = self.metadata.snapshot();
         if index <= current.replica_applied {
             return Ok(true);
@@ -92,12 +129,12 @@ impl MetaMachine for CatalogMachine {
         if current.replica_version != base {
             return Ok(false);
         }
-        let mut next = with_drops(&current, decode_body(data)?);
+        let mut next = with_drops(&current, decode_body(data).map_err(ApplyError::from)?);
         next.replica_applied = index;
         next.replica_version = index;
         self.metadata
             .replace(next.clone())
-            .map_err(|e| e.to_string())?;
+            .map_err(ApplyError::from)?;
         self.reconcile(&next)?;
         Ok(true)
     }
@@ -106,14 +143,14 @@ impl MetaMachine for CatalogMachine {
         Bytes::from(encode_body(&self.metadata.snapshot()))
     }
 
-    fn restore(&self, index: u64, data: &[u8]) -> Result<(), String> {
-        let mut next = decode_body(data)?;
+    fn restore(&self, index: u64, data: &[u8]) -> Result<(), MachineError> {
+        let mut next = decode_body(data).map_err(ApplyError::from)?;
         next.replica_applied = next.replica_applied.max(index);
         self.metadata
             .replace(next.clone())
-            .map_err(|e| e.to_string())?;
+            .map_err(ApplyError::from)?;
         tracing::info!("catalog restored from a snapshot at entry {index}");
-        self.reconcile(&next)
+        Ok(self.reconcile(&next)?)
     }
 
     fn keeps(&self, partition: u64) -> bool {

@@ -164,16 +164,6 @@ pub enum StoreError {
     Replica(#[from] corelog_replica::ReplicaError),
 }
 
-impl StoreError {
-    /// The Iggy status for it (logged in full where it maps).
-    pub fn status(&self) -> iggy_common::IggyError {
-        match self {
-            StoreError::Engine(e) => crate::wire::status::from_engine(e),
-            StoreError::Replica(e) => crate::wire::status::from_replica(e),
-        }
-    }
-}
-
 /// Every change of state goes through these: a send, a stored offset, a
 /// catalog change and the partitions it creates or deletes. On one node
 /// they go straight to the engine and the catalog file; in a cluster they

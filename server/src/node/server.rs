@@ -97,9 +97,15 @@ pub enum ServerError {
     /// The replication cannot start.
     #[error("cluster: {0}")]
     Replica(#[from] corelog_replica::StartError),
-    /// The settings contradict each other.
-    #[error("{0}")]
-    Config(String),
+    /// `--shards` contradicts the cluster file, whose shard count every
+    /// node must share (a data group per shard index).
+    #[error("--shards {flag} but the cluster file says shards = {file}")]
+    ShardsMismatch {
+        /// `--shards`
+        flag: usize,
+        /// the cluster file's
+        file: usize,
+    },
     /// The limits do not fit together.
     #[error(transparent)]
     Limits(#[from] LimitsError),
@@ -143,12 +149,11 @@ impl Server {
             // In a cluster the journal is the durable point; the partition
             // logs are written through, and flushed before a compaction.
             Some(c) => {
-                if config.shards.is_some_and(|s| s != c.config.shards) {
-                    return Err(ServerError::Config(format!(
-                        "--shards {} but the cluster file says shards = {}",
-                        config.shards.unwrap_or_default(),
-                        c.config.shards
-                    )));
+                if let Some(flag) = config.shards.filter(|s| *s != c.config.shards) {
+                    return Err(ServerError::ShardsMismatch {
+                        flag,
+                        file: c.config.shards,
+                    });
                 }
                 (Some(c.config.shards), FsyncPolicy::Never)
             }

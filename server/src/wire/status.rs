@@ -5,10 +5,16 @@
 //! server logs the full error where it maps it. Keep every mapping from
 //! `corelog` errors here: the engine's error types change under us.
 
+use crate::catalog::accounts::{AccountError, MAX_TOKENS_PER_USER, ROOT_USER_ID};
+use crate::catalog::model::{CatalogError, IdKind};
+use crate::commands::authz::Denied;
+use crate::commands::change_error::{AccountUpdate, UpdateError};
 use crate::guard::login::log_limit::LogLimit;
+use crate::node::context::StoreError;
 use crate::wire::request::DecodeError;
 use corelog::{AppendError, BatchError, RequestError};
-use iggy_common::IggyError;
+use iggy_binary_protocol::WireIdentifier;
+use iggy_common::{Identifier, IggyError};
 
 /// Refused requests are logged at most this often, so that a client
 /// sending nothing but bad requests cannot flood the log.
@@ -26,8 +32,7 @@ pub fn refused(e: &dyn std::fmt::Display) {
 }
 
 /// The status for a refused permission check.
-pub fn from_denied(e: crate::commands::authz::Denied) -> IggyError {
-    use crate::commands::authz::Denied;
+pub fn from_denied(e: Denied) -> IggyError {
     match e {
         Denied::NoUser => IggyError::Unauthenticated,
         Denied::Inactive => IggyError::UserInactive,
@@ -126,6 +131,124 @@ pub fn from_decode(e: &DecodeError) -> IggyError {
             ..
         } => IggyError::InvalidIdentifier,
         _ => IggyError::InvalidFormat,
+    }
+}
+
+/// The SDK's identifier for a wire identifier (error payloads).
+pub(crate) fn identifier(id: &WireIdentifier) -> Identifier {
+    match id {
+        WireIdentifier::Numeric(n) => Identifier::numeric(*n),
+        WireIdentifier::String(s) => Identifier::named(s.as_str()),
+    }
+    .unwrap_or_default()
+}
+
+/// An identifier for a name (error payloads).
+fn named(name: &str) -> Identifier {
+    Identifier::named(name).unwrap_or_default()
+}
+
+/// An identifier for a name or number as the catalog reports it (error payloads).
+fn parsed(name: &str) -> Identifier {
+    Identifier::from_str_value(name).unwrap_or_default()
+}
+
+/// The status for a catalog refusal.
+pub(crate) fn from_catalog(e: CatalogError, stream: &WireIdentifier) -> IggyError {
+    match e {
+        CatalogError::NoStream(_) => IggyError::StreamIdNotFound(identifier(stream)),
+        // Iggy answers a missing topic TopicIdNotFound (2010) whichever
+        // way it is named, and a missing group ConsumerGroupIdNotFound (5000).
+        CatalogError::NoTopic { topic, .. } => {
+            IggyError::TopicIdNotFound(parsed(&topic), identifier(stream))
+        }
+        CatalogError::StreamExists(name) => IggyError::StreamNameAlreadyExists(name),
+        CatalogError::TopicExists { topic, .. } => {
+            IggyError::TopicNameAlreadyExists(topic, identifier(stream))
+        }
+        CatalogError::NoGroup { topic, group } => {
+            IggyError::ConsumerGroupIdNotFound(parsed(&group), parsed(&topic))
+        }
+        CatalogError::GroupExists { topic, group } => {
+            IggyError::ConsumerGroupNameAlreadyExists(group, named(&topic))
+        }
+        CatalogError::IdsExhausted(kind) => match kind {
+            IdKind::Stream => IggyError::TooManyStreams,
+            IdKind::Topic | IdKind::TopicUid => IggyError::TooManyTopics,
+            IdKind::Partition => IggyError::PartitionIdSpaceExhausted,
+            IdKind::ConsumerGroup => IggyError::InvalidConsumerGroupId,
+        },
+    }
+}
+
+impl UpdateError {
+    pub(crate) fn status(self, stream: &WireIdentifier) -> IggyError {
+        match self {
+            UpdateError::Denied(e) => from_denied(e),
+            UpdateError::Catalog(e) => from_catalog(e, stream),
+            UpdateError::Metadata(crate::catalog::store::MetadataError::Replica(e)) => {
+                from_replica(&e)
+            }
+            UpdateError::Metadata(e) => {
+                tracing::error!("metadata: {e}");
+                IggyError::Error
+            }
+        }
+    }
+}
+
+impl AccountUpdate {
+    /// The status the client gets.
+    pub(crate) fn status(self) -> IggyError {
+        match self {
+            AccountUpdate::Denied(e) => from_denied(e),
+            AccountUpdate::Refused(e) => match e {
+                AccountError::NoUser(u) => IggyError::ResourceNotFound(format!("user {u}")),
+                AccountError::UserExists(_) => IggyError::UserAlreadyExists,
+                AccountError::Root => IggyError::CannotChangePermissions(ROOT_USER_ID),
+                AccountError::TokenExists { user, name } => {
+                    IggyError::PersonalAccessTokenAlreadyExists(name, user)
+                }
+                AccountError::NoToken { name, .. } => {
+                    IggyError::ResourceNotFound(format!("personal access token {name}"))
+                }
+                AccountError::TooManyTokens(user) => {
+                    IggyError::PersonalAccessTokensLimitReached(user, MAX_TOKENS_PER_USER as u32)
+                }
+                AccountError::PasswordChanged => IggyError::InvalidCredentials,
+                AccountError::LookupTaken => IggyError::Error,
+                AccountError::IdsExhausted => IggyError::UsersLimitReached,
+            },
+            AccountUpdate::Write(e) => {
+                tracing::error!("metadata: {e}");
+                IggyError::Error
+            }
+        }
+    }
+}
+
+impl StoreError {
+    /// The Iggy status for it (logged in full where it maps).
+    pub fn status(&self) -> IggyError {
+        match self {
+            StoreError::Engine(e) => from_engine(e),
+            StoreError::Replica(e) => from_replica(e),
+        }
+    }
+}
+
+/// The status for a failed purge: a missing topic is named by the
+/// request's identifier.
+pub(crate) fn from_purge(
+    e: UpdateError,
+    stream: &WireIdentifier,
+    topic: Option<&WireIdentifier>,
+) -> IggyError {
+    match (e, topic) {
+        (UpdateError::Catalog(CatalogError::NoTopic { .. }), Some(t)) => {
+            IggyError::TopicIdNotFound(identifier(t), identifier(stream))
+        }
+        (e, _) => e.status(stream),
     }
 }
 
