@@ -76,7 +76,7 @@ pub(crate) struct ApplyItem {
     pub cmd: ApplyCmd,
 }
 
-type Pending = Pin<Box<dyn Future<Output = Applied>>>;
+type InFlight = Pin<Box<dyn Future<Output = Applied>>>;
 
 /// Starts the applier of a data group on `shard`; returns where to send
 /// committed entries.
@@ -106,12 +106,12 @@ struct Applier {
     group: u32,
     rx: UnboundedReceiver<Vec<ApplyItem>>,
     report: Sender<Inbox>,
-    pending: VecDeque<(u64, u64, Pending)>,
+    pending: VecDeque<(u64, u64, InFlight)>,
     closed: bool,
 }
 
 impl Applier {
-    fn issue(&self, cmd: ApplyCmd) -> Pending {
+    fn issue(&self, cmd: ApplyCmd) -> InFlight {
         match cmd {
             ApplyCmd::Append { partition, batch } => {
                 stored(self.engine.append_stamped(partition, batch))
@@ -145,7 +145,7 @@ impl Applier {
 
 /// What an append's reply means for its entry: stored, or stored before
 /// (a replay after a restart), or the error.
-fn stored(reply: corelog::Reply<corelog::AppendAck>) -> Pending {
+fn stored(reply: corelog::Reply<corelog::AppendAck>) -> InFlight {
     Box::pin(async move {
         match reply.await {
             Ok(ack) => Ok(Done::Appended(ack)),

@@ -15,6 +15,21 @@
 
 use bytes::Bytes;
 
+/// Who sent a request: the client's id, its session and the request's
+/// number (from Iggy's request header; zeros when unknown). A send with the
+/// same three as an earlier one on this node is a repeat: answered from the
+/// first, never stored twice (see `group/clients.rs`). The client and the
+/// request number are stored with the entry.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Origin {
+    /// The client's id (0: unknown; such sends are never repeats).
+    pub client: u128,
+    /// The session the client signed in under.
+    pub session: u64,
+    /// Its request number.
+    pub request: u64,
+}
+
 /// A decoded command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {

@@ -1,10 +1,10 @@
 //! The embedder's side: propose from any thread or runtime, learn who
 //! leads.
 
-use crate::command::Command;
+use crate::command::{Command, Origin};
 use crate::error::ReplicaError;
 use crate::inbox::{Inbox, Proposal};
-use crate::net::forward::{Answer, Forwarder, Job, Request};
+use crate::net::forward::{Answer, Forwarder, Job, Proposer, Reply, Request};
 use crate::status::{GroupView, Shared};
 use bytes::Bytes;
 use corelog::{AppendAck, Batch};
@@ -22,21 +22,6 @@ pub struct ReplicaHandle {
     pub(crate) limits: corelog::Limits,
     /// Sends this node hands to the leader (`net/forward.rs`).
     pub(crate) forwarder: Arc<Forwarder>,
-}
-
-/// Who sent a request: the client's id, its session and the request's
-/// number (from Iggy's request header; zeros when unknown). A send with the
-/// same three as an earlier one on this node is a repeat: answered from the
-/// first, never stored twice (see `group/clients.rs`). The client and the
-/// request number are stored with the entry.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Origin {
-    /// The client's id (0: unknown; such sends are never repeats).
-    pub client: u128,
-    /// The session the client signed in under.
-    pub session: u64,
-    /// Its request number.
-    pub request: u64,
 }
 
 impl ReplicaHandle {
@@ -295,5 +280,17 @@ async fn or_forwarded<T>(
             rx.await.unwrap_or(Err(ReplicaError::NotCommitted))
         }
         other => other,
+    }
+}
+
+/// The leader's side of a forwarded send or offset command: proposed here
+/// as its client's.
+impl Proposer for ReplicaHandle {
+    fn append(&self, partition: u64, batch: Bytes, origin: Origin) -> Reply<AppendAck> {
+        Box::pin(ReplicaHandle::append(self, partition, batch, origin))
+    }
+
+    fn offset_cmd(&self, cmd: Command) -> Reply<u64> {
+        Box::pin(ReplicaHandle::offset_cmd(self, cmd))
     }
 }

@@ -1,9 +1,8 @@
 //! What a group's loop receives, from peers, the handle, the applier and
 //! its compaction's flush, and what applying an entry answers.
 
-use crate::command::Command;
+use crate::command::{Command, Origin};
 use crate::error::ReplicaError;
-use crate::handle::Origin;
 use bytes::Bytes;
 use corelog::{AppendAck, Batch, RequestError};
 use futures_channel::oneshot;

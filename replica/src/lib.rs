@@ -34,6 +34,7 @@
 #![allow(clippy::field_reassign_with_default)]
 
 mod apply;
+mod block_on;
 mod command;
 pub mod config;
 mod error;
@@ -46,9 +47,10 @@ mod machine;
 mod net;
 mod status;
 
+pub use command::Origin;
 pub use config::{ClusterConfig, ConfigError, NodeAddr, ReplicaOptions, Secret};
 pub use error::{GroupError, ReplicaError, StartError};
-pub use handle::{Origin, ReplicaHandle};
+pub use handle::ReplicaHandle;
 pub use machine::{MachineError, MetaMachine};
 pub use status::GroupView;
 
@@ -143,7 +145,7 @@ impl Replica {
         let receivers = net::Receivers {
             inboxes: txs.clone(),
             engine: engine.clone(),
-            handle: handle.clone(),
+            handle: Arc::new(handle.clone()),
             me,
             data_groups: cluster.shards as u32,
             key,

@@ -49,13 +49,13 @@ pub(crate) struct LastSend {
 /// A send as the table tells it from another: its session, request number
 /// and batch identity.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Send {
+pub(crate) struct SendId {
     pub session: u64,
     pub request: u64,
     pub batch: u64,
 }
 
-impl Send {
+impl SendId {
     fn matches(&self, l: &LastSend) -> bool {
         (l.session, l.request, l.batch) == (self.session, self.request, self.batch)
     }
@@ -73,16 +73,16 @@ pub(crate) enum Repeat {
 }
 
 #[derive(Debug, Default)]
-pub(crate) struct Clients {
+pub(crate) struct RepeatTable {
     last: HashMap<u128, LastSend>,
     /// Entries not yet applied, and whose send they carry.
     pending: BTreeMap<u64, u128>,
 }
 
-impl Clients {
+impl RepeatTable {
     /// Whether a send repeats one this node knows. Client 0 is "unknown":
     /// never a repeat.
-    pub(crate) fn check(&self, client: u128, send: Send) -> Repeat {
+    pub(crate) fn check(&self, client: u128, send: SendId) -> Repeat {
         match self.last.get(&client) {
             Some(l) if client != 0 && send.matches(l) => match l.ack {
                 Some(ack) => Repeat::Stored(ack),
@@ -96,7 +96,7 @@ impl Clients {
     }
 
     /// A send was proposed as entry `index` in `term`.
-    pub(crate) fn proposed(&mut self, client: u128, send: Send, index: u64, term: u64) {
+    pub(crate) fn proposed(&mut self, client: u128, send: SendId, index: u64, term: u64) {
         if client == 0 {
             return;
         }
@@ -157,7 +157,7 @@ impl Clients {
 
 #[cfg(test)]
 mod tests {
-    use super::{Clients, Repeat, Send};
+    use super::{Repeat, RepeatTable, SendId};
     use corelog::AppendAck;
 
     fn ack(offset: u64) -> AppendAck {
@@ -171,8 +171,8 @@ mod tests {
         }
     }
 
-    fn send(session: u64, request: u64, batch: u64) -> Send {
-        Send {
+    fn send(session: u64, request: u64, batch: u64) -> SendId {
+        SendId {
             session,
             request,
             batch,
@@ -181,7 +181,7 @@ mod tests {
 
     #[test]
     fn a_repeat_finds_its_send_pending_then_stored() {
-        let mut c = Clients::default();
+        let mut c = RepeatTable::default();
         let s = send(1, 5, 99);
         assert_eq!(c.check(7, s), Repeat::New);
         c.proposed(7, s, 10, 2);
@@ -203,7 +203,7 @@ mod tests {
 
     #[test]
     fn an_overwritten_send_is_forgotten() {
-        let mut c = Clients::default();
+        let mut c = RepeatTable::default();
         let s = send(1, 5, 99);
         c.proposed(7, s, 10, 2);
         // Index 10 was applied from another leader's term.
@@ -219,7 +219,7 @@ mod tests {
 
     #[test]
     fn client_zero_is_never_a_repeat() {
-        let mut c = Clients::default();
+        let mut c = RepeatTable::default();
         c.proposed(0, send(0, 0, 0), 10, 2);
         assert_eq!(c.check(0, send(0, 0, 0)), Repeat::New);
     }

@@ -27,21 +27,17 @@
 //! Advisory: it decides what this node tells clients, not what Raft
 //! commits, which needs a majority whatever the lease says.
 
-use super::Group;
-use std::sync::atomic::Ordering;
-use std::time::Instant;
-
 /// What a lease question's context starts with.
 const TAG: [u8; 5] = *b"lease";
 
 /// Until when this node's leadership is confirmed.
 #[derive(Debug, Default)]
-pub(super) struct Lease {
+pub(super) struct LeaderLease {
     /// Milliseconds on the node's clock (`Shared::ms_of`); 0: not confirmed.
     pub until_ms: u64,
 }
 
-impl Lease {
+impl LeaderLease {
     /// The read index context of a question asked at `at_ms`: a tag, then
     /// the time.
     pub fn question(at_ms: u64) -> Vec<u8> {
@@ -66,53 +62,21 @@ impl Lease {
     }
 }
 
-impl Group {
-    /// While leader, asks the peers to confirm it (`lease.rs`): every
-    /// tick until the first confirmation of its leadership, then once a
-    /// heartbeat interval.
-    pub(super) fn ask_confirmation(&mut self, now: Instant) {
-        let every = if self.lease.until_ms == 0 {
-            self.opts.tick
-        } else {
-            self.opts.tick * self.opts.heartbeat_ticks as u32
-        };
-        if !self.is_leader() || now.duration_since(self.last_question) < every {
-            return;
-        }
-        self.last_question = now;
-        let at = self.shared.ms_of(now);
-        self.raw.read_index(Lease::question(at));
-    }
-
-    /// Publishes until when this node's leadership is confirmed (0 when it
-    /// does not lead).
-    pub(super) fn publish_lease(&self) {
-        let until = if self.is_leader() {
-            self.lease.until_ms
-        } else {
-            0
-        };
-        self.status()
-            .confirmed_until
-            .store(until, Ordering::Release);
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use super::Lease;
+    use super::LeaderLease;
 
     #[test]
     fn an_answer_confirms_from_when_its_question_was_asked() {
-        let mut l = Lease::default();
+        let mut l = LeaderLease::default();
         assert_eq!(l.until_ms, 0);
-        l.answered(&Lease::question(1_000), 500);
+        l.answered(&LeaderLease::question(1_000), 500);
         assert_eq!(l.until_ms, 1_500);
         // An answer to an older question, arriving late, takes nothing back
         // and extends nothing.
-        l.answered(&Lease::question(900), 500);
+        l.answered(&LeaderLease::question(900), 500);
         assert_eq!(l.until_ms, 1_500);
-        l.answered(&Lease::question(1_200), 500);
+        l.answered(&LeaderLease::question(1_200), 500);
         assert_eq!(l.until_ms, 1_700);
         l.answered(b"not ours", 500);
         l.answered(&9_999u64.to_le_bytes(), 500);

@@ -10,7 +10,9 @@
 //! `Ready` is written and synced together.
 
 mod clients;
+mod confirmation;
 mod fence;
+mod fencing;
 mod lease;
 mod overwritten;
 mod peers;
@@ -25,7 +27,7 @@ use crate::inbox::{Applied, Done, Inbox, Proposal};
 use crate::journal::storage::JournalStorage;
 use crate::journal::Journal;
 use crate::machine::MetaMachine;
-use crate::net::Transport;
+use crate::net::RaftTransport;
 use crate::status::Shared;
 use corelog::{AppendAck, Batch};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
@@ -55,7 +57,7 @@ impl Waiter {
     }
 }
 
-struct Pending {
+struct Awaited {
     term: u64,
     deadline: Instant,
     waiter: Waiter,
@@ -78,7 +80,7 @@ pub(crate) struct GroupSetup {
     pub role: Role,
     pub inbox: Receiver<Inbox>,
     pub inbox_tx: Sender<Inbox>,
-    pub transport: Transport,
+    pub transport: RaftTransport,
     pub shared: Arc<Shared>,
     pub engine: corelog::Handle,
     pub cluster: ClusterConfig,
@@ -91,13 +93,13 @@ pub(crate) struct Group {
     store: JournalStorage,
     inbox: Receiver<Inbox>,
     inbox_tx: Sender<Inbox>,
-    transport: Transport,
+    transport: RaftTransport,
     shared: Arc<Shared>,
     role: Role,
     engine: corelog::Handle,
     cluster: ClusterConfig,
     opts: ReplicaOptions,
-    waiters: BTreeMap<u64, Pending>,
+    waiters: BTreeMap<u64, Awaited>,
     /// The last entry stored (data) or applied (metadata) here.
     applied: u64,
     /// The last entry handed to the applier.
@@ -114,11 +116,11 @@ pub(crate) struct Group {
     last_progress_log: Instant,
     last_sync: Instant,
     /// Each client's last send proposed here, and what became of it.
-    clients: clients::Clients,
+    clients: clients::RepeatTable,
     /// Votes held back while this node's journal is new (`fence.rs`).
     fence: fence::Fence,
     /// Until when a majority confirmed this leader (`lease.rs`).
-    lease: lease::Lease,
+    lease: lease::LeaderLease,
     /// When this leader last asked for a confirmation.
     last_question: Instant,
     /// The batches of entries admission verified, by entry index (with the
@@ -203,9 +205,9 @@ impl Group {
             compacting: false,
             last_progress_log: Instant::now(),
             last_sync: Instant::now(),
-            clients: clients::Clients::default(),
+            clients: clients::RepeatTable::default(),
             fence,
-            lease: lease::Lease::default(),
+            lease: lease::LeaderLease::default(),
             last_question: Instant::now(),
             admitted: BTreeMap::new(),
         })

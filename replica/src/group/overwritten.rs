@@ -8,7 +8,7 @@
 //! be applied, which, past the new leader's log, takes until that log grows
 //! there or the commit timeout.
 
-use super::{Group, Pending};
+use super::{Awaited, Group};
 use crate::error::ReplicaError;
 use raft::eraftpb::Entry;
 use std::collections::BTreeMap;
@@ -31,7 +31,7 @@ impl Group {
 /// replacing any suffix from the first's index on) overwrite or cut: a
 /// waiter at or past the first index whose term differs from the new
 /// entry's there, or which lies past the last.
-fn overwritten(waiters: &BTreeMap<u64, Pending>, entries: &[Entry]) -> Vec<u64> {
+fn overwritten(waiters: &BTreeMap<u64, Awaited>, entries: &[Entry]) -> Vec<u64> {
     let Some(first) = entries.first().map(|e| e.index) else {
         return Vec::new();
     };
@@ -50,14 +50,14 @@ fn overwritten(waiters: &BTreeMap<u64, Pending>, entries: &[Entry]) -> Vec<u64> 
 #[cfg(test)]
 mod tests {
     use super::overwritten;
-    use crate::group::{Pending, Waiter};
+    use crate::group::{Awaited, Waiter};
     use raft::eraftpb::Entry;
     use std::collections::BTreeMap;
     use std::time::Instant;
 
-    fn pending(term: u64) -> Pending {
+    fn pending(term: u64) -> Awaited {
         let (tx, _rx) = futures_channel::oneshot::channel();
-        Pending {
+        Awaited {
             term,
             deadline: Instant::now(),
             waiter: Waiter::Count(tx),

@@ -4,8 +4,8 @@
 //! predecessors committed (its own empty entry marks the point), so the
 //! offsets it stamps continue what is stored.
 
-use super::clients::{Repeat, Send};
-use super::{Group, Pending, Waiter};
+use super::clients::{Repeat, SendId};
+use super::{Awaited, Group, Waiter};
 use crate::command::Command;
 use crate::error::ReplicaError;
 use crate::inbox::Proposal;
@@ -53,7 +53,7 @@ impl Group {
                 reply,
                 ..
             } => {
-                let send = Send {
+                let send = SendId {
                     session: origin.session,
                     request: origin.request,
                     batch: batch.identity(),
@@ -102,7 +102,7 @@ impl Group {
                 }
                 self.waiters.insert(
                     index,
-                    Pending {
+                    Awaited {
                         term,
                         deadline: Instant::now() + self.opts.commit_timeout,
                         waiter,
@@ -148,7 +148,7 @@ impl Group {
         else {
             return Some(p);
         };
-        let send = Send {
+        let send = SendId {
             session: origin.session,
             request: origin.request,
             batch: batch.identity(),
@@ -166,7 +166,7 @@ impl Group {
             }
             Repeat::Pending { index, term } => {
                 tracing::debug!("group {}: a repeated send waits for entry {index}", self.id);
-                let pending = Pending {
+                let pending = Awaited {
                     term,
                     deadline: Instant::now() + self.opts.commit_timeout,
                     waiter: Waiter::Append(reply),

@@ -80,7 +80,7 @@ pub fn fetch(
     let io = |source| FetchError::Io { addr, source };
     // From this node's replica address, as its peer connections: the
     // leader's replica port keeps its slots for the configured nodes.
-    let mut s = super::connect_from(local, addr).map_err(io)?;
+    let mut s = super::socket::connect_from(local, addr).map_err(io)?;
     s.set_read_timeout(Some(Duration::from_secs(30)))
         .map_err(io)?;
     let mut body = Vec::with_capacity(24);

@@ -33,8 +33,8 @@
 
 use super::frame::{self, Kind};
 use crate::command::Command;
+use crate::command::Origin;
 use crate::error::ReplicaError;
-use crate::handle::Origin;
 use bytes::Bytes;
 use corelog::AppendAck;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
@@ -202,7 +202,7 @@ fn writer(
                     tracing::debug!("replica: forwarding to node {id} at {addr}: {e}");
                     job.answer
                         .fail(ReplicaError::NotLeader { leader: Some(id) });
-                    down_until = Some(std::time::Instant::now() + super::RECONNECT_PAUSE);
+                    down_until = Some(std::time::Instant::now() + super::socket::RECONNECT_PAUSE);
                     continue;
                 }
             };
@@ -248,10 +248,10 @@ fn connect(
     local: IpAddr,
     key: &super::auth::Key,
 ) -> std::io::Result<Conn> {
-    let mut s = super::connect_from(local, addr)?;
+    let mut s = super::socket::connect_from(local, addr)?;
     s.set_nodelay(true)?;
-    s.set_write_timeout(Some(super::IO_TIMEOUT))?;
-    s.set_read_timeout(Some(super::IO_TIMEOUT))?;
+    s.set_write_timeout(Some(super::socket::IO_TIMEOUT))?;
+    s.set_read_timeout(Some(super::socket::IO_TIMEOUT))?;
     super::auth::open(&mut s, key, Kind::Forward, 0, &me.to_le_bytes())
         .map_err(|e| std::io::Error::other(e.to_string()))?;
     s.set_read_timeout(Some(ANSWER_TIMEOUT))?;
@@ -421,25 +421,37 @@ pub(crate) fn decode_answer(body: &[u8]) -> Result<&[u8], ReplicaError> {
     }
 }
 
+/// A replicated answer, awaited on a forward connection's answering thread.
+pub(crate) type Reply<T> =
+    std::pin::Pin<Box<dyn std::future::Future<Output = Result<T, ReplicaError>> + Send>>;
+
+/// What a forward connection's server proposes through: the replica
+/// (`handle.rs`), as the leader of the forwarded send's group.
+pub(crate) trait Proposer: Send + Sync + std::fmt::Debug {
+    /// Proposes `batch` for `partition` as `origin`'s send.
+    fn append(&self, partition: u64, batch: Bytes, origin: Origin) -> Reply<AppendAck>;
+    /// Proposes a store-offset or delete-offset command.
+    fn offset_cmd(&self, cmd: Command) -> Reply<u64>;
+}
+
 /// Serves a forward connection on the leader: proposes each send as its
 /// client's, each offset command as its own, and writes the answers in
 /// order (a thread awaiting them).
 pub(super) fn serve(
     s: TcpStream,
     from: u64,
-    handle: &crate::ReplicaHandle,
+    handle: &dyn Proposer,
     stop: &AtomicBool,
 ) -> Result<(), String> {
     let mut w = s.try_clone().map_err(|e| e.to_string())?;
     let mut r = s;
-    type Pending =
-        std::pin::Pin<Box<dyn std::future::Future<Output = Result<Vec<u8>, ReplicaError>> + Send>>;
+    type Pending = Reply<Vec<u8>>;
     let (tx, rx) = crossbeam_channel::unbounded::<Pending>();
     let answering = std::thread::Builder::new()
         .name("replica-fwd-answer".into())
         .spawn(move || {
             for fut in rx {
-                let result = super::block_on(fut);
+                let result = crate::block_on::block_on(fut);
                 if frame::write(&mut w, Kind::ForwardAnswer, 0, &encode_answer(&result)).is_err() {
                     break;
                 }
@@ -508,8 +520,8 @@ mod tests {
         Answer::Send(tx).deliver(body);
         let (ctx, crx) = oneshot::channel();
         Answer::Count(ctx).deliver(body);
-        let send = super::super::block_on(rx).unwrap_or(Err(ReplicaError::Stopped));
-        let count = super::super::block_on(crx).unwrap_or(Err(ReplicaError::Stopped));
+        let send = crate::block_on::block_on(rx).unwrap_or(Err(ReplicaError::Stopped));
+        let count = crate::block_on::block_on(crx).unwrap_or(Err(ReplicaError::Stopped));
         (send, count)
     }
 
@@ -585,7 +597,7 @@ mod tests {
         };
         f.forward(3, job);
         assert_eq!(
-            super::super::block_on(rx),
+            crate::block_on::block_on(rx),
             Ok(Err(ReplicaError::NotLeader { leader: Some(3) }))
         );
     }

@@ -20,11 +20,13 @@ pub mod frame;
 #[cfg(test)]
 mod no_panic;
 pub mod raft_frame;
+mod socket;
 
 use crate::inbox::Inbox;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use frame::{Frame, Kind};
 use raft::eraftpb::Message;
+use socket::{connect_from, IO_TIMEOUT, RECONNECT_PAUSE};
 use std::collections::HashMap;
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -34,15 +36,6 @@ use std::time::Duration;
 
 /// Frames queued for one peer before new ones are dropped.
 const PEER_QUEUE: usize = 1024;
-const CONNECT_TIMEOUT: Duration = Duration::from_millis(250);
-const RECONNECT_PAUSE: Duration = Duration::from_millis(50);
-/// A connection whose sent data has gone unacknowledged this long is
-/// given up (and made again): without it a connection through a partition
-/// that healed waits for TCP's retransmission back-off (seconds after a
-/// few seconds' cut), and the node cut off learns of its successor that
-/// much later.
-const PEER_SILENCE: Duration = Duration::from_millis(1000);
-const IO_TIMEOUT: Duration = Duration::from_secs(5);
 /// Incoming connections served at once (each a thread); more are closed
 /// at once. Peers need one each, and a fetch one more while it runs.
 const MAX_INCOMING: usize = 64;
@@ -67,12 +60,12 @@ pub struct NetStats {
 
 /// The sending half: a queue per peer.
 #[derive(Debug, Clone)]
-pub struct Transport {
+pub struct RaftTransport {
     peers: Arc<HashMap<u64, Sender<(u32, Message)>>>,
     stats: Arc<NetStats>,
 }
 
-impl Transport {
+impl RaftTransport {
     /// Queues `msg` for its destination (group `group`). Never blocks; it
     /// is encoded on the peer's sending thread.
     pub fn send(&self, group: u32, msg: Message) {
@@ -94,7 +87,7 @@ pub struct Receivers {
     /// For fetches.
     pub engine: corelog::Handle,
     /// For forwarded sends.
-    pub handle: crate::ReplicaHandle,
+    pub handle: Arc<dyn forward::Proposer>,
     /// This node.
     pub me: u64,
     /// Data groups, checked against each peer's hello.
@@ -113,7 +106,7 @@ pub fn start(
     peers: &[(u64, SocketAddr)],
     rx: Receivers,
     stop: Arc<AtomicBool>,
-) -> std::io::Result<(Transport, Vec<std::thread::JoinHandle<()>>)> {
+) -> std::io::Result<(RaftTransport, Vec<std::thread::JoinHandle<()>>)> {
     let stats = Arc::new(NetStats::default());
     let mut queues = HashMap::new();
     let mut threads = Vec::new();
@@ -143,7 +136,7 @@ pub fn start(
             .spawn(move || acceptor(listen, rx, nodes, stop2))?,
     );
     Ok((
-        Transport {
+        RaftTransport {
             peers: Arc::new(queues),
             stats,
         },
@@ -243,29 +236,6 @@ fn write_encoded(s: &mut TcpStream, enc: &raft_frame::Encoded) -> std::io::Resul
         }
     }
     Ok(())
-}
-
-/// Connects to `to` from address `from` (any port).
-fn connect_from(from: std::net::IpAddr, to: SocketAddr) -> std::io::Result<TcpStream> {
-    let socket = socket2::Socket::new(
-        socket2::Domain::for_address(to),
-        socket2::Type::STREAM,
-        Some(socket2::Protocol::TCP),
-    )?;
-    if from.is_ipv4() == to.is_ipv4() && !from.is_unspecified() {
-        socket.bind(&SocketAddr::new(from, 0).into())?;
-    }
-    socket.set_tcp_user_timeout(Some(PEER_SILENCE))?;
-    // Keepalive counts in whole seconds: an idle peer that vanished is
-    // found within about three.
-    socket.set_tcp_keepalive(
-        &socket2::TcpKeepalive::new()
-            .with_time(Duration::from_secs(1))
-            .with_interval(Duration::from_secs(1))
-            .with_retries(2),
-    )?;
-    socket.connect_timeout(&to.into(), CONNECT_TIMEOUT)?;
-    Ok(socket.into())
 }
 
 /// Incoming connections being served, from the configured nodes'
@@ -412,7 +382,7 @@ fn serve(
         Kind::Fetch => fetch::serve(s, &first, &rx.engine).map_err(|e| e.to_string()),
         Kind::Forward => {
             let [from] = frame::u64s::<1>(&first.body).ok_or("short forward")?;
-            forward::serve(s, from, &rx.handle, stop)
+            forward::serve(s, from, rx.handle.as_ref(), stop)
         }
         k => Err(format!("first frame is {k:?}")),
     }
@@ -456,26 +426,6 @@ fn peer_messages(
         }
     }
     Ok(())
-}
-
-/// Runs `fut` to completion on this thread (a forward connection's
-/// answering thread awaits the replica's answers in order).
-pub(crate) fn block_on<F: std::future::Future>(fut: F) -> F::Output {
-    struct Unpark(std::thread::Thread);
-    impl std::task::Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-    let waker = std::task::Waker::from(Arc::new(Unpark(std::thread::current())));
-    let mut cx = std::task::Context::from_waker(&waker);
-    let mut fut = std::pin::pin!(fut);
-    loop {
-        if let std::task::Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
-            return out;
-        }
-        std::thread::park();
-    }
 }
 
 #[cfg(test)]

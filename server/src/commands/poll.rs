@@ -10,7 +10,7 @@ use super::offsets::consumer_key;
 use super::outcome::Outcome;
 use super::session::Session;
 use crate::node::context::Context;
-use crate::node::membership::{Claim, GroupKey, Lease};
+use crate::node::membership::{Claim, GroupKey, PollLease};
 use crate::wire::header::RequestHead;
 use crate::wire::poll_reply::{poll_wire, PollWindow};
 use crate::wire::status;
@@ -44,7 +44,7 @@ const MAX_POLL_BYTES: u64 = 512 << 20;
 struct Poller<'a> {
     index: u32,
     consumer: u64,
-    _lease: Option<Lease<'a>>,
+    _lease: Option<PollLease<'a>>,
 }
 
 /// Serves the poll; with `auto_commit`, stores the last offset sent.

@@ -10,7 +10,7 @@ use crate::guard::limits::Limits;
 use crate::guard::login::log_limit::LogLimit;
 use crate::guard::login::Logins;
 use crate::node::membership::Memberships;
-use crate::node::registry::Clients;
+use crate::node::registry::Registry;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -45,7 +45,7 @@ pub struct Context {
     /// The engine's segment size in bytes (`--segment-bytes`).
     pub segment_bytes: u64,
     /// The connected clients.
-    pub clients: Arc<Clients>,
+    pub clients: Arc<Registry>,
     /// What each client, and all of them, may hold.
     pub limits: Limits,
     /// The bytes of requests in flight (`limits.max_inflight_bytes`).
@@ -95,7 +95,7 @@ impl Context {
             in_flight: AtomicUsize::new(0),
             durable_acks,
             segment_bytes: corelog::LogConfig::default().segment_bytes,
-            clients: Arc::new(Clients::default()),
+            clients: Arc::new(Registry::default()),
             budget: Budget::new(limits.max_inflight_bytes),
             buffers: BufPool::new(pool_bytes(limits.max_inflight_bytes)),
             limits,

@@ -9,7 +9,7 @@
 //! changing) deals them again and raises the group's generation, which a
 //! member's SYNC reports with its partitions.
 //!
-//! A member polls a partition it owns under a [`Lease`]: while one poll of
+//! A member polls a partition it owns under a [`PollLease`]: while one poll of
 //! a group's partition runs (reading and, with auto commit, storing the
 //! group's offset), no other poll of that partition by that group starts,
 //! so two members never read the same messages when ownership moves.
@@ -33,7 +33,7 @@ pub struct GroupKey {
 }
 
 #[derive(Debug, Default)]
-struct Group {
+struct ConsumerGroup {
     /// Connections, in the order they joined.
     members: Vec<u64>,
     /// Where each member's polls without a partition go next.
@@ -45,7 +45,7 @@ struct Group {
     busy: HashSet<u32>,
 }
 
-impl Group {
+impl ConsumerGroup {
     /// Deals again for `partitions` if the count changed.
     fn follow(&mut self, partitions: u32) {
         if self.partitions != partitions {
@@ -70,7 +70,7 @@ impl Group {
 #[derive(Debug)]
 pub enum Claim<'a> {
     /// Poll this partition; the lease ends when dropped.
-    Granted(Lease<'a>),
+    Granted(PollLease<'a>),
     /// The connection is not a member of the group.
     NotMember,
     /// The partition asked for is not the member's (any more).
@@ -83,14 +83,14 @@ pub enum Claim<'a> {
 
 /// A running poll of one partition by one group.
 #[derive(Debug)]
-pub struct Lease<'a> {
+pub struct PollLease<'a> {
     groups: &'a Memberships,
     key: GroupKey,
     /// The partition (Iggy index) the poll reads.
     pub partition: u32,
 }
 
-impl Drop for Lease<'_> {
+impl Drop for PollLease<'_> {
     fn drop(&mut self) {
         self.groups.with(|all| {
             if let Some(g) = all.get_mut(&self.key) {
@@ -103,11 +103,11 @@ impl Drop for Lease<'_> {
 /// Every group's members (of this node's connections).
 #[derive(Debug, Default)]
 pub struct Memberships {
-    groups: Mutex<HashMap<GroupKey, Group>>,
+    groups: Mutex<HashMap<GroupKey, ConsumerGroup>>,
 }
 
 impl Memberships {
-    fn with<T>(&self, f: impl FnOnce(&mut HashMap<GroupKey, Group>) -> T) -> T {
+    fn with<T>(&self, f: impl FnOnce(&mut HashMap<GroupKey, ConsumerGroup>) -> T) -> T {
         let mut all = self.groups.lock().unwrap_or_else(|p| p.into_inner());
         f(&mut all)
     }
@@ -228,7 +228,7 @@ impl Memberships {
             if !g.busy.insert(chosen) {
                 return Claim::Busy(chosen);
             }
-            Claim::Granted(Lease {
+            Claim::Granted(PollLease {
                 groups: self,
                 key,
                 partition: chosen,

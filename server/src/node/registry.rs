@@ -40,7 +40,7 @@ impl Client {
 
 /// Every connected client, by id.
 #[derive(Debug, Default)]
-pub struct Clients {
+pub struct Registry {
     next: AtomicU32,
     connected: Mutex<BTreeMap<u32, Arc<Client>>>,
 }
@@ -48,7 +48,7 @@ pub struct Clients {
 /// A client's place in the registry; leaving drops it.
 #[derive(Debug)]
 pub struct Registration {
-    clients: Arc<Clients>,
+    clients: Arc<Registry>,
     client: Arc<Client>,
 }
 
@@ -70,7 +70,7 @@ impl Drop for Registration {
     }
 }
 
-impl Clients {
+impl Registry {
     /// Registers a client connected from `address`.
     pub fn register(self: &Arc<Self>, address: String, transport: u8) -> Registration {
         let id = self.next.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
@@ -114,7 +114,7 @@ mod tests {
 
     #[test]
     fn registration_lasts_as_long_as_the_connection() {
-        let clients = Arc::new(Clients::default());
+        let clients = Arc::new(Registry::default());
         let a = clients.register("127.0.0.1:1".into(), TRANSPORT_TCP);
         let b = clients.register("127.0.0.1:2".into(), TRANSPORT_TCP);
         assert_eq!((a.client().id, b.client().id), (1, 2));
