@@ -143,7 +143,7 @@ fn main() -> std::process::ExitCode {
             "signing in with Iggy's default credentials iggy/iggy; set CORELOG_SERVER_USERNAME and CORELOG_SERVER_PASSWORD"
         );
     }
-    let signals = match signal_hook::iterator::Signals::new([
+    let mut signals = match signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
     ]) {
@@ -153,6 +153,39 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
+    let runtime_config = args.runtime_config.clone();
+    let Some(config) = config_of(args) else {
+        return std::process::ExitCode::FAILURE;
+    };
+    let server = match Server::start(config) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::error!("{e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    if let Some(path) = &runtime_config {
+        if let Err(e) = write_runtime_config(path, server.local_addr()) {
+            tracing::error!("writing {}: {e}", path.display());
+            let _ = server.shutdown();
+            return std::process::ExitCode::FAILURE;
+        }
+    }
+    if let Some(sig) = signals.forever().next() {
+        tracing::info!("signal {sig}: shutting down");
+    }
+    match server.shutdown() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("shutdown: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// The server's configuration from the flags (and the cluster file they
+/// name); `None`, with the reason logged, when they do not make one.
+fn config_of(args: Args) -> Option<ServerConfig> {
     let cluster = match (args.node, &args.cluster) {
         (Some(node), Some(path)) => match corelog_replica::ClusterConfig::read(path) {
             Ok(config) => Some(corelog_server::ClusterSetup {
@@ -162,7 +195,7 @@ fn main() -> std::process::ExitCode {
             }),
             Err(e) => {
                 tracing::error!("{e}");
-                return std::process::ExitCode::FAILURE;
+                return None;
             }
         },
         _ => None,
@@ -173,12 +206,13 @@ fn main() -> std::process::ExitCode {
             Some(n) => n.client,
             None => {
                 tracing::error!("node {} is not in the cluster file", c.node);
-                return std::process::ExitCode::FAILURE;
+                return None;
             }
         },
         (None, None) => SocketAddr::from(([127, 0, 0, 1], 8090)),
     };
-    let config = ServerConfig {
+    let limits = limits_of(&args);
+    Some(ServerConfig {
         shards: args.shards,
         fsync: args.fsync,
         segment_bytes: args.segment_bytes,
@@ -189,46 +223,26 @@ fn main() -> std::process::ExitCode {
             (Some(cert), Some(key)) => Some(corelog_server::TlsFiles { cert, key }),
             _ => None,
         },
-        limits: Limits {
-            max_connections: args.max_connections,
-            max_connections_per_address: args.max_connections_per_address,
-            max_request_bytes: args.max_request_bytes,
-            max_inflight_bytes: args.max_inflight_bytes,
-            stall_timeout: args.stall_timeout,
-            request_timeout: args.request_timeout,
-            login_timeout: args.login_timeout,
-            login_concurrency: args.login_concurrency,
-            max_failed_logins: args.max_failed_logins,
-            login_failure_burst: args.login_failure_burst,
-            login_failure_rate: args.login_failure_rate,
-            heartbeat_interval: args.heartbeat_interval,
-        },
+        limits,
         ..ServerConfig::new(args.dir, listen)
-    };
-    let server = match Server::start(config) {
-        Ok(s) => s,
-        Err(e) => {
-            tracing::error!("{e}");
-            return std::process::ExitCode::FAILURE;
-        }
-    };
-    if let Some(path) = &args.runtime_config {
-        if let Err(e) = write_runtime_config(path, server.local_addr()) {
-            tracing::error!("writing {}: {e}", path.display());
-            let _ = server.shutdown();
-            return std::process::ExitCode::FAILURE;
-        }
-    }
-    let mut signals = signals;
-    if let Some(sig) = signals.forever().next() {
-        tracing::info!("signal {sig}: shutting down");
-    }
-    match server.shutdown() {
-        Ok(()) => std::process::ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!("shutdown: {e}");
-            std::process::ExitCode::FAILURE
-        }
+    })
+}
+
+/// The limits the flags set.
+fn limits_of(args: &Args) -> Limits {
+    Limits {
+        max_connections: args.max_connections,
+        max_connections_per_address: args.max_connections_per_address,
+        max_request_bytes: args.max_request_bytes,
+        max_inflight_bytes: args.max_inflight_bytes,
+        stall_timeout: args.stall_timeout,
+        request_timeout: args.request_timeout,
+        login_timeout: args.login_timeout,
+        login_concurrency: args.login_concurrency,
+        max_failed_logins: args.max_failed_logins,
+        login_failure_burst: args.login_failure_burst,
+        login_failure_rate: args.login_failure_rate,
+        heartbeat_interval: args.heartbeat_interval,
     }
 }
 

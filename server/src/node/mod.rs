@@ -2,6 +2,7 @@
 //! shares, the connected clients and consumer-group members, its place
 //! in a cluster, and the pool its blocking work runs on.
 
+pub(crate) mod changes;
 pub(crate) mod cluster;
 pub(crate) mod context;
 pub(crate) mod membership;

@@ -7,7 +7,7 @@ use crate::catalog::store::{MetadataError, MetadataStore};
 use crate::guard::counters::Counters;
 use crate::guard::limits::{Limits, LimitsError};
 use crate::net::connection;
-use crate::node::context::Context;
+use crate::node::context::{Context, Parts};
 use corelog::{Config, Engine, FsyncPolicy, LogConfig};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::PathBuf;
@@ -145,92 +145,36 @@ impl Server {
             Some(f) => Some(crate::net::tls::server_config(&f.cert, &f.key)?),
             None => None,
         };
-        let (shards, partition_fsync) = match &config.cluster {
-            // In a cluster the journal is the durable point; the partition
-            // logs are written through, and flushed before a compaction.
-            Some(c) => {
-                if let Some(flag) = config.shards.filter(|s| *s != c.config.shards) {
-                    return Err(ServerError::ShardsMismatch {
-                        flag,
-                        file: c.config.shards,
-                    });
-                }
-                (Some(c.config.shards), FsyncPolicy::Never)
-            }
-            None => (config.shards, config.fsync),
-        };
-        let engine = Engine::open(Config {
-            shards,
-            pin_threads: config.pin_threads,
-            log: LogConfig {
-                fsync: partition_fsync,
-                segment_bytes: config.segment_bytes,
-                ..LogConfig::default()
-            },
-            retention_check: config.retention_check,
-            ..Config::new(&config.dir)
-        })?;
+        let engine = open_engine(&config)?;
         let metadata = Arc::new(MetadataStore::open(&config.dir)?);
         delete_orphans(&engine, &metadata, config.cluster.is_some())?;
         let replica = match &config.cluster {
-            Some(c) => {
-                let machine = crate::node::cluster::CatalogMachine {
-                    metadata: metadata.clone(),
-                    engine: engine.handle(),
-                };
-                let options = corelog_replica::ReplicaOptions {
-                    sync: config.fsync == FsyncPolicy::Batch,
-                    sync_every: match config.fsync {
-                        FsyncPolicy::Interval(d) => Some(d),
-                        _ => None,
-                    },
-                    ..c.options.clone()
-                };
-                Some(corelog_replica::Replica::start(
-                    engine.handle(),
-                    corelog_replica::ReplicaConfig {
-                        dir: config.dir.clone(),
-                        me: c.node,
-                        cluster: c.config.clone(),
-                        options,
-                    },
-                    Arc::new(machine),
-                )?)
-            }
+            Some(c) => Some(start_replica(&config, c, &engine, &metadata)?),
             None => None,
         };
         apply_retention(&engine, &metadata)?;
         let max_request = config.limits.resolve(engine.limits().max_batch_bytes)?;
-        let listener = listen(config.listen).map_err(|source| ServerError::Listen {
-            addr: config.listen,
-            source,
-        })?;
-        let addr = listener
-            .local_addr()
-            .map_err(|source| ServerError::Listen {
-                addr: config.listen,
-                source,
-            })?;
-        let mut ctx = Context::new(
-            engine.handle(),
-            metadata,
-            users,
-            max_request,
-            addr,
-            config.fsync.acks_durable(),
-            config.limits.clone(),
-        )
-        .map_err(ServerError::Thread)?;
-        ctx.segment_bytes = config.segment_bytes;
-        ctx.dir = config.dir.clone();
-        if let (Some(r), Some(c)) = (&replica, &config.cluster) {
-            ctx.cluster = Some(crate::node::context::Cluster::new(
-                r.handle(),
-                c.config.clone(),
-            ));
-        }
-        ctx.tls = tls;
-        let ctx = Arc::new(ctx);
+        let (listener, addr) = bind(config.listen)?;
+        let cluster = replica
+            .as_ref()
+            .zip(config.cluster.as_ref())
+            .map(|(r, c)| crate::node::context::Cluster::new(r.handle(), c.config.clone()));
+        let ctx = Arc::new(
+            Context::new(Parts {
+                engine: engine.handle(),
+                dir: config.dir.clone(),
+                metadata,
+                cluster,
+                tls,
+                users,
+                max_request,
+                listen: addr,
+                durable_acks: config.fsync.acks_durable(),
+                segment_bytes: config.segment_bytes,
+                limits: config.limits.clone(),
+            })
+            .map_err(ServerError::Thread)?,
+        );
         let stop = Arc::new(AtomicBool::new(false));
         let acceptor = std::thread::Builder::new()
             .name("corelog-acceptor".into())
@@ -402,6 +346,75 @@ fn accept(listener: TcpListener, ctx: Arc<Context>, stop: Arc<AtomicBool>) {
 /// Connections the kernel queues for the acceptor; past them a client's
 /// SYN is dropped (and retried), so a burst of connections waits.
 const ACCEPT_BACKLOG: i32 = 1024;
+
+/// Opens the engine: in a cluster with the cluster file's shard count,
+/// and partition logs written through (the journal is the durable point;
+/// the logs are flushed before a compaction).
+fn open_engine(config: &ServerConfig) -> Result<Engine, ServerError> {
+    let (shards, partition_fsync) = match &config.cluster {
+        Some(c) => {
+            if let Some(flag) = config.shards.filter(|s| *s != c.config.shards) {
+                return Err(ServerError::ShardsMismatch {
+                    flag,
+                    file: c.config.shards,
+                });
+            }
+            (Some(c.config.shards), FsyncPolicy::Never)
+        }
+        None => (config.shards, config.fsync),
+    };
+    Ok(Engine::open(Config {
+        shards,
+        pin_threads: config.pin_threads,
+        log: LogConfig {
+            fsync: partition_fsync,
+            segment_bytes: config.segment_bytes,
+            ..LogConfig::default()
+        },
+        retention_check: config.retention_check,
+        ..Config::new(&config.dir)
+    })?)
+}
+
+/// Starts this node's replica, the catalog its metadata machine; the
+/// journal's durability follows `--fsync`.
+fn start_replica(
+    config: &ServerConfig,
+    c: &ClusterSetup,
+    engine: &Engine,
+    metadata: &Arc<MetadataStore>,
+) -> Result<corelog_replica::Replica, ServerError> {
+    let machine = crate::node::cluster::CatalogMachine {
+        metadata: metadata.clone(),
+        engine: engine.handle(),
+    };
+    let options = corelog_replica::ReplicaOptions {
+        sync: config.fsync == FsyncPolicy::Batch,
+        sync_every: match config.fsync {
+            FsyncPolicy::Interval(d) => Some(d),
+            _ => None,
+        },
+        ..c.options.clone()
+    };
+    Ok(corelog_replica::Replica::start(
+        engine.handle(),
+        corelog_replica::ReplicaConfig {
+            dir: config.dir.clone(),
+            me: c.node,
+            cluster: c.config.clone(),
+            options,
+        },
+        Arc::new(machine),
+    )?)
+}
+
+/// The client listener on `at`, and the address it took.
+fn bind(at: SocketAddr) -> Result<(TcpListener, SocketAddr), ServerError> {
+    let listen_error = |source| ServerError::Listen { addr: at, source };
+    let listener = listen(at).map_err(listen_error)?;
+    let addr = listener.local_addr().map_err(listen_error)?;
+    Ok((listener, addr))
+}
 
 /// A listening socket with [`ACCEPT_BACKLOG`] (std's is 128).
 fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {

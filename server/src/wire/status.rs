@@ -10,7 +10,7 @@ use crate::catalog::model::{CatalogError, IdKind};
 use crate::commands::authz::Denied;
 use crate::commands::change_error::{AccountUpdate, UpdateError};
 use crate::guard::login::log_limit::LogLimit;
-use crate::node::context::StoreError;
+use crate::node::changes::StoreError;
 use crate::wire::request::DecodeError;
 use corelog::{AppendError, BatchError, RequestError};
 use iggy_binary_protocol::WireIdentifier;
