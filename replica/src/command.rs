@@ -18,7 +18,7 @@ use bytes::Bytes;
 /// Who sent a request: the client's id, its session and the request's
 /// number (from Iggy's request header; zeros when unknown). A send with the
 /// same three as an earlier one on this node is a repeat: answered from the
-/// first, never stored twice (see `group/clients.rs`). The client and the
+/// first, never stored twice (see `group/repeats.rs`). The client and the
 /// request number are stored with the entry.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Origin {

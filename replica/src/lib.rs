@@ -42,9 +42,9 @@ mod group;
 mod handle;
 mod inbox;
 pub mod journal;
-mod log;
 mod machine;
 mod net;
+mod slog_drain;
 mod status;
 
 pub use command::Origin;

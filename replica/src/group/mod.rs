@@ -9,7 +9,6 @@
 //! Group commit comes for free: every proposal that arrived since the last
 //! `Ready` is written and synced together.
 
-mod clients;
 mod confirmation;
 mod fence;
 mod fencing;
@@ -17,6 +16,7 @@ mod lease;
 mod overwritten;
 mod peers;
 mod propose;
+mod repeats;
 mod snapshot;
 
 use crate::apply::{ApplyCmd, ApplyItem};
@@ -116,7 +116,7 @@ pub(crate) struct Group {
     last_progress_log: Instant,
     last_sync: Instant,
     /// Each client's last send proposed here, and what became of it.
-    clients: clients::RepeatTable,
+    clients: repeats::RepeatTable,
     /// Votes held back while this node's journal is new (`fence.rs`).
     fence: fence::Fence,
     /// Until when a majority confirmed this leader (`lease.rs`).
@@ -180,7 +180,7 @@ impl Group {
             ..Default::default()
         };
         let store = JournalStorage::new(journal);
-        let logger = slog::Logger::root(crate::log::TracingDrain { group: id }, slog::o!());
+        let logger = slog::Logger::root(crate::slog_drain::TracingDrain { group: id }, slog::o!());
         let raw = RawNode::new(&cfg, store.clone(), &logger)
             .map_err(|source| GroupError::Raft { group: id, source })?;
         Ok(Group {
@@ -205,7 +205,7 @@ impl Group {
             compacting: false,
             last_progress_log: Instant::now(),
             last_sync: Instant::now(),
-            clients: clients::RepeatTable::default(),
+            clients: repeats::RepeatTable::default(),
             fence,
             lease: lease::LeaderLease::default(),
             last_question: Instant::now(),

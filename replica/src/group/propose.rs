@@ -4,7 +4,7 @@
 //! predecessors committed (its own empty entry marks the point), so the
 //! offsets it stamps continue what is stored.
 
-use super::clients::{Repeat, SendId};
+use super::repeats::{Repeat, SendId};
 use super::{Awaited, Group, Waiter};
 use crate::command::Command;
 use crate::error::ReplicaError;
@@ -134,7 +134,7 @@ impl Group {
         self.raw.raft.step(m)
     }
 
-    /// Answers a repeated send from the first one (see `clients.rs`);
+    /// Answers a repeated send from the first one (see `repeats.rs`);
     /// returns the proposal if it is not a repeat. A send that may only be
     /// a repeat (this node does not lead every group) and is not one is
     /// refused.
