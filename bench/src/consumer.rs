@@ -9,9 +9,11 @@
 //! verifying every batch first unless `--no-verify`.
 
 use crate::args::Args;
+use crate::clock::now_micros;
+use crate::live::Live;
+use crate::live::Totals;
 use crate::report::{histogram, Phase};
 use crate::sink::{Moved, Sink};
-use crate::{now_us, Live, Totals};
 use corelog::{Handle, PollFrom, PollReply};
 use hdrhistogram::Histogram;
 use std::sync::atomic::Ordering;
@@ -125,7 +127,7 @@ fn poll_all(
 }
 
 fn record(out: &mut ConsumerResult, reply: &PollReply, waited: Duration) {
-    let now = now_us();
+    let now = now_micros();
     let mut messages = 0u64;
     for b in reply.batches() {
         messages += u64::from(b.message_count());

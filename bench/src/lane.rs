@@ -1,8 +1,8 @@
 //! What producers share, wherever they run: the run's state, the byte
 //! budget, and the per-lane results.
 
+use crate::live::Live;
 use crate::report::Phase;
-use crate::Live;
 use bytes::{Bytes, BytesMut};
 use corelog::AppendAck;
 use std::sync::atomic::Ordering;
@@ -48,7 +48,10 @@ impl RunCtx {
     /// will measure end-to-end latency.
     pub fn prepare(&self, mut buf: BytesMut) -> Bytes {
         if self.retime {
-            let _ = corelog::testing::segment::set_origin_timestamp(&mut buf, crate::now_us());
+            let _ = corelog::testing::segment::set_origin_timestamp(
+                &mut buf,
+                crate::clock::now_micros(),
+            );
         }
         buf.freeze()
     }

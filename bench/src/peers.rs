@@ -148,8 +148,8 @@ fn open(
 
 pub fn run(args: Args) -> Result<(), String> {
     let kind = args.engine;
-    let (dir, _tmp) = crate::data_dir(&args)?;
-    let crate::Budget { total, duration } = crate::budget(&args, &dir)?;
+    let (dir, _tmp) = crate::setup::data_dir(&args)?;
+    let crate::setup::Budget { total, duration } = crate::setup::budget(&args, &dir)?;
     let partitions = args.partitions.unwrap_or(2).max(1);
     let wal = if kind == EngineKind::Walrus {
         std::env::set_var("WALRUS_DATA_DIR", dir.join("walrus"));

@@ -1,7 +1,7 @@
 //! SVG charts: throughput over time, and latency percentile curves.
 
+use crate::live::Series;
 use crate::report::Phase;
-use crate::Series;
 use plotters::prelude::*;
 use std::path::Path;
 

@@ -11,8 +11,8 @@ use std::os::unix::fs::FileExt;
 use std::time::{Duration, Instant};
 
 pub fn run(args: Args) -> Result<(), String> {
-    let (dir, _tmp) = crate::data_dir(&args)?;
-    let crate::Budget { total, duration } = crate::budget(&args, &dir)?;
+    let (dir, _tmp) = crate::setup::data_dir(&args)?;
+    let crate::setup::Budget { total, duration } = crate::setup::budget(&args, &dir)?;
     let pool = crate::workload::build_batches(7, args.message_size, args.messages_per_batch, 2);
     let path = dir.join("pwrite.log");
     let file = std::fs::OpenOptions::new()

@@ -5,13 +5,20 @@
 use crate::args::Args;
 use crate::consumer::{self, ConsumerResult};
 use crate::lane::{LaneResult, RunCtx};
+use crate::live::Live;
+use crate::live::Series;
+use crate::live::Totals;
+use crate::on_shard;
+use crate::producer_thread;
 use crate::report::{histogram, Phase};
+use crate::setup::budget;
+use crate::setup::data_dir;
+use crate::setup::progress;
+use crate::setup::Budget;
 use crate::shape::Shape;
 use crate::sink::Serve;
 use crate::summary::Summary;
-use crate::{
-    budget, data_dir, on_shard, producer_thread, progress, workload, Budget, Live, Series, Totals,
-};
+use crate::workload;
 use corelog::{Config, Engine, Handle, LogConfig, Preallocation};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,11 +1,11 @@
 //! The end of a corelog run: the table on stdout, the JSON, the charts.
 
 use crate::args::Args;
+use crate::live::Series;
 use crate::report::{latency_json, print_latency_row, print_table, Phase};
 use crate::schedule;
 use crate::shape::Shape;
 use crate::sink::Serve;
-use crate::Series;
 use hdrhistogram::Histogram;
 use serde_json::{json, Value};
 

@@ -9,7 +9,7 @@ use corelog::{BatchBuilder, MessageSpec};
 pub fn build_batches(seed: u64, sizes: SizeRange, per_batch: usize, count: usize) -> Vec<BytesMut> {
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut out = Vec::with_capacity(count);
-    let now = crate::now_us();
+    let now = crate::clock::now_micros();
     for b in 0..count {
         let lens: Vec<usize> = (0..per_batch)
             .map(|_| rng.usize(sizes.min..=sizes.max))

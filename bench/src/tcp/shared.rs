@@ -2,7 +2,7 @@
 //! clock and budget, and what producers sent.
 
 use super::client::Client;
-use crate::Live;
+use crate::live::Live;
 use iggy_binary_protocol::WireIdentifier;
 use std::sync::atomic::AtomicU64;
 use std::time::Instant;

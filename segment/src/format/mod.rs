@@ -23,6 +23,8 @@
 mod admission;
 mod batch;
 mod builder;
+#[cfg(test)]
+mod builder_tests;
 pub mod checksum;
 mod error;
 pub mod layout;

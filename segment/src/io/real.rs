@@ -1,7 +1,8 @@
 //! Real files on a shard's io_uring.
 #![allow(unsafe_code)]
 
-use super::{Mapped, Mapping, Ring, Storage, StorageFile, WriteBufs};
+use super::seam::{Mapped, Mapping, Storage, StorageFile, WriteBufs};
+use super::uring::Ring;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::ops::Range;

@@ -32,10 +32,10 @@
 //! the way are durable at once (a simplification: they stand for the
 //! directories the embedding application prepared, which are its to sync).
 
+use super::seam::{Mapped, Mapping, Storage, StorageFile, WriteBufs};
 use super::sim_mem::SimMem;
 use super::sim_state::{apply_write, gone, Change, Inode, State};
 pub use super::sim_state::{SimCounters, SimFaults};
-use super::{Mapped, Mapping, Storage, StorageFile, WriteBufs};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;

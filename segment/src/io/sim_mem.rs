@@ -1,7 +1,7 @@
 //! The bytes of a simulated file: the simulator's one use of `unsafe`.
 #![allow(unsafe_code)]
 
-use super::Mapped;
+use super::seam::Mapped;
 use std::cell::UnsafeCell;
 use std::ops::Range;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -2,19 +2,10 @@
 //! against everything sent and acknowledged, append once more, and run
 //! `corelog verify`.
 
+use crate::harness::{Harness, Known};
 use crate::stream::{decode_id, producer_batch, same_as_produced, MARKER};
-use crate::Harness;
 use corelog::{Config, Engine, FsyncPolicy, LogConfig, OpenCheck, PollFrom, RequestError};
 use std::process::Command;
-
-/// A batch already checked in the log: it must stay exactly so.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Known {
-    pub(crate) cycle: u64,
-    pub(crate) seq: u64,
-    pub(crate) base_offset: u64,
-    pub(crate) base_timestamp: u64,
-}
 
 impl Harness {
     /// Reopens the directory and checks the log against what was sent and

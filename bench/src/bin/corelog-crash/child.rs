@@ -3,8 +3,8 @@
 //! clean close).
 
 use crate::ack::{parse_ack, Ack, Pending};
+use crate::harness::{Harness, STALL};
 use crate::stream::{message_count, producer_batch};
-use crate::{Harness, STALL};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};

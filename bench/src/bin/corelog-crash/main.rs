@@ -30,59 +30,15 @@
 mod ack;
 mod check;
 mod child;
+mod harness;
 mod report;
 mod stream;
 
-use ack::Pending;
-use check::Known;
 use clap::Parser;
+use harness::{Args, Harness};
 use report::Totals;
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant};
-
-#[derive(Parser, Debug)]
-#[command(
-    name = "corelog-crash",
-    about = "SIGKILL `corelog append` at random moments; check nothing acknowledged is lost"
-)]
-struct Args {
-    /// Crash cycles to run.
-    #[arg(long, default_value_t = 20)]
-    cycles: u64,
-    /// Seed of every random choice (default: from the clock; printed).
-    #[arg(long)]
-    seed: Option<u64>,
-    /// Data directory (default: a new temporary one, removed on success).
-    #[arg(long)]
-    dir: Option<PathBuf>,
-    /// The corelog binary (default: next to this one).
-    #[arg(long)]
-    corelog: Option<PathBuf>,
-    /// The partition appended to.
-    #[arg(long, default_value_t = 7)]
-    partition: u64,
-    /// Most batches fed to one child.
-    #[arg(long, default_value_t = 200)]
-    max_batches: u64,
-    /// Print a line per cycle.
-    #[arg(long)]
-    verbose: bool,
-}
-
-/// A child that makes no progress this long is hung: a failure.
-const STALL: Duration = Duration::from_secs(120);
-
-/// The harness's state across cycles.
-struct Harness {
-    args: Args,
-    corelog: PathBuf,
-    dir: PathBuf,
-    rng: fastrand::Rng,
-    known: Vec<Known>,
-    pending: Vec<Pending>,
-    totals: Totals,
-}
+use std::time::Instant;
 
 fn main() -> ExitCode {
     corelog::cli::init_tracing();
@@ -157,27 +113,5 @@ fn main() -> ExitCode {
             eprintln!("corelog-crash: FAIL (seed {seed}): {e}");
             ExitCode::FAILURE
         }
-    }
-}
-
-impl Harness {
-    fn run(&mut self) -> Result<(), String> {
-        for cycle in 0..self.args.cycles {
-            self.cycle(cycle)?;
-            self.totals.cycles += 1;
-            let last = cycle + 1 == self.args.cycles;
-            if last || self.rng.u32(0..4) != 0 {
-                self.check(cycle)?;
-            }
-            if !self.args.verbose && (cycle + 1) % 100 == 0 {
-                println!(
-                    "corelog-crash: {} cycles, {} batches in the log, {} acknowledged, 0 lost",
-                    cycle + 1,
-                    self.known.len(),
-                    self.totals.acked
-                );
-            }
-        }
-        Ok(())
     }
 }

@@ -1,9 +1,9 @@
 //! `check`: recovers a power-cut image's data directory with the engine and
 //! checks every partition against the journal, then appends once more.
 
+use crate::args::CheckArgs;
 use crate::journal::{self, PartitionJournal};
 use crate::stream::{decode_id, producer_batch, same_as_produced, MARKER};
-use crate::CheckArgs;
 use corelog::{Engine, FsyncPolicy, PollFrom, RequestError};
 use std::process::ExitCode;
 use std::time::Duration;

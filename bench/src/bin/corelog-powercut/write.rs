@@ -1,9 +1,9 @@
 //! `write`: appends to partitions 1..=N through the engine until the time
 //! is up, journaling every acknowledgement the moment it arrives.
 
+use crate::args::WriteArgs;
 use crate::journal::{ack_line, now_ns, sent_line};
 use crate::stream::producer_batch;
-use crate::WriteArgs;
 use corelog::{AppendAck, Engine, Handle, Reply};
 use std::collections::VecDeque;
 use std::fs::File;

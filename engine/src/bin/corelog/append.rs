@@ -1,7 +1,7 @@
 //! `corelog append`: producer batches from standard input into a partition.
 
+use crate::args::AppendArgs;
 use crate::error::{CliError, Exit};
-use crate::AppendArgs;
 use corelog::{Batch, Config, Engine, LogConfig};
 use std::collections::VecDeque;
 use std::io::{Read, Write};

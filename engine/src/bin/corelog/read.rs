@@ -2,8 +2,8 @@
 //! the data directory: they take its lock shared (without writing it) and
 //! read the files directly, never opening (recovering) a log.
 
+use crate::args::{DumpArgs, PollArgs, VerifyArgs};
 use crate::error::{CliError, Exit};
-use crate::{DumpArgs, PollArgs, VerifyArgs};
 use corelog::cli::DirLock;
 use corelog::{CleanClose, LogConfig, PollFrom};
 use corelog_segment::log::inspect::{inspect_partition, PartitionSummary, Problem};

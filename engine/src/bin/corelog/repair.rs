@@ -1,8 +1,8 @@
 //! `corelog repair`: the explicit way past a recovery that refuses to
 //! open a partition (damaged bytes followed by whole batches).
 
+use crate::args::RepairArgs;
 use crate::error::{CliError, Exit};
-use crate::RepairArgs;
 use corelog::cli::DirLock;
 use corelog::LogConfig;
 use corelog_segment::io::UringStorage;

@@ -8,9 +8,9 @@ use super::super::index;
 use super::super::segment::{index_name, log_name, parse_log_name};
 use super::super::sync::POISON_MARKER;
 use super::clean::{self, CLEAN_RECORD};
+use super::opened::ASIDE_DIR;
 use super::plan::{self, SegmentFacts, Step};
 use super::report::{CleanClose, RecoveryReport, SetAsideFile, TailCut};
-use super::ASIDE_DIR;
 use crate::io::{map_file, Mapping};
 use std::path::{Path, PathBuf};
 

@@ -54,6 +54,7 @@
 mod apply;
 pub(crate) mod clean;
 mod dry_run;
+mod opened;
 pub(crate) mod plan;
 mod report;
 
@@ -69,14 +70,12 @@ use super::map_slot::mapper;
 use super::partition::PartitionLog;
 use super::segment::{index_name, log_name, parse_log_name, Segment};
 use super::sync::POISON_MARKER;
-use crate::io::{Mapping, Storage, StorageFile};
+use crate::io::{Storage, StorageFile};
+use opened::Opened;
+pub use opened::ASIDE_DIR;
 use plan::SegmentFacts;
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
-
-/// The directory, inside a partition's, where recovery and repair move
-/// whole batches they take out of the log.
-pub const ASIDE_DIR: &str = "aside";
 
 impl<S: Storage> PartitionLog<S> {
     /// Opens (creating if needed) the log of `partition` in `dir` (the
@@ -103,17 +102,6 @@ impl<S: Storage> PartitionLog<S> {
     ) -> Result<(PartitionLog<S>, RecoveryReport), OpenError> {
         open(storage, dir.into(), partition, config, true).await
     }
-}
-
-/// One segment file, opened and mapped for recovery.
-struct Opened<F> {
-    base: u64,
-    path: PathBuf,
-    index_path: PathBuf,
-    file: F,
-    map: Mapping,
-    len: u64,
-    stored: Vec<u8>,
 }
 
 async fn open<S: Storage>(
