@@ -18,7 +18,7 @@ fn batch(producer: u64, round: u64, count: u64) -> Result<Vec<u8>, corelog::Buil
     for (i, text) in texts.iter().enumerate() {
         b.push(MessageSpec {
             id: u128::from(producer) << 64 | u128::from(round) << 32 | i as u128,
-            timestamp: now_us(),
+            timestamp: now_micros(),
             payload: text.as_bytes(),
             user_headers: b"",
         });
@@ -26,7 +26,7 @@ fn batch(producer: u64, round: u64, count: u64) -> Result<Vec<u8>, corelog::Buil
     b.build()
 }
 
-fn now_us() -> u64 {
+fn now_micros() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_micros() as u64)

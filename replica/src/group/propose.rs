@@ -15,7 +15,7 @@ use raft::eraftpb::{Entry, Message, MessageType};
 use std::time::Instant;
 
 /// Microseconds since the Unix epoch.
-fn now_us() -> u64 {
+fn now_micros() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_micros() as u64)
@@ -65,7 +65,7 @@ impl Group {
                         return;
                     }
                 };
-                let ts = now_us().max(last_ts);
+                let ts = now_micros().max(last_ts);
                 let count = u64::from(batch.as_ref().message_count());
                 let stamped = batch.stamp(Stamp {
                     partition_id: partition,

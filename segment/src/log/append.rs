@@ -22,7 +22,7 @@ enum Incoming {
     Stamped(Batch),
 }
 
-fn now_us() -> u64 {
+fn now_micros() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_micros() as u64)
@@ -116,7 +116,7 @@ impl<S: Storage> PartitionLog<S> {
         let partition = self.inner.partition;
         match incoming {
             Incoming::Fresh(mut batch) => {
-                let ts = now_us().max(st.last_timestamp);
+                let ts = now_micros().max(st.last_timestamp);
                 let header = batch.stamped_header(Stamp {
                     partition_id: partition,
                     base_offset: st.next_offset,

@@ -13,12 +13,12 @@ impl<S: Storage> PartitionLog<S> {
     /// syncing the directory after each removal so a power cut can only
     /// leave a prefix deleted (no gap). Polls already holding a deleted
     /// segment keep reading it. Returns the deleted segment files.
-    pub async fn enforce_retention(&self, now_us: u64) -> Result<Vec<PathBuf>, LogError> {
+    pub async fn enforce_retention(&self, now_micros: u64) -> Result<Vec<PathBuf>, LogError> {
         let retention = self.retention();
         self.remove_oldest_sealed(|last_timestamp, total| {
             let expired = retention
                 .max_age
-                .map(|age| last_timestamp.saturating_add(age.as_micros() as u64) < now_us)
+                .map(|age| last_timestamp.saturating_add(age.as_micros() as u64) < now_micros)
                 .unwrap_or(false);
             let oversize = retention.max_bytes.map(|max| total > max).unwrap_or(false);
             expired || oversize
