@@ -20,7 +20,7 @@ pub trait MetaMachine: Send + Sync + 'static {
     fn version(&self) -> u64;
     /// Applies entry `index`, a change made from version `base`, durably.
     /// When the version is no longer `base` it changes nothing and returns
-    /// `false` (the proposer is told [`ReplicaError::Conflict`]).
+    /// `false` (the proposer is told [`crate::ReplicaError::Conflict`]).
     fn apply(&self, index: u64, base: u64, data: &[u8]) -> Result<bool, MachineError>;
     /// The metadata as of [`applied_index`](MetaMachine::applied_index).
     fn snapshot(&self) -> Bytes;

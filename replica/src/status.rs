@@ -23,7 +23,7 @@ pub struct GroupStatus {
     /// Elections this node saw won (leader changes).
     pub leader_changes: AtomicU64,
     /// While this node leads: until when a majority's answers confirm it
-    /// (`group/lease.rs`), in milliseconds of [`Shared::now_ms`]; 0: not
+    /// (`group/lease.rs`), in milliseconds of [`Shared::ms_of`]; 0: not
     /// confirmed.
     pub confirmed_until: AtomicU64,
 }

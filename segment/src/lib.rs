@@ -2,7 +2,7 @@
 //!
 //! The storage of corelog, in three layers, each knowing only those below:
 //!
-//! - [`format`]: Iggy message batches (see `message-batches.md`) as
+//! - [`format`](mod@format): Iggy message batches (see `message-batches.md`) as
 //!   zero-copy views; their admission, stamping and verification. The
 //!   layout is written once, in [`layout`]. Knows nothing of files.
 //! - [`io`]: the storage seam: a shard's io_uring [`io::Ring`], real files

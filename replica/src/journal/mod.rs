@@ -13,7 +13,7 @@
 //! are written, and all of it is made durable by the same `fdatasync`
 //! that makes the new entries durable; nothing is acknowledged before it.
 //!
-//! Recovery, as a table of cases (`open`):
+//! Recovery, as a table of cases (`recover.rs` carries it out):
 //!
 //! | found in the files                                | done                         |
 //! |---------------------------------------------------|------------------------------|
@@ -325,7 +325,7 @@ impl Journal {
     }
 
     /// Appends `ents`, first cutting any held suffix from `ents[0].index`
-    /// on (a conflict the leader resolved). Not durable until [`sync`].
+    /// on (a conflict the leader resolved). Not durable until [`Journal::sync`].
     pub fn append(&mut self, ents: &[Entry]) -> Result<(), JournalError> {
         self.append_verified(ents, |_| false)
     }

@@ -55,7 +55,7 @@ impl WriteBufs {
 /// 2. *No write under a live slice*: the log only writes at and above the
 ///    reserved end of the active segment, which is past every visible end;
 ///    a recovery cut or a close's trim happens only where no reader reads.
-///    Other processes must not write the files ([`UringStorage`]'s
+///    Other processes must not write the files ([`UringStorage`](super::UringStorage)'s
 ///    precondition); the simulator refuses to corrupt a mapped file.
 ///
 /// # Write-back errors

@@ -154,7 +154,7 @@ impl MetadataStore {
         Ok(out)
     }
 
-    /// [`MetadataStore::update`] for a shard: waits for the writer lock
+    /// `MetadataStore::update` (tests only) for a shard: waits for the writer lock
     /// without blocking its thread, applies `change` in memory, and awaits
     /// the write on the store's thread.
     pub async fn update_async<T, E: From<MetadataError>>(

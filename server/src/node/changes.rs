@@ -99,7 +99,7 @@ impl Context {
     }
 
     /// Applies `change` to the catalog and persists it (see
-    /// [`MetadataStore::update_async`]: the file I/O off the shard). In a
+    /// [`crate::catalog::store::MetadataStore::update_async`]: the file I/O off the shard). In a
     /// cluster the changed catalog is replicated, and every node applies it
     /// (creating and deleting the engine partitions it added or dropped)
     /// before this returns.
