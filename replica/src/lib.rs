@@ -41,7 +41,12 @@ mod error;
 mod group;
 mod handle;
 mod inbox;
+/// The Raft log on disk: public only with the `testing` feature (tests and
+/// the journal power-cut tool read its records and files).
+#[cfg(feature = "testing")]
 pub mod journal;
+#[cfg(not(feature = "testing"))]
+mod journal;
 mod machine;
 mod net;
 mod slog_drain;

@@ -242,6 +242,7 @@ impl Journal {
         }
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -324,6 +325,7 @@ impl Journal {
         Ok(())
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Appends `ents`, first cutting any held suffix from `ents[0].index`
     /// on (a conflict the leader resolved). Not durable until [`Journal::sync`].
     pub fn append(&mut self, ents: &[Entry]) -> Result<(), JournalError> {
@@ -474,6 +476,7 @@ impl Journal {
         self.synced_index
     }
 
+    #[cfg(any(test, feature = "testing"))]
     /// Whether writes wait for a sync.
     pub fn unsynced(&self) -> bool {
         self.unsynced || self.dir_dirty
