@@ -4,7 +4,7 @@
 use crate::journal::JournalError;
 
 /// Why a replicated request failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum ReplicaError {
     /// This node does not lead the group: nothing was stored; send it to
@@ -31,7 +31,19 @@ pub enum ReplicaError {
     },
     /// The committed entry could not be stored here.
     #[error("applying: {0}")]
-    Apply(String),
+    Store(Box<corelog::RequestError>),
+    /// The leader could not read the partition it stamps the batch for;
+    /// nothing was proposed.
+    #[error("stamping: {0}")]
+    Stamp(Box<corelog::RequestError>),
+    /// The entry committed, but this node had stored its batch before (a
+    /// replay after a restart): the acknowledgement is not at hand.
+    #[error("the entry was already stored (replayed)")]
+    Replayed,
+    /// The leader a send was forwarded to failed it (what it said is
+    /// logged where the answer arrives).
+    #[error("the leader failed the forwarded request")]
+    LeaderFailed,
     /// The replica is stopping.
     #[error("the replica is stopping")]
     Stopped,

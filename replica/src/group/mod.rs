@@ -565,10 +565,8 @@ impl Group {
                 (Waiter::Count(tx), Ok(Done::Count(n))) => {
                     let _ = tx.send(Ok(*n));
                 }
-                (w, Err(e)) => w.fail(ReplicaError::Apply(e.to_string())),
-                (w, Ok(_)) => w.fail(ReplicaError::Apply(
-                    "the entry was already stored (replayed)".into(),
-                )),
+                (w, Err(e)) => w.fail(ReplicaError::Store(Box::new(e.clone()))),
+                (w, Ok(_)) => w.fail(ReplicaError::Replayed),
             }
         }
         self.release_held();

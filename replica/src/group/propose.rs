@@ -61,7 +61,7 @@ impl Group {
                 let (next, last_ts) = match self.stamp_state(partition) {
                     Ok(s) => s,
                     Err(e) => {
-                        let _ = reply.send(Err(ReplicaError::Apply(e.to_string())));
+                        let _ = reply.send(Err(ReplicaError::Stamp(Box::new(e))));
                         return;
                     }
                 };
