@@ -119,7 +119,28 @@ pub enum ConfigError {
     },
     /// The description is inconsistent.
     #[error("cluster: {0}")]
-    Invalid(String),
+    Invalid(Inconsistency),
+}
+
+/// What makes a cluster description inconsistent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Inconsistency {
+    /// No node.
+    #[error("no [[node]]")]
+    NoNodes,
+    /// A shard count out of range.
+    #[error("shards = {0} (1..=256)")]
+    Shards(usize),
+    /// Ids start at 1.
+    #[error("node id 0 (ids start at 1)")]
+    ZeroId,
+    /// An id given twice.
+    #[error("two nodes share id {0}")]
+    SharedId(u64),
+    /// An address given twice.
+    #[error("two endpoints share address {0}")]
+    SharedAddress(SocketAddr),
 }
 
 /// Reads a secret file: only its owner may read it (as ssh asks of a
@@ -170,20 +191,20 @@ impl ClusterConfig {
 
     /// Checks ids, addresses and the group count.
     pub fn check(&self) -> Result<(), ConfigError> {
-        let bad = |s: String| Err(ConfigError::Invalid(s));
+        let bad = |i: Inconsistency| Err(ConfigError::Invalid(i));
         if self.nodes.is_empty() {
-            return bad("no [[node]]".into());
+            return bad(Inconsistency::NoNodes);
         }
         if self.shards == 0 || self.shards > 256 {
-            return bad(format!("shards = {} (1..=256)", self.shards));
+            return bad(Inconsistency::Shards(self.shards));
         }
         let mut ids: Vec<u64> = self.nodes.iter().map(|n| n.id).collect();
         ids.sort_unstable();
         if ids.first() == Some(&0) {
-            return bad("node id 0 (ids start at 1)".into());
+            return bad(Inconsistency::ZeroId);
         }
-        if ids.windows(2).any(|w| w[0] == w[1]) {
-            return bad("two nodes share an id".into());
+        if let Some(w) = ids.windows(2).find(|w| w[0] == w[1]) {
+            return bad(Inconsistency::SharedId(w[0]));
         }
         let mut addrs: Vec<SocketAddr> = self
             .nodes
@@ -191,8 +212,8 @@ impl ClusterConfig {
             .flat_map(|n| [n.client, n.replica])
             .collect();
         addrs.sort_unstable();
-        if addrs.windows(2).any(|w| w[0] == w[1]) {
-            return bad("two endpoints share an address".into());
+        if let Some(w) = addrs.windows(2).find(|w| w[0] == w[1]) {
+            return bad(Inconsistency::SharedAddress(w[0]));
         }
         Ok(())
     }

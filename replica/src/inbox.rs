@@ -50,20 +50,34 @@ impl std::fmt::Debug for Inbox {
 pub(crate) fn verified_batches(
     msg: &Message,
     limits: &corelog::Limits,
-) -> Result<Vec<(u64, u64, Batch)>, String> {
+) -> Result<Vec<(u64, u64, Batch)>, UnverifiedEntry> {
     let mut out = Vec::new();
     for e in msg.get_entries() {
         if let Ok(Command::Append { partition, .. }) = Command::decode(&e.context) {
-            let batch = Batch::admit(e.data.clone(), limits).map_err(|err| {
-                format!(
-                    "entry {} (term {}) for partition {partition}: {err}",
-                    e.index, e.term
-                )
+            let batch = Batch::admit(e.data.clone(), limits).map_err(|source| UnverifiedEntry {
+                index: e.index,
+                term: e.term,
+                partition,
+                source,
             })?;
             out.push((e.index, e.term, batch));
         }
     }
     Ok(out)
+}
+
+/// An entry of a peer's message whose batch does not verify.
+#[derive(Debug, thiserror::Error)]
+#[error("entry {index} (term {term}) for partition {partition}: {source}")]
+pub(crate) struct UnverifiedEntry {
+    /// the entry's index
+    pub index: u64,
+    /// its term
+    pub term: u64,
+    /// the partition it appends to
+    pub partition: u64,
+    /// what admission said
+    pub source: corelog::BatchError,
 }
 
 /// What the handle asks a group's leader to replicate.
@@ -174,9 +188,6 @@ mod tests {
         bad[last] ^= 1;
         msg.mut_entries().push(entry(8, append, Bytes::from(bad)));
         let why = verified_batches(&msg, &limits).expect_err("damaged batch");
-        assert!(
-            why.contains("entry 8") && why.contains("partition 3"),
-            "{why}"
-        );
+        assert!((why.index, why.partition) == (8, 3), "{why}");
     }
 }

@@ -53,7 +53,7 @@ mod slog_drain;
 mod status;
 
 pub use command::Origin;
-pub use config::{ClusterConfig, ConfigError, NodeAddr, ReplicaOptions, Secret};
+pub use config::{ClusterConfig, ConfigError, Inconsistency, NodeAddr, ReplicaOptions, Secret};
 pub use error::{GroupError, ReplicaError, StartError};
 pub use handle::ReplicaHandle;
 pub use machine::{MachineError, MetaMachine};
@@ -103,19 +103,7 @@ impl Replica {
             cluster,
             options,
         } = config;
-        let node = cluster.node(me).ok_or(StartError::UnknownNode(me))?.clone();
-        if engine.shards() != cluster.shards {
-            return Err(StartError::Shards {
-                engine: engine.shards(),
-                cluster: cluster.shards,
-            });
-        }
-        if cluster.secret.is_none() {
-            tracing::warn!(
-                "replica port {}: the cluster file names no secret_file: anyone who reaches this port can act as a peer",
-                node.replica
-            );
-        }
+        let node = checked_node(&engine, &cluster, me)?;
         let listener = TcpListener::bind(node.replica).map_err(|source| StartError::Listen {
             addr: node.replica,
             source,
@@ -162,29 +150,18 @@ impl Replica {
                 source,
             })?;
         threads.extend(net_threads);
+        let mut replica = Replica {
+            handle,
+            threads,
+            stop,
+        };
         let (ready_tx, ready_rx) = crossbeam_channel::unbounded();
         for (g, inbox) in rxs.into_iter().enumerate() {
             let g = g as u32;
-            let role =
-                if g == 0 {
-                    Role::Meta(meta.clone())
-                } else {
-                    let shard = g as usize - 1;
-                    let applier = apply::start(&engine, shard, g, txs[g as usize].clone())
-                        .map_err(|e| StartError::Applier {
-                            group: g,
-                            source: Box::new(e),
-                        })?;
-                    Role::Data {
-                        shard,
-                        applier,
-                        meta: meta.clone(),
-                    }
-                };
             let setup = GroupSetup {
                 id: g,
                 dir: group::journal_dir(&dir, g),
-                role,
+                role: role_of(g, &engine, &meta, &txs)?,
                 inbox,
                 inbox_tx: txs[g as usize].clone(),
                 transport: transport.clone(),
@@ -193,45 +170,9 @@ impl Replica {
                 cluster: cluster.clone(),
                 opts: options.clone(),
             };
-            let ready = ready_tx.clone();
-            let t = std::thread::Builder::new()
-                .name(format!("replica-g{g}"))
-                .spawn(move || match Group::open(setup) {
-                    Ok(group) => {
-                        let _ = ready.send(Ok(()));
-                        let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| group.run()));
-                        if run.is_err() {
-                            tracing::error!("group {g} stopped on this node: its loop panicked (see above); restart the node");
-                        }
-                    }
-                    Err(e) => {
-                        let _ = ready.send(Err(e));
-                    }
-                })
-                .map_err(|source| StartError::Thread {
-                    what: "group",
-                    source,
-                })?;
-            threads.push(t);
+            replica.threads.push(spawn_group(setup, ready_tx.clone())?);
         }
-        let mut replica = Replica {
-            handle,
-            threads,
-            stop,
-        };
-        for _ in 0..groups {
-            match ready_rx.recv() {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    replica.stop_threads();
-                    return Err(e.into());
-                }
-                Err(_) => {
-                    replica.stop_threads();
-                    return Err(StartError::GroupThreadEnded);
-                }
-            }
-        }
+        replica.wait_ready(&ready_rx, groups)?;
         tracing::info!(
             "replica: node {me} of {:?}, {} data groups, peers on {}",
             cluster.ids(),
@@ -239,6 +180,25 @@ impl Replica {
             node.replica
         );
         Ok(replica)
+    }
+
+    /// Waits until each of the `groups` has opened its journal; stops them
+    /// all when one could not.
+    fn wait_ready(
+        &mut self,
+        ready: &crossbeam_channel::Receiver<Result<(), GroupError>>,
+        groups: usize,
+    ) -> Result<(), StartError> {
+        for _ in 0..groups {
+            let failed = match ready.recv() {
+                Ok(Ok(())) => continue,
+                Ok(Err(e)) => e.into(),
+                Err(_) => StartError::GroupThreadEnded,
+            };
+            self.stop_threads();
+            return Err(failed);
+        }
+        Ok(())
     }
 
     /// The handle.
@@ -272,4 +232,82 @@ impl Drop for Replica {
 /// Where node data lives under a data directory (for tools).
 pub fn replica_dir(dir: &Path) -> PathBuf {
     dir.join("replica")
+}
+
+/// This node's addresses, once the engine and the cluster file agree on
+/// the shard count (a data group per shard index); warns when the replica
+/// port is open to anyone.
+fn checked_node(
+    engine: &corelog::Handle,
+    cluster: &ClusterConfig,
+    me: u64,
+) -> Result<NodeAddr, StartError> {
+    let node = cluster.node(me).ok_or(StartError::UnknownNode(me))?.clone();
+    if engine.shards() != cluster.shards {
+        return Err(StartError::Shards {
+            engine: engine.shards(),
+            cluster: cluster.shards,
+        });
+    }
+    if cluster.secret.is_none() {
+        tracing::warn!(
+            "replica port {}: the cluster file names no secret_file: anyone who reaches this port can act as a peer",
+            node.replica
+        );
+    }
+    Ok(node)
+}
+
+/// Group `g`'s role: the metadata machine (group 0), or a data group with
+/// its applier on shard `g - 1`.
+fn role_of(
+    g: u32,
+    engine: &corelog::Handle,
+    meta: &Arc<dyn MetaMachine>,
+    inboxes: &[crossbeam_channel::Sender<Inbox>],
+) -> Result<Role, StartError> {
+    if g == 0 {
+        return Ok(Role::Meta(meta.clone()));
+    }
+    let shard = g as usize - 1;
+    let applier = apply::start(engine, shard, g, inboxes[g as usize].clone()).map_err(|e| {
+        StartError::Applier {
+            group: g,
+            source: Box::new(e),
+        }
+    })?;
+    Ok(Role::Data {
+        shard,
+        applier,
+        meta: meta.clone(),
+    })
+}
+
+/// Opens and runs a group on its own thread, saying on `ready` whether its
+/// journal opened. A panic in its loop stops that group alone, logged.
+fn spawn_group(
+    setup: GroupSetup,
+    ready: crossbeam_channel::Sender<Result<(), GroupError>>,
+) -> Result<std::thread::JoinHandle<()>, StartError> {
+    let g = setup.id;
+    std::thread::Builder::new()
+        .name(format!("replica-g{g}"))
+        .spawn(move || match Group::open(setup) {
+            Ok(group) => {
+                let _ = ready.send(Ok(()));
+                let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| group.run()));
+                if run.is_err() {
+                    tracing::error!(
+                        "group {g} stopped on this node: its loop panicked (see above); restart the node"
+                    );
+                }
+            }
+            Err(e) => {
+                let _ = ready.send(Err(e));
+            }
+        })
+        .map_err(|source| StartError::Thread {
+            what: "group",
+            source,
+        })
 }

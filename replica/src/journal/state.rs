@@ -59,13 +59,50 @@ pub enum StateError {
         source: std::io::Error,
     },
     /// The file is not a whole state record.
-    #[error("{path} is damaged: {why}", path = path.display())]
+    #[error("{path} is damaged: {damage}", path = path.display())]
     Damaged {
         /// the file
         path: PathBuf,
         /// what is wrong
-        why: String,
+        damage: StateDamage,
     },
+}
+
+/// What is wrong with a state file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateDamage {
+    /// It ends before a field.
+    #[error("body ends {0} bytes early")]
+    Short(usize),
+    /// Written in version 01, before records carried `prev_term`.
+    #[error("written by an older corelog (journal version 01, records without prev_term): move this node's replica directory away; the node then rejoins as a wiped one and is rebuilt from the leader")]
+    Version01,
+    /// Not a state file.
+    #[error("wrong magic")]
+    Magic,
+    /// The body is not the length the prefix gives.
+    #[error("body is {body} bytes, prefix says {prefix}")]
+    Length {
+        /// the body's
+        body: u64,
+        /// the prefix's
+        prefix: u64,
+    },
+    /// The body is not what was written.
+    #[error("checksum {stored:#018x}, body hashes to {computed:#018x}")]
+    Checksum {
+        /// the prefix's
+        stored: u64,
+        /// the body's
+        computed: u64,
+    },
+    /// More members than a group has.
+    #[error("{0} members")]
+    Members(usize),
+    /// Bytes after the last field.
+    #[error("{0} bytes after the snapshot data")]
+    Trailing(usize),
 }
 
 impl GroupState {
@@ -85,7 +122,7 @@ impl GroupState {
         };
         decode(&bytes)
             .map(Some)
-            .map_err(|why| StateError::Damaged { path, why })
+            .map_err(|damage| StateError::Damaged { path, damage })
     }
 
     /// Replaces `dir/state` with this state, durably.
@@ -141,58 +178,55 @@ fn encode(s: &GroupState) -> Vec<u8> {
 struct Reader<'a>(&'a [u8]);
 
 impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Result<&[u8], String> {
+    fn take(&mut self, n: usize) -> Result<&[u8], StateDamage> {
         if self.0.len() < n {
-            return Err(format!("body ends {} bytes early", n - self.0.len()));
+            return Err(StateDamage::Short(n - self.0.len()));
         }
         let (head, rest) = self.0.split_at(n);
         self.0 = rest;
         Ok(head)
     }
 
-    fn u64(&mut self) -> Result<u64, String> {
+    fn u64(&mut self) -> Result<u64, StateDamage> {
         let mut b = [0u8; 8];
         b.copy_from_slice(self.take(8)?);
         Ok(u64::from_le_bytes(b))
     }
 
-    fn u32(&mut self) -> Result<u32, String> {
+    fn u32(&mut self) -> Result<u32, StateDamage> {
         let mut b = [0u8; 4];
         b.copy_from_slice(self.take(4)?);
         Ok(u32::from_le_bytes(b))
     }
 
-    fn ids(&mut self) -> Result<Vec<u64>, String> {
+    fn ids(&mut self) -> Result<Vec<u64>, StateDamage> {
         let n = self.u32()? as usize;
         if n > 1024 {
-            return Err(format!("{n} members"));
+            return Err(StateDamage::Members(n));
         }
         (0..n).map(|_| self.u64()).collect()
     }
 }
 
-fn decode(bytes: &[u8]) -> Result<GroupState, String> {
+fn decode(bytes: &[u8]) -> Result<GroupState, StateDamage> {
     let mut r = Reader(bytes);
     match r.take(8)? {
         m if m == MAGIC => {}
-        m if m == MAGIC_01 => {
-            return Err(
-                "written by an older corelog (journal version 01, records without prev_term): move this node's replica directory away; the node then rejoins as a wiped one and is rebuilt from the leader".into(),
-            )
-        }
-        _ => return Err("wrong magic".into()),
+        m if m == MAGIC_01 => return Err(StateDamage::Version01),
+        _ => return Err(StateDamage::Magic),
     }
     let len = r.u64()?;
     let stored = r.u64()?;
     let body = r.0;
     if body.len() as u64 != len {
-        return Err(format!("body is {} bytes, prefix says {len}", body.len()));
+        return Err(StateDamage::Length {
+            body: body.len() as u64,
+            prefix: len,
+        });
     }
     let computed = xxhash_rust::xxh3::xxh3_64(body);
     if computed != stored {
-        return Err(format!(
-            "checksum {stored:#018x}, body hashes to {computed:#018x}"
-        ));
+        return Err(StateDamage::Checksum { stored, computed });
     }
     let mut r = Reader(body);
     let mut hard = HardState::default();
@@ -207,7 +241,7 @@ fn decode(bytes: &[u8]) -> Result<GroupState, String> {
     let n = r.u32()? as usize;
     let snapshot_data = Bytes::copy_from_slice(r.take(n)?);
     if !r.0.is_empty() {
-        return Err(format!("{} bytes after the snapshot data", r.0.len()));
+        return Err(StateDamage::Trailing(r.0.len()));
     }
     Ok(GroupState {
         hard,

@@ -36,12 +36,11 @@ pub enum FetchError {
         source: frame::FrameError,
     },
     /// The peer refused or failed.
-    #[error("fetch from {addr}: the peer says: {message}")]
+    /// (What it said is logged where its answer arrives.)
+    #[error("fetch from {addr}: the peer refused or failed")]
     Refused {
         /// the peer
         addr: SocketAddr,
-        /// what it said
-        message: String,
     },
     /// Storing a fetched batch failed.
     #[error("fetch from {addr}: storing partition {partition}: {source}")]
@@ -54,13 +53,25 @@ pub enum FetchError {
         source: corelog::RequestError,
     },
     /// The peer sent something else.
-    #[error("fetch from {addr}: unexpected {what}")]
+    #[error("fetch from {addr}: {what}")]
     Protocol {
         /// the peer
         addr: SocketAddr,
         /// what came
-        what: String,
+        what: Unexpected,
     },
+}
+
+/// What a fetching node did not expect from the leader.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Unexpected {
+    /// A batch frame whose bytes are no whole batch.
+    #[error("a cut batch")]
+    CutBatch,
+    /// A frame of a kind a fetch does not answer with.
+    #[error("unexpected {0:?} frame")]
+    Frame(frame::Kind),
 }
 
 /// Fetches `partition`'s batches `[from, to)` from the peer at `addr` and
@@ -96,11 +107,10 @@ pub fn fetch(
             Kind::Batches => {
                 let mut rest = f.body;
                 while !rest.is_empty() {
-                    let len =
-                        batch_len(&rest, &engine.limits()).ok_or_else(|| FetchError::Protocol {
-                            addr,
-                            what: "a cut batch".into(),
-                        })?;
+                    let len = batch_len(&rest, &engine.limits()).ok_or(FetchError::Protocol {
+                        addr,
+                        what: Unexpected::CutBatch,
+                    })?;
                     let batch = rest.slice(..len);
                     rest = rest.slice(len..);
                     let ack = engine
@@ -116,15 +126,16 @@ pub fn fetch(
             }
             Kind::FetchEnd => return Ok(next),
             Kind::FetchFailed => {
-                return Err(FetchError::Refused {
-                    addr,
-                    message: String::from_utf8_lossy(&f.body).into_owned(),
-                })
+                tracing::warn!(
+                    "fetch from {addr}: the peer says: {}",
+                    String::from_utf8_lossy(&f.body)
+                );
+                return Err(FetchError::Refused { addr });
             }
             k => {
                 return Err(FetchError::Protocol {
                     addr,
-                    what: format!("{k:?} frame"),
+                    what: Unexpected::Frame(k),
                 })
             }
         }

@@ -445,8 +445,8 @@ pub(super) fn serve(
     from: u64,
     handle: &dyn Proposer,
     stop: &AtomicBool,
-) -> Result<(), String> {
-    let mut w = s.try_clone().map_err(|e| e.to_string())?;
+) -> Result<(), super::conn_error::ConnError> {
+    let mut w = s.try_clone()?;
     let mut r = s;
     type Pending = Reply<Vec<u8>>;
     let (tx, rx) = crossbeam_channel::unbounded::<Pending>();
@@ -459,8 +459,7 @@ pub(super) fn serve(
                     break;
                 }
             }
-        })
-        .map_err(|e| e.to_string())?;
+        })?;
     let mut out = Ok(());
     while !stop.load(Ordering::Relaxed) {
         // An idle connection ends at the read timeout; the forwarding node
@@ -468,7 +467,7 @@ pub(super) fn serve(
         let f = match frame::read(&mut r) {
             Ok(f) => f,
             Err(e) => {
-                out = Err(e.to_string());
+                out = Err(e.into());
                 break;
             }
         };
@@ -496,10 +495,7 @@ pub(super) fn serve(
                 Box::pin(async move { f.await.map(|n| n.to_le_bytes().to_vec()) })
             }
             None => {
-                out = Err(format!(
-                    "node {from}: a {:?} frame that is no request on a forward connection",
-                    f.kind
-                ));
+                out = Err(super::conn_error::ConnError::Misplaced { kind: f.kind, from });
                 break;
             }
         };

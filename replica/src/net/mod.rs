@@ -14,6 +14,7 @@
 //! hold the cluster's secret before a Raft message or a batch crosses it.
 
 pub mod auth;
+mod conn_error;
 pub mod fetch;
 pub(crate) mod forward;
 pub mod frame;
@@ -23,6 +24,7 @@ pub mod raft_frame;
 mod socket;
 
 use crate::inbox::Inbox;
+use conn_error::ConnError;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use frame::{Frame, Kind};
 use raft::eraftpb::Message;
@@ -346,45 +348,47 @@ fn serve(
     rx: &Receivers,
     handshake_by: std::time::Instant,
     stop: &AtomicBool,
-) -> Result<(), String> {
-    s.set_nonblocking(false).map_err(|e| e.to_string())?;
-    s.set_read_timeout(Some(IO_TIMEOUT))
-        .map_err(|e| e.to_string())?;
-    s.set_write_timeout(Some(IO_TIMEOUT))
-        .map_err(|e| e.to_string())?;
-    let first = auth::accept(&mut s, &rx.key, handshake_by).map_err(|e| {
-        let peer = s.peer_addr().map_or("?".into(), |a| a.to_string());
-        if let auth::AuthError::WrongProof = e {
-            tracing::error!("replica: a connection from {peer} refused: {e}");
+) -> Result<(), ConnError> {
+    s.set_nonblocking(false)?;
+    s.set_read_timeout(Some(IO_TIMEOUT))?;
+    s.set_write_timeout(Some(IO_TIMEOUT))?;
+    let first = auth::accept(&mut s, &rx.key, handshake_by).map_err(|source| {
+        let peer = s.peer_addr().ok();
+        if let auth::AuthError::WrongProof = source {
+            let peer = peer.map_or("?".into(), |a| a.to_string());
+            tracing::error!("replica: a connection from {peer} refused: {source}");
         }
-        format!("from {peer}: {e}")
+        ConnError::Auth { peer, source }
     })?;
-    s.set_read_timeout(Some(Duration::from_secs(30)))
-        .map_err(|e| e.to_string())?;
-    s.set_write_timeout(None).map_err(|e| e.to_string())?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    s.set_write_timeout(None)?;
     match first.kind {
         Kind::Hello => {
-            let [from] = frame::u64s::<1>(&first.body).ok_or("short hello")?;
+            let short = || ConnError::Short(Kind::Hello);
+            let [from] = frame::u64s::<1>(&first.body).ok_or_else(short)?;
             let groups = first
                 .body
                 .get(8..12)
                 .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .ok_or("short hello")?;
+                .ok_or_else(short)?;
             if groups != rx.data_groups {
                 tracing::error!(
                     "replica: node {from} runs {groups} data groups, this node {}: refusing its messages (set the same `shards` in every node's cluster file)",
                     rx.data_groups
                 );
-                return Err("group count mismatch".into());
+                return Err(ConnError::GroupCount {
+                    theirs: groups,
+                    ours: rx.data_groups,
+                });
             }
             peer_messages(s, from, rx, stop)
         }
-        Kind::Fetch => fetch::serve(s, &first, &rx.engine).map_err(|e| e.to_string()),
+        Kind::Fetch => fetch::serve(s, &first, &rx.engine).map_err(ConnError::Fetch),
         Kind::Forward => {
-            let [from] = frame::u64s::<1>(&first.body).ok_or("short forward")?;
+            let [from] = frame::u64s::<1>(&first.body).ok_or(ConnError::Short(Kind::Forward))?;
             forward::serve(s, from, rx.handle.as_ref(), stop)
         }
-        k => Err(format!("first frame is {k:?}")),
+        k => Err(ConnError::First(k)),
     }
 }
 
@@ -393,23 +397,25 @@ fn peer_messages(
     from: u64,
     rx: &Receivers,
     stop: &AtomicBool,
-) -> Result<(), String> {
+) -> Result<(), ConnError> {
     let limits = rx.engine.limits();
     while !stop.load(Ordering::Relaxed) {
-        let Frame { kind, group, body } = frame::read(&mut s).map_err(|e| e.to_string())?;
+        let Frame { kind, group, body } = frame::read(&mut s)?;
         if kind != Kind::Raft {
-            return Err(format!("{kind:?} frame on a peer connection"));
+            return Err(ConnError::Misplaced { kind, from });
         }
         let inbox = rx
             .inboxes
             .get(group as usize)
-            .ok_or_else(|| format!("no group {group}"))?;
-        let msg = raft_frame::decode(&body).map_err(|e| e.to_string())?;
+            .ok_or(ConnError::NoGroup(group))?;
+        let msg = raft_frame::decode(&body)?;
         if msg.from != from || msg.to != rx.me {
-            return Err(format!(
-                "message from {} to {} on node {from}'s connection to {}",
-                msg.from, msg.to, rx.me
-            ));
+            return Err(ConnError::Misrouted {
+                from: msg.from,
+                to: msg.to,
+                peer: from,
+                me: rx.me,
+            });
         }
         // Checked here, on the reader's thread, not on the group's loop.
         let verified = match crate::inbox::verified_batches(&msg, &limits) {

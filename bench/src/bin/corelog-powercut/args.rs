@@ -4,6 +4,7 @@ use clap::Args;
 use corelog::{Config, FsyncPolicy, LogConfig, OpenCheck};
 use std::path::PathBuf;
 
+/// What both modes must agree on.
 #[derive(Args, Debug, Clone)]
 pub(crate) struct Common {
     /// The data directory (on the filesystem under test, or its clone).

@@ -56,7 +56,6 @@ enum Mode {
     Check(CheckArgs),
 }
 
-/// What both modes must agree on.
 fn main() -> ExitCode {
     match Cli::parse().mode {
         Mode::Write(a) => match write::run(&a) {
