@@ -146,6 +146,13 @@ pub struct LogConfig {
     pub open_check: OpenCheck,
     /// How the data syncs of a shard's partitions meet the ring.
     pub syncs: SyncIssue,
+    /// Readers stop at a commit mark that the log's owner moves
+    /// ([`PartitionLog::set_commit_mark`](super::PartitionLog::set_commit_mark)),
+    /// besides the acknowledgement mark: a replicated log writes a batch
+    /// before a majority holds it, and serves it only once committed. The
+    /// log opens with its mark at its first offset (nothing served) until
+    /// the owner sets it. Default off: everything acknowledged is served.
+    pub commit_gate: bool,
 }
 
 /// How the data syncs of a shard's partitions meet the ring.
@@ -174,6 +181,7 @@ impl Default for LogConfig {
             retention: Retention::default(),
             open_check: OpenCheck::Tail,
             syncs: SyncIssue::Together,
+            commit_gate: false,
         }
     }
 }

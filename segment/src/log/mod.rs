@@ -53,6 +53,7 @@
 //! what is on disk. Nothing is acknowledged past the failure.
 
 mod append;
+mod commit;
 mod config;
 mod error;
 mod event;
@@ -74,6 +75,7 @@ mod sync;
 mod sync_gate;
 
 pub use append::AppendFuture;
+pub use commit::CommitMarkError;
 pub use config::{
     FsyncPolicy, LogConfig, OpenCheck, ParseFsyncError, Preallocation, Retention, SyncIssue,
 };

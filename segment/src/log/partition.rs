@@ -17,7 +17,7 @@ use super::config::{FsyncPolicy, LogConfig, Retention};
 use super::error::Poison;
 use super::event;
 use super::map_slot;
-use super::segment::{SegState, Segment};
+use super::segment::{SegState, Segment, Visible};
 use crate::io::Storage;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -68,6 +68,9 @@ pub struct LogStats {
     /// The newest `base_timestamp` stored: the next append's is never
     /// below it.
     pub last_timestamp: u64,
+    /// The commit mark, for a log opened with `LogConfig::commit_gate`:
+    /// readers see nothing at or past it.
+    pub commit_mark: Option<u64>,
 }
 
 /// One partition's log. Cheap to clone; all clones are the same log, and it
@@ -154,6 +157,9 @@ pub(super) struct State<F> {
     pub(super) appends: u64,
     pub(super) syncs: u64,
     pub(super) offsets: Offsets,
+    /// Readers stop here too (`commit.rs`): `Some` under
+    /// `LogConfig::commit_gate`.
+    pub(super) commit: Option<u64>,
 }
 
 impl<F> State<F> {
@@ -258,6 +264,7 @@ impl<S: Storage> PartitionLog<S> {
             poisoned: st.poison.is_some(),
             end_offset: st.next_offset,
             last_timestamp: st.last_timestamp,
+            commit_mark: st.commit,
         }
     }
 
@@ -339,6 +346,19 @@ impl<S: Storage> PartitionLog<S> {
                 0,
             ),
         };
+        // Under a commit gate nothing is served until the owner sets the
+        // mark: what recovery found may not be committed.
+        let commit = config.commit_gate.then(|| {
+            for s in segments.iter_mut() {
+                s.visible = Visible {
+                    len: 0,
+                    next_offset: s.base_offset,
+                    last_batch: None,
+                    last_timestamp: 0,
+                };
+            }
+            segments.front().map_or(0, |s| s.base_offset)
+        });
         let interval = match config.fsync {
             FsyncPolicy::Interval(d) => Some(d),
             _ => None,
@@ -372,6 +392,7 @@ impl<S: Storage> PartitionLog<S> {
                     appends: 0,
                     syncs: 0,
                     offsets: Offsets::default(),
+                    commit,
                 }),
             }),
         };

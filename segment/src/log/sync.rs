@@ -218,6 +218,14 @@ const INDEX_FLUSH_ENTRIES: usize = 256;
 
 /// Makes `mark` the visible end: its segment up to it, older ones whole.
 pub(super) fn set_visible<F>(st: &mut State<F>, mark: Mark) {
+    // Under a commit mark, readers stop at the lower of the two.
+    let mark = match st.commit {
+        Some(cap) if mark.next_offset > cap => match super::commit::capped(st, mark, cap) {
+            Some(m) => m,
+            None => return,
+        },
+        _ => mark,
+    };
     for seg in st.segments.iter_mut().rev() {
         if seg.base_offset > mark.segment {
             continue;

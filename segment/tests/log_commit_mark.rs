@@ -1,0 +1,150 @@
+//! The commit mark (`LogConfig::commit_gate`): a replicated log writes
+//! batches before they are committed and serves them only once they are
+//! below the mark its owner moves, on every path a reader takes (poll by
+//! offset, from the first or last batch, by timestamp, the stats' visible
+//! end), across segments and a reopen.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use corelog_segment::io::SimStorage;
+use corelog_segment::log::{CommitMarkError, FsyncPolicy, LogConfig, PartitionLog, PollFrom};
+use std::path::Path;
+
+const DIR: &str = "/p/1";
+
+fn gated(fsync: FsyncPolicy, segment_bytes: u64) -> LogConfig {
+    LogConfig {
+        fsync,
+        segment_bytes,
+        commit_gate: true,
+        ..small_config()
+    }
+}
+
+async fn open(disk: &SimStorage, config: &LogConfig) -> PartitionLog<SimStorage> {
+    PartitionLog::open(disk.clone(), Path::new(DIR), 1, config.clone())
+        .await
+        .unwrap()
+        .0
+}
+
+/// The base offsets of every batch a reader can see, from the first.
+fn served(log: &PartitionLog<SimStorage>) -> Vec<u64> {
+    let reply = log.poll(PollFrom::First, u64::MAX).unwrap();
+    reply.batches().map(|b| b.base_offset()).collect()
+}
+
+#[test]
+fn acknowledged_batches_are_served_only_below_the_commit_mark() {
+    for fsync in [FsyncPolicy::Never, FsyncPolicy::Batch] {
+        run_sim(async move {
+            let config = gated(fsync, 1 << 20);
+            let disk = sim_for(1, &config);
+            let log = open(&disk, &config).await;
+            // Five batches of two messages: offsets 0, 2, 4, 6, 8.
+            for i in 0..5 {
+                log.append(batch(i, 2, 40)).await.unwrap();
+            }
+            assert_eq!(log.commit_mark(), Some(0));
+            assert!(served(&log).is_empty(), "{fsync}: served before any commit");
+            assert_eq!(log.stats().next_offset, 0);
+            assert_eq!(log.stats().end_offset, 10);
+
+            log.set_commit_mark(4).unwrap();
+            assert_eq!(served(&log), vec![0, 2], "{fsync}");
+            assert_eq!(log.stats().next_offset, 4);
+            assert!(log.poll(PollFrom::Offset(4), u64::MAX).unwrap().is_empty());
+            let last = log.poll(PollFrom::Last, u64::MAX).unwrap();
+            assert_eq!(last.first_offset(), 2, "{fsync}: the last committed batch");
+
+            // Inside a batch: only the batches before it.
+            log.set_commit_mark(7).unwrap();
+            assert_eq!(served(&log), vec![0, 2, 4], "{fsync}");
+            // The mark only grows.
+            log.set_commit_mark(2).unwrap();
+            assert_eq!(log.commit_mark(), Some(7));
+            assert_eq!(served(&log), vec![0, 2, 4], "{fsync}");
+
+            // Ahead of the log: later appends are served as they are
+            // acknowledged, up to the mark.
+            log.set_commit_mark(14).unwrap();
+            assert_eq!(served(&log), vec![0, 2, 4, 6, 8]);
+            for i in 5..9 {
+                log.append(batch(i, 2, 40)).await.unwrap();
+            }
+            assert_eq!(served(&log), vec![0, 2, 4, 6, 8, 10, 12], "{fsync}");
+            assert_eq!(log.stats().next_offset, 14);
+        });
+    }
+}
+
+#[test]
+fn the_commit_mark_holds_across_segments_and_by_timestamp() {
+    run_sim(async {
+        // Small segments: about three batches each.
+        let config = gated(FsyncPolicy::Batch, 600);
+        let disk = sim_for(2, &config);
+        let log = open(&disk, &config).await;
+        let mut stamps = Vec::new();
+        for i in 0..12 {
+            stamps.push(log.append(batch(i, 1, 150)).await.unwrap());
+        }
+        assert!(log.stats().segments >= 3, "{:?}", log.stats());
+        assert!(served(&log).is_empty());
+        // Committed up to the middle of a later segment.
+        log.set_commit_mark(8).unwrap();
+        assert_eq!(served(&log), (0..8).collect::<Vec<_>>());
+        // A timestamp past the last committed batch finds nothing.
+        let after = stamps[8].base_timestamp;
+        let by_time = log.poll(PollFrom::Timestamp(after), u64::MAX).unwrap();
+        assert!(
+            by_time.is_empty(),
+            "by timestamp: {:?}",
+            by_time.first_offset()
+        );
+        log.set_commit_mark(12).unwrap();
+        assert_eq!(served(&log), (0..12).collect::<Vec<_>>());
+    });
+}
+
+#[test]
+fn a_reopened_gated_log_serves_nothing_until_its_owner_sets_the_mark() {
+    run_sim(async {
+        let config = gated(FsyncPolicy::Batch, 600);
+        let disk = sim_for(3, &config);
+        let log = open(&disk, &config).await;
+        for i in 0..7 {
+            log.append(batch(i, 1, 150)).await.unwrap();
+        }
+        log.set_commit_mark(7).unwrap();
+        log.close().await.unwrap();
+        drop(log);
+        // Recovered after a crash and reopened cleanly alike.
+        for disk in [disk.crash(), disk.clone()] {
+            let log = open(&disk, &config).await;
+            assert_eq!(log.stats().end_offset, 7);
+            assert!(served(&log).is_empty(), "served before the owner said");
+            log.set_commit_mark(5).unwrap();
+            assert_eq!(served(&log), (0..5).collect::<Vec<_>>());
+            log.close().await.unwrap();
+        }
+    });
+}
+
+#[test]
+fn an_ungated_log_has_no_commit_mark() {
+    run_sim(async {
+        let config = small_config();
+        let disk = sim_for(4, &config);
+        let log = open(&disk, &config).await;
+        log.append(batch(0, 1, 40)).await.unwrap();
+        assert_eq!(
+            log.set_commit_mark(1),
+            Err(CommitMarkError::NotGated { partition: 1 })
+        );
+        assert_eq!(log.commit_mark(), None);
+        assert_eq!(served(&log), vec![0]);
+    });
+}
