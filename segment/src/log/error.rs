@@ -171,6 +171,16 @@ pub enum OpenError {
         /// whole batches after the damage (in the file and later ones)
         whole_batches: u64,
     },
+    /// A recorded suffix cut (`CUT`, see `PartitionLog::cut_suffix`) cannot
+    /// be finished: the record is damaged or names an offset the log has
+    /// no batch start at. Nothing was changed; the record stays.
+    #[error("{path}: the recorded suffix cut cannot be finished: {why}; nothing was changed (move the record away to open the log uncut)", path = path.display())]
+    CutRecord {
+        /// the record
+        path: PathBuf,
+        /// what is wrong
+        why: &'static str,
+    },
     /// The log configuration cannot work.
     #[error("invalid log configuration: {reason}")]
     InvalidConfig {

@@ -8,6 +8,8 @@
 //!   00000000000000052311.log            next segment, named by its first offset
 //!   00000000000000052311.index
 //!   consumers/<consumer id>.offset      stored consumer offsets
+//!   CLEAN                               after a clean close (recovery/clean.rs)
+//!   CUT                                 a suffix cut not yet finished (cut.rs)
 //! ```
 //!
 //! # Append path
@@ -55,6 +57,7 @@
 mod append;
 mod commit;
 mod config;
+mod cut;
 mod error;
 mod event;
 mod files;
@@ -79,6 +82,7 @@ pub use commit::CommitMarkError;
 pub use config::{
     FsyncPolicy, LogConfig, OpenCheck, ParseFsyncError, Preallocation, Retention, SyncIssue,
 };
+pub use cut::{CutError, CUT_RECORD};
 pub use error::{AppendError, Damage, LogError, OpenError, Poison};
 pub use map_slot::MAPPED_SEALED;
 pub use partition::{AppendAck, LogStats, PartitionLog};

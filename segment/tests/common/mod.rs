@@ -178,6 +178,19 @@ pub struct GatedStorage {
     /// The disk underneath.
     pub disk: corelog_segment::io::SimStorage,
     gate: std::rc::Rc<std::cell::RefCell<Gate>>,
+    power: std::rc::Rc<std::cell::RefCell<PowerCut>>,
+}
+
+/// When a [`GatedStorage`] cuts the power: after its n-th changing
+/// operation (writes, syncs, truncations, removals, renames), counting
+/// from 1 once armed.
+#[derive(Debug, Default)]
+struct PowerCut {
+    armed: bool,
+    done: u64,
+    at: u64,
+    /// The disk as a reboot finds it, taken right after operation `at`.
+    after: Option<corelog_segment::io::SimStorage>,
 }
 
 impl GatedStorage {
@@ -185,6 +198,35 @@ impl GatedStorage {
         GatedStorage {
             disk,
             gate: Default::default(),
+            power: Default::default(),
+        }
+    }
+
+    /// Takes the disk as a power cut leaves it right after the `n`-th
+    /// changing operation from now on (see [`GatedStorage::after_cut`]).
+    pub fn cut_power_after(&self, n: u64) {
+        *self.power.borrow_mut() = PowerCut {
+            armed: true,
+            done: 0,
+            at: n,
+            after: None,
+        };
+    }
+
+    /// The disk the power cut left, if that many operations ran.
+    pub fn after_cut(&self) -> Option<corelog_segment::io::SimStorage> {
+        self.power.borrow_mut().after.take()
+    }
+
+    /// Counts one changing operation (just done).
+    fn changed(&self) {
+        let mut p = self.power.borrow_mut();
+        if !p.armed {
+            return;
+        }
+        p.done += 1;
+        if p.done == p.at {
+            p.after = Some(self.disk.crash());
         }
     }
 
@@ -259,22 +301,30 @@ impl corelog_segment::io::Storage for GatedStorage {
         })
     }
     fn remove_file(&self, path: &std::path::Path) -> std::io::Result<()> {
-        self.disk.remove_file(path)
+        let r = self.disk.remove_file(path);
+        self.changed();
+        r
     }
     fn rename(&self, from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
-        self.disk.rename(from, to)
+        let r = self.disk.rename(from, to);
+        self.changed();
+        r
     }
     async fn replace_file(
         &self,
         from: &std::path::Path,
         to: &std::path::Path,
     ) -> std::io::Result<()> {
-        self.disk.replace_file(from, to).await
+        let r = self.disk.replace_file(from, to).await;
+        self.changed();
+        r
     }
     async fn sync_dir(&self, path: &std::path::Path) -> std::io::Result<()> {
         let hold = self.gate.borrow().dir_syncs;
         self.wait_if(hold).await;
-        self.disk.sync_dir(path).await
+        let r = self.disk.sync_dir(path).await;
+        self.changed();
+        r
     }
 }
 
@@ -287,7 +337,9 @@ impl corelog_segment::io::StorageFile for GatedFile {
         pos: u64,
         bufs: corelog_segment::io::WriteBufs,
     ) -> std::io::Result<()> {
-        self.inner.write_all_at(pos, bufs).await
+        let r = self.inner.write_all_at(pos, bufs).await;
+        self.storage.changed();
+        r
     }
     async fn read_at(&self, pos: u64, len: usize) -> std::io::Result<Vec<u8>> {
         self.inner.read_at(pos, len).await
@@ -303,13 +355,19 @@ impl corelog_segment::io::StorageFile for GatedFile {
             hold
         };
         self.storage.wait_if(hold).await;
-        self.inner.sync_data().await
+        let r = self.inner.sync_data().await;
+        self.storage.changed();
+        r
     }
     async fn allocate(&self, len: u64) -> std::io::Result<()> {
-        self.inner.allocate(len).await
+        let r = self.inner.allocate(len).await;
+        self.storage.changed();
+        r
     }
     async fn truncate(&self, len: u64) -> std::io::Result<()> {
-        self.inner.truncate(len).await
+        let r = self.inner.truncate(len).await;
+        self.storage.changed();
+        r
     }
     fn map(&self, capacity: usize) -> std::io::Result<corelog_segment::io::Mapping> {
         self.inner.map(capacity)

@@ -3,11 +3,13 @@
 //! plan, from the same bytes).
 
 use super::super::config::LogConfig;
+use super::super::cut::{CutPlan, CUT_RECORD};
 use super::super::error::OpenError;
 use super::super::index;
 use super::super::segment::{index_name, log_name, parse_log_name};
 use super::super::sync::POISON_MARKER;
 use super::clean::{self, CLEAN_RECORD};
+use super::cut;
 use super::opened::ASIDE_DIR;
 use super::plan::{self, SegmentFacts, Step};
 use super::report::{CleanClose, RecoveryReport, SetAsideFile, TailCut};
@@ -36,7 +38,7 @@ pub fn dry_run(dir: &Path, partition: u64, config: &LogConfig) -> Result<DryRun,
         .collect();
     let mut bases: Vec<u64> = names.iter().filter_map(|n| parse_log_name(n)).collect();
     bases.sort_unstable();
-    let mut maps: Vec<(u64, PathBuf, Mapping, Vec<u8>)> = Vec::with_capacity(bases.len());
+    let mut maps: Vec<(u64, PathBuf, Mapping, Vec<u8>, usize)> = Vec::with_capacity(bases.len());
     for base in bases {
         let path = dir.join(log_name(base));
         let map = map_file(&path).map_err(|e| OpenError::io("map", &path, e))?;
@@ -46,23 +48,51 @@ pub fn dry_run(dir: &Path, partition: u64, config: &LogConfig) -> Result<DryRun,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
             Err(e) => return Err(OpenError::io("read", &index_path, e)),
         };
-        maps.push((base, path, map, stored));
+        let len = map.capacity();
+        maps.push((base, path, map, stored, len));
+    }
+    // A recorded suffix cut is finished before anything else: look at the
+    // segments as it leaves them.
+    let mut suffix_cut = None;
+    if names.iter().any(|n| n == CUT_RECORD) {
+        let path = dir.join(CUT_RECORD);
+        let record = std::fs::read(&path).map_err(|e| OpenError::io("read", &path, e))?;
+        let bases: Vec<u64> = maps.iter().map(|m| m.0).collect();
+        let map = |base: u64| {
+            let m = maps.iter().find(|m| m.0 == base).map(|m| m.2.clone());
+            m.map(|m| {
+                let len = m.capacity() as u64;
+                (m, len)
+            })
+            .ok_or(OpenError::CutRecord {
+                path: path.clone(),
+                why: "its segment vanished",
+            })
+        };
+        let (from, plan) = cut::plan_from_record(dir, partition, &record, &bases, map)?;
+        if let Some(CutPlan { keep, truncate_to }) = plan {
+            maps.truncate(keep);
+            if let (Some(last), Some(len)) = (maps.last_mut(), truncate_to) {
+                last.4 = usize::try_from(len).unwrap_or(0);
+            }
+        }
+        suffix_cut = Some(from);
     }
     let facts: Vec<SegmentFacts<'_>> = maps
         .iter()
-        .map(|(base, path, map, stored)| {
+        .map(|(base, path, map, stored, len)| {
             let (stored_entries, seal) = index::decode_file(stored);
             SegmentFacts {
                 base: *base,
                 path: path.clone(),
-                data: map.slice(0..map.capacity()).unwrap_or(&[]),
+                data: map.slice(0..*len).unwrap_or(&[]),
                 stored_entries,
                 seal,
             }
         })
         .collect();
     let mut clean_close = CleanClose::NotFound;
-    if names.iter().any(|n| n == CLEAN_RECORD) {
+    if suffix_cut.is_none() && names.iter().any(|n| n == CLEAN_RECORD) {
         let after_poison = names.iter().any(|n| n == POISON_MARKER);
         let why = match clean::distrust(config, false, after_poison) {
             Some(why) => why,
@@ -70,7 +100,7 @@ pub fn dry_run(dir: &Path, partition: u64, config: &LogConfig) -> Result<DryRun,
                 let record = std::fs::read(dir.join(CLEAN_RECORD)).unwrap_or_default();
                 let found: Vec<clean::Found<'_>> = maps
                     .iter()
-                    .map(|(base, _, map, stored)| clean::Found {
+                    .map(|(base, _, map, stored, _)| clean::Found {
                         base: *base,
                         len: map.capacity() as u64,
                         index: stored,
@@ -98,6 +128,7 @@ pub fn dry_run(dir: &Path, partition: u64, config: &LogConfig) -> Result<DryRun,
     let mut report = RecoveryReport {
         segments: plan.segments.len().max(1),
         clean_close,
+        suffix_cut,
         ..RecoveryReport::default()
     };
     let mut checked_from = Vec::new();

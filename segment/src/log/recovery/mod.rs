@@ -14,6 +14,7 @@
 //!
 //! | case | found in | what open does |
 //! |---|---|---|
+//! | suffix cut recorded | `CUT` record (`cut_suffix`) | finished first, before any row below: `CLEAN` removed, later segments removed, the segment holding the offset truncated at the batch starting there (its index entries past the cut then dropped by the index row), then the record removed; reported. A damaged record, or an offset inside a batch: error naming the record (`OpenError::CutRecord`), nothing changed (`recovery/cut.rs`) |
 //! | closed cleanly | `CLEAN` record matches every file | nothing scanned, synced or written: the record's ends are trusted (`clean.rs`) |
 //! | clean-close record stale or damaged | `CLEAN` record | record removed, then the rows below apply; reported as not trusted, with why |
 //! | whole tail | last segment | nothing to cut; offsets continue after its last batch |
@@ -53,6 +54,7 @@
 
 mod apply;
 pub(crate) mod clean;
+pub(crate) mod cut;
 mod dry_run;
 mod opened;
 pub(crate) mod plan;
@@ -114,11 +116,20 @@ async fn open<S: Storage>(
     config
         .validate()
         .map_err(|reason| OpenError::InvalidConfig { reason })?;
+    let mut prepared = prepare_dir(&storage, &dir).await?;
+    let mut suffix_cut = None;
+    if prepared.cut_record {
+        let p = &prepared;
+        let from = cut::finish(&storage, &dir, partition, &p.bases, p.clean_record).await?;
+        suffix_cut = Some(from);
+        prepared = prepare_dir(&storage, &dir).await?;
+    }
     let Prepared {
         bases,
         after_poison,
         clean_record,
-    } = prepare_dir(&storage, &dir).await?;
+        cut_record: _,
+    } = prepared;
     let mut clean_close = CleanClose::NotFound;
     if clean_record {
         let why = match clean::distrust(&config, force_set_aside, after_poison) {
@@ -146,6 +157,7 @@ async fn open<S: Storage>(
         remove_record()?;
         let (log, mut report) = create_empty(storage, dir, partition, config).await?;
         report.clean_close = clean_close;
+        report.suffix_cut = suffix_cut;
         return Ok((log, report));
     }
     // The files found may be names only the page cache holds (the process
@@ -189,6 +201,7 @@ async fn open<S: Storage>(
     report.next_offset = segments.back().map_or(0, |s| s.next_offset);
     report.segments = segments.len();
     report.clean_close = clean_close;
+    report.suffix_cut = suffix_cut;
     drop(facts);
     if after_poison {
         // Everything recovered is durable now.
@@ -215,6 +228,8 @@ struct Prepared {
     after_poison: bool,
     /// A clean close left its record.
     clean_record: bool,
+    /// A suffix cut was recorded (and perhaps not finished).
+    cut_record: bool,
 }
 
 /// Creates the directory if needed and clears leftovers (orphan indexes,
@@ -243,6 +258,7 @@ async fn prepare_dir<S: Storage>(storage: &S, dir: &Path) -> Result<Prepared, Op
     // each recovered segment's durable point before syncing it.
     let after_poison = names.iter().any(|n| n == POISON_MARKER);
     let clean_record = names.iter().any(|n| n == CLEAN_RECORD);
+    let cut_record = names.iter().any(|n| n == super::cut::CUT_RECORD);
     // Index files whose segment is gone (a removal interrupted between
     // the two files) and temporary files are leftovers.
     let orphan = |n: &String| {
@@ -262,6 +278,7 @@ async fn prepare_dir<S: Storage>(storage: &S, dir: &Path) -> Result<Prepared, Op
         bases,
         after_poison,
         clean_record,
+        cut_record,
     })
 }
 

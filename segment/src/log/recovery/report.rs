@@ -66,13 +66,19 @@ pub struct RecoveryReport {
     pub sealed: Vec<PathBuf>,
     /// Whether the log's clean-close record let the open skip recovery.
     pub clean_close: CleanClose,
+    /// A recorded suffix cut this open finished: every message from this
+    /// offset on was removed (see `PartitionLog::cut_suffix`).
+    pub suffix_cut: Option<u64>,
 }
 
 impl RecoveryReport {
     /// Whether recovery changed what the log holds (cut, removed or set
     /// aside bytes): what a caller must tell its user about.
     pub fn changed_data(&self) -> bool {
-        self.cut.is_some() || !self.removed.is_empty() || !self.set_aside.is_empty()
+        self.cut.is_some()
+            || !self.removed.is_empty()
+            || !self.set_aside.is_empty()
+            || self.suffix_cut.is_some()
     }
 }
 
@@ -83,6 +89,12 @@ impl std::fmt::Display for RecoveryReport {
             "{} segments, next offset {}, {} batches verified",
             self.segments, self.next_offset, self.batches_verified
         )?;
+        if let Some(from) = self.suffix_cut {
+            write!(
+                f,
+                "; finished the recorded cut of every message from offset {from}"
+            )?;
+        }
         if let Some(cut) = &self.cut {
             let why = match &cut.reason {
                 CutReason::Zeros => "zero-filled tail".to_string(),

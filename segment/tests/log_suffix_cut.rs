@@ -1,0 +1,322 @@
+//! Cutting a replicated log's uncommitted suffix (`PartitionLog::cut_suffix`):
+//! everything from the offset on goes, nothing below the commit mark ever
+//! does, a refused cut changes nothing, and a power cut at any point of it
+//! leaves either the whole log or the log cut exactly there (the `CUT`
+//! record's row of the recovery table).
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use corelog_segment::io::{SimStorage, Storage, UringStorage};
+use corelog_segment::log::recovery::dry_run;
+use corelog_segment::log::{CutError, FsyncPolicy, LogConfig, OpenError, PartitionLog, CUT_RECORD};
+use std::path::{Path, PathBuf};
+
+const DIR: &str = "/p/1";
+
+/// Segments of about five batches, so a cut crosses files.
+fn gated() -> LogConfig {
+    LogConfig {
+        fsync: FsyncPolicy::Batch,
+        segment_bytes: 2048,
+        commit_gate: true,
+        ..small_config()
+    }
+}
+
+/// Fifteen batches of two messages (offsets 0, 2, .., 28).
+async fn fill<S: Storage>(log: &PartitionLog<S>) {
+    for i in 0..15 {
+        log.append(batch(i, 2, 40)).await.unwrap();
+    }
+}
+
+fn bases(disk: &SimStorage) -> Vec<u64> {
+    let mut b: Vec<u64> = disk
+        .files()
+        .iter()
+        .filter(|p| p.starts_with(DIR))
+        .filter_map(|p| p.file_name()?.to_str()?.strip_suffix(".log")?.parse().ok())
+        .collect();
+    b.sort_unstable();
+    b
+}
+
+/// Every batch the log holds, committed or not: the disk as a clean
+/// reboot finds it, opened without the gate.
+async fn everything(disk: &SimStorage) -> Vec<(u64, Vec<u8>)> {
+    let copy = disk.crash();
+    let config = LogConfig {
+        commit_gate: false,
+        ..gated()
+    };
+    let (log, _) = PartitionLog::open(copy, Path::new(DIR), 1, config)
+        .await
+        .unwrap();
+    read_all(&log)
+}
+
+fn record(partition: u64, from: u64) -> Vec<u8> {
+    let mut r = b"CLGCUT01".to_vec();
+    r.extend_from_slice(&partition.to_le_bytes());
+    r.extend_from_slice(&from.to_le_bytes());
+    let sum = xxhash_rust::xxh3::xxh3_64(&r);
+    r.extend_from_slice(&sum.to_le_bytes());
+    r
+}
+
+#[test]
+fn a_cut_removes_every_message_from_its_offset_and_appends_go_on_there() {
+    // Inside a middle segment, at a later segment's base, and the whole log.
+    run_sim(async {
+        let config = gated();
+        let disk = sim_for(3, &config);
+        let (log, _) = PartitionLog::open(disk.clone(), Path::new(DIR), 1, config.clone())
+            .await
+            .unwrap();
+        fill(&log).await;
+        log.set_commit_mark(6).unwrap();
+        let all = everything(&disk).await;
+        assert_eq!(all.len(), 15);
+        let segs = bases(&disk);
+        assert!(segs.len() >= 3, "{segs:?}");
+        // A batch inside the second segment, past its base.
+        let from = segs[1] + 2;
+        assert!(from < segs[2]);
+
+        let (log2, report) = log.cut_suffix(from).await.unwrap().unwrap();
+        assert_eq!(report.suffix_cut, Some(from));
+        assert!(report.changed_data());
+        assert!(
+            report.to_string().contains(&format!("from offset {from}")),
+            "{report}"
+        );
+        assert_eq!(log2.stats().end_offset, from);
+        assert_eq!(bases(&disk), segs[..2].to_vec(), "later segments removed");
+        assert!(!disk.files().iter().any(|p| p.ends_with(CUT_RECORD)));
+        // The old handle is closed.
+        assert!(log.append(batch(99, 1, 10)).await.is_err());
+        // Nothing served until the owner sets the mark again; then the
+        // kept batches are the same bytes.
+        assert!(read_all(&log2).is_empty());
+        log2.set_commit_mark(segs[1]).unwrap();
+        let kept: Vec<_> = all.iter().filter(|b| b.0 < segs[1]).cloned().collect();
+        assert_eq!(read_all(&log2), kept);
+        assert_eq!(everything(&disk).await, all[..(from / 2) as usize].to_vec());
+        let ack = log2.append(batch(20, 2, 40)).await.unwrap();
+        assert_eq!(ack.base_offset, from);
+
+        // At a segment's base: that segment goes whole.
+        let at = segs[1];
+        let (log3, report) = log2.cut_suffix(at).await.unwrap().unwrap();
+        assert_eq!(report.suffix_cut, Some(at));
+        assert_eq!(bases(&disk), vec![0]);
+        assert_eq!(log3.stats().end_offset, at);
+
+        // From the log's first offset: empty, continuing there.
+        let (log4, _) = log3.cut_suffix(0).await.unwrap().unwrap();
+        assert_eq!(log4.stats().end_offset, 0);
+        assert_eq!(bases(&disk), vec![0]);
+        assert_eq!(log4.append(batch(1, 1, 10)).await.unwrap().base_offset, 0);
+    });
+}
+
+#[test]
+fn a_refused_cut_changes_nothing() {
+    run_sim(async {
+        let config = gated();
+        let disk = sim_for(4, &config);
+        let (log, _) = PartitionLog::open(disk.clone(), Path::new(DIR), 1, config.clone())
+            .await
+            .unwrap();
+        fill(&log).await;
+        log.set_commit_mark(10).unwrap();
+        let before = everything(&disk).await;
+        let files = disk.files();
+
+        let err = log.cut_suffix(8).await.unwrap_err();
+        assert!(
+            matches!(
+                err,
+                CutError::Committed {
+                    from: 8,
+                    commit: 10,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let err = log.cut_suffix(13).await.unwrap_err();
+        assert!(
+            matches!(err, CutError::NotABatchStart { from: 13, .. }),
+            "{err}"
+        );
+        // Inside the last batch, where no batch follows to show it.
+        let err = log.cut_suffix(29).await.unwrap_err();
+        assert!(
+            matches!(err, CutError::NotABatchStart { from: 29, .. }),
+            "{err}"
+        );
+        // Nothing at or past the end: nothing to do.
+        assert!(log.cut_suffix(30).await.unwrap().is_none());
+        assert!(log.cut_suffix(1000).await.unwrap().is_none());
+
+        assert_eq!(disk.files(), files);
+        assert_eq!(everything(&disk).await, before);
+        // Still open.
+        assert_eq!(log.append(batch(50, 2, 40)).await.unwrap().base_offset, 30);
+
+        // A log without the gate has nothing it may cut.
+        let plain = LogConfig {
+            commit_gate: false,
+            ..gated()
+        };
+        let other = sim_for(5, &plain);
+        let (log, _) = PartitionLog::open(other, Path::new(DIR), 1, plain)
+            .await
+            .unwrap();
+        fill(&log).await;
+        let err = log.cut_suffix(20).await.unwrap_err();
+        assert!(matches!(err, CutError::NotGated { partition: 1 }), "{err}");
+        assert_eq!(log.stats().end_offset, 30);
+    });
+}
+
+#[test]
+fn a_power_cut_at_any_point_of_a_cut_leaves_the_whole_log_or_the_cut_one() {
+    let from = 16;
+    let mut outcomes = [0u32; 2];
+    for seed in 0..4u64 {
+        for n in 1.. {
+            let done = run_sim(async {
+                let config = gated();
+                let gate = GatedStorage::new(sim_for(seed, &config));
+                let (log, _) = PartitionLog::open(gate.clone(), Path::new(DIR), 1, config.clone())
+                    .await
+                    .unwrap();
+                fill(&log).await;
+                log.set_commit_mark(10).unwrap();
+                log.flush().await.unwrap();
+                let all = everything(&gate.disk).await;
+                gate.cut_power_after(n);
+                log.cut_suffix(from).await.unwrap().unwrap();
+                let Some(disk) = gate.after_cut() else {
+                    return true;
+                };
+                let (log, report) = PartitionLog::open(disk.clone(), Path::new(DIR), 1, config)
+                    .await
+                    .unwrap_or_else(|e| panic!("seed {seed}, cut after op {n}: {e}"));
+                assert!(
+                    !disk.files().iter().any(|p| p.ends_with(CUT_RECORD)),
+                    "seed {seed}, op {n}: the record outlived the open"
+                );
+                log.set_commit_mark(u64::MAX).unwrap();
+                let got = read_all(&log);
+                let cut: Vec<_> = all.iter().filter(|b| b.0 < from).cloned().collect();
+                if got == all {
+                    outcomes[0] += 1;
+                    assert_eq!(report.suffix_cut, None, "seed {seed}, op {n}");
+                } else {
+                    assert_eq!(got, cut, "seed {seed}, power cut after op {n}: {report}");
+                    outcomes[1] += 1;
+                    assert_eq!(
+                        log.append(batch(40, 2, 40)).await.unwrap().base_offset,
+                        from
+                    );
+                }
+                false
+            });
+            if done {
+                break;
+            }
+            assert!(n < 500, "the cut never ended");
+        }
+    }
+    // Both sides of the record's durable point were reached.
+    assert!(outcomes[0] > 0 && outcomes[1] > 0, "{outcomes:?}");
+}
+
+#[test]
+fn a_damaged_record_or_one_inside_a_batch_is_refused_and_changes_nothing() {
+    run_sim(async {
+        let config = gated();
+        let disk = sim_for(6, &config);
+        let (log, _) = PartitionLog::open(disk.clone(), Path::new(DIR), 1, config.clone())
+            .await
+            .unwrap();
+        fill(&log).await;
+        log.close().await.unwrap();
+        drop(log);
+        let record_path = PathBuf::from(DIR).join(CUT_RECORD);
+        let mut damaged = record(1, 16);
+        damaged[20] ^= 0x40;
+        for (bytes, why) in [
+            (damaged, "checksum"),
+            (record(2, 16), "another partition"),
+            (record(1, 17), "not the first offset of a batch"),
+            (b"short".to_vec(), "not a suffix-cut record"),
+        ] {
+            disk.put_file(&record_path, &bytes).unwrap();
+            let snapshot: Vec<_> = disk
+                .files()
+                .iter()
+                .map(|p| (p.clone(), disk.file_bytes(p)))
+                .collect();
+            let err = PartitionLog::open(disk.clone(), Path::new(DIR), 1, config.clone())
+                .await
+                .unwrap_err();
+            assert!(matches!(err, OpenError::CutRecord { .. }), "{err}");
+            assert!(err.to_string().contains(why), "{err}");
+            let after: Vec<_> = disk
+                .files()
+                .iter()
+                .map(|p| (p.clone(), disk.file_bytes(p)))
+                .collect();
+            assert_eq!(after, snapshot, "{why}: a refused open changed files");
+        }
+        // Moved away, the log opens whole.
+        disk.remove_file(&record_path).unwrap();
+        let (log, _) = PartitionLog::open(disk.clone(), Path::new(DIR), 1, config)
+            .await
+            .unwrap();
+        assert_eq!(log.stats().end_offset, 30);
+    });
+}
+
+#[test]
+fn verify_says_what_the_open_finishing_a_recorded_cut_does() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("1");
+    run(async {
+        let config = gated();
+        let storage = UringStorage::new(64).unwrap();
+        let (log, _) = PartitionLog::open(storage.clone(), &dir, 1, config.clone())
+            .await
+            .unwrap();
+        fill(&log).await;
+        log.close().await.unwrap();
+        drop(log);
+        // As a crash right after the record was made durable leaves it.
+        std::fs::write(dir.join(CUT_RECORD), record(1, 16)).unwrap();
+        let listing = |d: &Path| {
+            let mut v: Vec<_> = std::fs::read_dir(d)
+                .unwrap()
+                .map(|e| {
+                    let p = e.unwrap().path();
+                    let bytes = std::fs::read(&p).unwrap_or_default();
+                    (p, bytes)
+                })
+                .collect();
+            v.sort();
+            v
+        };
+        let before = listing(&dir);
+        let dry = dry_run(&dir, 1, &config).unwrap();
+        assert_eq!(listing(&dir), before, "verify changed the directory");
+        let (log, report) = PartitionLog::open(storage, &dir, 1, config).await.unwrap();
+        assert_eq!(dry.report, report);
+        assert_eq!(report.suffix_cut, Some(16));
+        assert_eq!(log.stats().end_offset, 16);
+    });
+}
