@@ -9,7 +9,7 @@ use crate::request::{Request, Respond};
 use crate::shard::{self, placement, PartitionRecovery};
 use crate::thread;
 use bytes::Bytes;
-use corelog_segment::log::{AppendAck, LogStats, PollFrom, PollReply, Retention};
+use corelog_segment::log::{AppendAck, LogStats, PollFrom, PollReply, RecoveryReport, Retention};
 use corelog_segment::{Batch, Limits};
 use futures_channel::oneshot;
 use std::future::Future;
@@ -504,6 +504,32 @@ impl Handle {
     pub fn stats(&self, partition: u64) -> Reply<LogStats> {
         self.send(self.shard_of(partition), |reply| Request::Stats {
             partition,
+            reply,
+        })
+    }
+
+    /// Moves `partition`'s commit mark to `offset` (it only grows): polls
+    /// then see the acknowledged batches ending at or below it. Only for an
+    /// engine whose `LogConfig::commit_gate` is on (a replica's), where a
+    /// partition serves nothing past its mark, and nothing after it is
+    /// opened until the mark is set again.
+    pub fn set_commit_mark(&self, partition: u64, offset: u64) -> Reply<()> {
+        self.send(self.shard_of(partition), |reply| Request::SetCommitMark {
+            partition,
+            offset,
+            reply,
+        })
+    }
+
+    /// Removes every message of `partition` from `from` on (where a batch
+    /// starts, at or above the commit mark), crash-safely (see
+    /// `PartitionLog::cut_suffix`): the report of the reopen that made
+    /// the cut, or `None` when nothing lay at or past `from`. Requests
+    /// for the partition sent meanwhile wait for the cut log.
+    pub fn cut_suffix(&self, partition: u64, from: u64) -> Reply<Option<RecoveryReport>> {
+        self.send(self.shard_of(partition), |reply| Request::CutSuffix {
+            partition,
+            from,
             reply,
         })
     }

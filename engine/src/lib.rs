@@ -51,9 +51,9 @@ pub use shard::PartitionRecovery;
 
 pub use corelog_segment::declared_length;
 pub use corelog_segment::log::{
-    AppendAck, AppendError, CleanClose, Damage, FsyncPolicy, LogConfig, LogError, LogStats,
-    OpenCheck, OpenError as LogOpenError, ParseFsyncError, Poison, PollFrom, PollReply,
-    Preallocation, RecoveryReport, Retention, SyncIssue, TailCut,
+    AppendAck, AppendError, CleanClose, CommitMarkError, CutError, Damage, FsyncPolicy, LogConfig,
+    LogError, LogStats, OpenCheck, OpenError as LogOpenError, ParseFsyncError, Poison, PollFrom,
+    PollReply, Preallocation, RecoveryReport, Retention, SyncIssue, TailCut,
 };
 pub use corelog_segment::{
     Batch, BatchBuilder, BatchError, BatchRef, BuildError, Limits, Message, MessageSpec, Messages,

@@ -1,7 +1,7 @@
 //! What travels to a shard.
 
 use crate::error::RequestError;
-use corelog_segment::log::{AppendAck, LogStats, PollFrom, PollReply, Retention};
+use corelog_segment::log::{AppendAck, LogStats, PollFrom, PollReply, RecoveryReport, Retention};
 use corelog_segment::Batch;
 use futures_channel::oneshot::Sender;
 use std::future::Future;
@@ -65,6 +65,16 @@ pub(crate) enum Request {
         partition: u64,
         reply: Respond<LogStats>,
     },
+    SetCommitMark {
+        partition: u64,
+        offset: u64,
+        reply: Respond<()>,
+    },
+    CutSuffix {
+        partition: u64,
+        from: u64,
+        reply: Respond<Option<RecoveryReport>>,
+    },
     Create {
         partition: u64,
         reply: Respond<()>,
@@ -96,6 +106,8 @@ impl Request {
             | Request::DeleteSegments { partition, .. }
             | Request::SetRetention { partition, .. }
             | Request::Stats { partition, .. }
+            | Request::SetCommitMark { partition, .. }
+            | Request::CutSuffix { partition, .. }
             | Request::Create { partition, .. }
             | Request::Delete { partition, .. } => Some(*partition),
             Request::Flush { partition, .. } => *partition,
@@ -113,12 +125,14 @@ impl Request {
             Request::StoreOffset { reply, .. }
             | Request::Flush { reply, .. }
             | Request::SetRetention { reply, .. }
+            | Request::SetCommitMark { reply, .. }
             | Request::Create { reply, .. }
             | Request::Delete { reply, .. } => drop(reply.send(Err(e))),
             Request::LoadOffset { reply, .. } => drop(reply.send(Err(e))),
             Request::DeleteOffset { reply, .. } => drop(reply.send(Err(e))),
             Request::DeleteSegments { reply, .. } => drop(reply.send(Err(e))),
             Request::Stats { reply, .. } => drop(reply.send(Err(e))),
+            Request::CutSuffix { reply, .. } => drop(reply.send(Err(e))),
             Request::List { reply } => drop(reply.send(Err(e))),
             Request::Retention { reply } => drop(reply.send(Err(e))),
             Request::Spawn(_) | Request::Shutdown => {}

@@ -4,6 +4,7 @@
 //! other shards; work for its partitions arrives through its queue (or
 //! directly, from a task already running on it).
 
+mod cut;
 mod dispatch;
 
 use crate::config::{Config, OpenPartitions};

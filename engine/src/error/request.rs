@@ -1,7 +1,9 @@
 //! What a request to a running engine (every [`Handle`](crate::Handle)
 //! method's [`Reply`](crate::Reply)) can fail with.
 
-use corelog_segment::log::{AppendError, LogError, OpenError as LogOpenError};
+use corelog_segment::log::{
+    AppendError, CommitMarkError, CutError, LogError, OpenError as LogOpenError,
+};
 use corelog_segment::BatchError;
 
 /// Why a request failed; each variant is something a caller can match on.
@@ -25,6 +27,14 @@ pub enum RequestError {
     /// poisoning).
     #[error(transparent)]
     Storage(#[from] LogError),
+    /// The partition has no commit mark to move (the engine's
+    /// `LogConfig::commit_gate` is off).
+    #[error(transparent)]
+    CommitMark(#[from] CommitMarkError),
+    /// A suffix cut was refused (nothing changed) or failed (a recorded
+    /// cut is finished by the partition's next open).
+    #[error(transparent)]
+    Cut(#[from] CutError),
     /// The partition could not be opened (recovery refused or failed); it
     /// answers every request with this until the engine is reopened.
     #[error("partition {partition} cannot be opened: {error}")]

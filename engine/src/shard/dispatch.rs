@@ -101,6 +101,10 @@ impl Shard {
             Request::Stats { reply, .. } => {
                 let _ = reply.send(Ok(log.stats()));
             }
+            Request::SetCommitMark { offset, reply, .. } => {
+                let _ = reply.send(log.set_commit_mark(offset).map_err(RequestError::from));
+            }
+            req @ Request::CutSuffix { .. } => self.cut_suffix(log, req),
             Request::Create { reply, .. } => {
                 let _ = reply.send(Ok(()));
             }

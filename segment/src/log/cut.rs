@@ -182,8 +182,8 @@ pub enum CutError {
         partition: u64,
         /// The offset asked for.
         from: u64,
-        /// The failure.
-        source: LogError,
+        /// The failure (boxed: a request error carries this one).
+        source: Box<LogError>,
     },
     /// The cut is recorded and the log closed, but reopening it (which
     /// finishes the cut) failed; the next open finishes it.
@@ -193,8 +193,8 @@ pub enum CutError {
         partition: u64,
         /// The offset asked for.
         from: u64,
-        /// The failure.
-        source: OpenError,
+        /// The failure (boxed: a request error carries this one).
+        source: Box<OpenError>,
     },
 }
 
@@ -221,7 +221,7 @@ impl<S: Storage> PartitionLog<S> {
         let log_err = |source| CutError::Log {
             partition,
             from,
-            source,
+            source: Box::new(source),
         };
         self.check_cut(from)?;
         if from >= self.stats().end_offset {
@@ -242,7 +242,7 @@ impl<S: Storage> PartitionLog<S> {
             .map_err(|source| CutError::Reopen {
                 partition,
                 from,
-                source,
+                source: Box::new(source),
             })?;
         Ok(Some((log, report)))
     }

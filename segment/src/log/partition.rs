@@ -282,6 +282,12 @@ impl<S: Storage> PartitionLog<S> {
         self.inner.st.borrow().next_offset
     }
 
+    /// Whether the log was closed ([`PartitionLog::close`], or a suffix
+    /// cut that reopened it as a new log): it refuses appends.
+    pub fn is_closed(&self) -> bool {
+        self.inner.st.borrow().closed
+    }
+
     /// Whether nothing is in flight: no write, acknowledgement, flush or
     /// sync round waiting, and no segment being sealed. An idle log can be
     /// closed without failing anyone's request.
