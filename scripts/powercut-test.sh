@@ -33,6 +33,12 @@
 # the writer went through and hold every entry synced before the clone
 # that no later step replaced.
 #
+# `cut-batch` and `cut-never` do the same to a replicated partition log
+# (`LogConfig::commit_gate`, issue 28's one log): stamped batches appended
+# as a follower will, and each replaced suffix cut with
+# `PartitionLog::cut_suffix` (a `CUT` record made durable first, the cut
+# finished by recovery), under the same check.
+#
 # Needs root, losetup, mkfs.{xfs,ext4,btrfs}. Outside CI a missing piece
 # skips the run loudly; with CI=true it fails. Every mount and loop device
 # made here is undone on exit, also on failure; on failure the scratch
@@ -162,6 +168,9 @@ mkfs_image() { # FS FILE
     esac
 }
 
+# The corelog-journal-powercut target of a journal-* or cut-* policy.
+jtarget() { [[ "$1" == cut-* ]] && echo log || echo journal; }
+
 mount_options() { [[ "$1" == xfs ]] && echo nouuid || true; }
 
 # Totals per filesystem and policy, for the summary.
@@ -175,11 +184,12 @@ run_one() {
     mkfs_image "$fs" "$img" || cannot "mkfs.$fs failed"
     attach "$img"
     mount_at "$dev" "$work/$tag.mnt"
-    if [[ "$policy" == journal-* ]]; then
+    if [[ "$policy" == journal-* || "$policy" == cut-* ]]; then
         local nosync=()
-        [[ "$policy" == journal-never ]] && nosync=(--no-sync)
+        [[ "$policy" == *-never ]] && nosync=(--no-sync)
         timeout --kill-after=10 $((seconds + 300)) \
-            "$jbin" write --dir "$work/$tag.mnt/data" --history "$journal" --seconds "$seconds" \
+            "$jbin" write --target "$(jtarget "$policy")" --dir "$work/$tag.mnt/data" \
+            --history "$journal" --seconds "$seconds" \
             --seed "$seed" "${nosync[@]}" >"$work/$tag.writer.log" 2>&1 &
     else
         local common=(--journal "$journal" --fsync "$policy" --partitions "$partitions"
@@ -232,8 +242,9 @@ check_image() {
     local fs="$1" policy="$2" tag="$3" mnt="$4" label="$5" upto="$6" ns="$7"
     local extra=() out rc=0
     [[ "$label" == clean ]] && extra=(--clean)
-    if [[ "$policy" == journal-* ]]; then
-        out=$(timeout --kill-after=10 600 "$jbin" check --dir "$mnt/data" --history "$work/$tag.journal" \
+    if [[ "$policy" == journal-* || "$policy" == cut-* ]]; then
+        out=$(timeout --kill-after=10 600 "$jbin" check --target "$(jtarget "$policy")" \
+            --dir "$mnt/data" --history "$work/$tag.journal" \
             --clone-ns "$ns" --label "$fs/$label" 2>&1) || rc=$?
     else
         out=$(timeout --kill-after=10 600 "$bin" check --dir "$mnt/data" --journal "$work/$tag.journal" --fsync "$policy" \

@@ -14,6 +14,11 @@
 //!   replaced entry's batch differs from the one it replaces), written as
 //!   a batch record (`append_verified`: its checksum stops at the batch
 //!   header, recovery verifies the batch), at odd ones plain bytes.
+//! * `--target log` drives a replicated partition log instead (the one
+//!   log of issue 28, `log_target.rs`): the same steps as stamped batches,
+//!   each replaced suffix cut with `PartitionLog::cut_suffix` (its `CUT`
+//!   record finished by recovery), policies `cut-batch` and the control
+//!   `cut-never`.
 //! * `check` opens the journal of a clone (recovery runs) and checks it
 //!   against the history, with S_k the log after the last step recorded
 //!   before the clone: the recovered log must be a prefix of some log
@@ -31,8 +36,10 @@
 //! synced entries are lost (the control's expected outcome), 2 on any
 //! other failure (a recovered log that mixes logs, damaged data).
 
+mod log_target;
+
 use bytes::Bytes;
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use corelog_replica::journal::Journal;
 use raft::eraftpb::{ConfState, Entry};
 use std::io::{BufRead, Write};
@@ -45,6 +52,15 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 struct Cli {
     #[command(subcommand)]
     mode: Mode,
+}
+
+/// What the steps are written to.
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum Target {
+    /// A replica group's journal (`corelog_replica::journal`).
+    Journal,
+    /// A replicated partition log (`LogConfig::commit_gate`).
+    Log,
 }
 
 #[derive(Subcommand, Debug)]
@@ -62,6 +78,8 @@ enum Mode {
         /// Never sync (the control: it must lose entries).
         #[arg(long)]
         no_sync: bool,
+        #[arg(long, value_enum, default_value = "journal")]
+        target: Target,
     },
     /// Recover a clone's journal and check it against the history.
     Check {
@@ -75,6 +93,8 @@ enum Mode {
         /// A name for this check in the summary line.
         #[arg(long, default_value = "clone")]
         label: String,
+        #[arg(long, value_enum, default_value = "journal")]
+        target: Target,
     },
 }
 
@@ -84,15 +104,20 @@ fn now_ns() -> u64 {
         .map_or(0, |d| d.as_nanos() as u64)
 }
 
-/// Entry `index` of `term`'s data, all a function of both: at odd
-/// indexes 16 to 2,063 bytes; at even ones a stamped batch of one message
-/// of such bytes (a batch record's data).
-fn data(index: u64, term: u64) -> Vec<u8> {
+/// 16 to 2,063 bytes, a function of `index` and `term`.
+fn payload(index: u64, term: u64) -> Vec<u8> {
     let seed = index.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ term.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
     let len = 16 + (seed % 2048) as usize;
-    let bytes: Vec<u8> = (0..len)
+    (0..len)
         .map(|i| (seed.rotate_left((i % 64) as u32) as u8) ^ (i as u8))
-        .collect();
+        .collect()
+}
+
+/// Entry `index` of `term`'s data, all a function of both: at odd
+/// indexes its payload; at even ones a stamped batch of one message of
+/// it (a batch record's data).
+fn data(index: u64, term: u64) -> Vec<u8> {
+    let bytes = payload(index, term);
     if !is_batch(index) {
         return bytes;
     }
@@ -217,7 +242,33 @@ fn apply(log: &mut Vec<u64>, s: &Step, agree: &mut usize, other: &[u64]) {
     }
 }
 
-fn check(dir: PathBuf, history: PathBuf, clone_ns: u64, label: String) -> ExitCode {
+/// The recovered journal's terms, entry 1 first, each entry's data
+/// checked.
+fn recovered_journal(dir: &std::path::Path) -> Result<Vec<u64>, String> {
+    let (j, rec) = Journal::open(dir, &conf()).map_err(|e| format!("recovery: {e}"))?;
+    if let Some(cut) = &rec.cut {
+        println!("    recovery cut: {cut}");
+    }
+    if j.first_index() != 1 {
+        return Err(format!("first index {}, not 1", j.first_index()));
+    }
+    let mut r = Vec::new();
+    for i in 1..=j.last_index() {
+        let Some(e) = j.entry(i) else {
+            return Err(format!(
+                "entry {i} missing below the last {}",
+                j.last_index()
+            ));
+        };
+        if e.data.as_ref() != data(i, e.term).as_slice() {
+            return Err(format!("entry {i} (term {}): data not as written", e.term));
+        }
+        r.push(e.term);
+    }
+    Ok(r)
+}
+
+fn check(dir: PathBuf, history: PathBuf, clone_ns: u64, label: String, target: Target) -> ExitCode {
     let fail = |why: String| {
         eprintln!("corelog-journal-powercut check {label}: FAIL: {why}");
         ExitCode::from(2)
@@ -226,30 +277,14 @@ fn check(dir: PathBuf, history: PathBuf, clone_ns: u64, label: String) -> ExitCo
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let (j, rec) = match Journal::open(&dir, &conf()) {
-        Ok(x) => x,
-        Err(e) => return fail(format!("recovery: {e}")),
+    let recovered = match target {
+        Target::Journal => recovered_journal(&dir),
+        Target::Log => log_target::recovered(&dir),
     };
-    if let Some(cut) = &rec.cut {
-        println!("    recovery cut: {cut}");
-    }
-    if j.first_index() != 1 {
-        return fail(format!("first index {}, not 1", j.first_index()));
-    }
-    // The recovered log's terms, each entry's data checked.
-    let mut r = Vec::new();
-    for i in 1..=j.last_index() {
-        let Some(e) = j.entry(i) else {
-            return fail(format!(
-                "entry {i} missing below the last {}",
-                j.last_index()
-            ));
-        };
-        if e.data.as_ref() != data(i, e.term).as_slice() {
-            return fail(format!("entry {i} (term {}): data not as written", e.term));
-        }
-        r.push(e.term);
-    }
+    let r = match recovered {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
     // S_k: the log after the last step recorded before the clone.
     let k = steps.iter().take_while(|s| s.ns < clone_ns).count();
     let mut s_k = Vec::new();
@@ -312,7 +347,11 @@ fn main() -> ExitCode {
             seconds,
             seed,
             no_sync,
-        } => match write(dir, history, seconds, seed, no_sync) {
+            target,
+        } => match match target {
+            Target::Journal => write(dir, history, seconds, seed, no_sync),
+            Target::Log => log_target::write(&dir, &history, seconds, seed, no_sync),
+        } {
             Ok(summary) => {
                 println!("{summary}");
                 ExitCode::SUCCESS
@@ -327,6 +366,7 @@ fn main() -> ExitCode {
             history,
             clone_ns,
             label,
-        } => check(dir, history, clone_ns, label),
+            target,
+        } => check(dir, history, clone_ns, label, target),
     }
 }
