@@ -124,6 +124,17 @@ pub enum GroupError {
         /// the machine's error
         source: crate::machine::MachineError,
     },
+    /// Entries past the commit index were about to be applied (a bug:
+    /// the group stops rather than serve what a new leader may overwrite).
+    #[error("group {group}: entry {index} was to be applied, but only {committed} is committed")]
+    BeyondCommit {
+        /// the group
+        group: u32,
+        /// the last entry to be applied
+        index: u64,
+        /// the commit index
+        committed: u64,
+    },
     /// The shard's applier is gone (the engine is stopping).
     #[error("group {group}: the applier on the shard stopped")]
     ApplierStopped {

@@ -22,6 +22,10 @@ pub struct GroupStatus {
     pub synced: AtomicU64,
     /// Elections this node saw won (leader changes).
     pub leader_changes: AtomicU64,
+    /// Acknowledgements of entries past the journal's durable point that
+    /// were refused at the send (`Group::send_persisted`); 0 unless the
+    /// order of a Ready's handling is broken.
+    pub early_acks: AtomicU64,
     /// While this node leads: until when a majority's answers confirm it
     /// (`group/lease.rs`), in milliseconds of [`Shared::ms_of`]; 0: not
     /// confirmed.
@@ -47,6 +51,9 @@ pub struct GroupView {
     /// returned): the last index under `fsync=batch`, at most an interval
     /// behind under `interval`.
     pub synced: u64,
+    /// Acknowledgements refused because they ran ahead of the durable
+    /// point (always 0 in a correct node; the tests check it).
+    pub early_acks: u64,
 }
 
 /// Every group's published state, and this node's id.
@@ -105,6 +112,7 @@ impl Shared {
                 applied: s.applied.load(Ordering::Relaxed),
                 last_index: s.last_index.load(Ordering::Relaxed),
                 synced: s.synced.load(Ordering::Relaxed),
+                early_acks: s.early_acks.load(Ordering::Relaxed),
             })
             .collect()
     }

@@ -393,6 +393,18 @@ fn the_journals_durable_point_follows_the_fsync_policy() {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        // No node acknowledged an entry past its journal's durable point
+        // (a Ready's persisted messages sent before its sync are refused
+        // at the send, and counted).
+        for n in &nodes {
+            for v in n.handle().status() {
+                assert_eq!(
+                    v.early_acks, 0,
+                    "{policy}: node {} group {}: early acknowledgements",
+                    n.id, v.group
+                );
+            }
+        }
         match policy {
             "batch" => assert!(
                 synced_to_last(&nodes[(leader - 1) as usize]),

@@ -32,7 +32,7 @@ use crate::status::Shared;
 use corelog::{AppendAck, Batch};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use futures_channel::oneshot;
-use raft::eraftpb::{ConfState, Entry, Message};
+use raft::eraftpb::{ConfState, Entry, Message, MessageType};
 use raft::{RawNode, StateRole};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
@@ -399,7 +399,7 @@ impl Group {
         if self.opts.sync {
             self.store.wl().sync().map_err(jerr)?;
         }
-        self.send(rd.take_persisted_messages());
+        self.send_persisted(rd.take_persisted_messages());
         let mut light = self.raw.advance(rd);
         if let Some(commit) = light.commit_index() {
             let mut hs = self.store.rl().hard_state().clone();
@@ -421,6 +421,29 @@ impl Group {
 
     fn send(&self, msgs: Vec<Message>) {
         for m in msgs {
+            self.transport.send(self.id, m);
+        }
+    }
+
+    /// Sends the messages raft-rs holds until the journal has persisted
+    /// what they answer for. Under a durable policy an append response
+    /// says "I hold these entries at the durable point", and the leader
+    /// counts it toward a majority: one for an entry past the journal's
+    /// synced index would acknowledge what a power cut can take, so it is
+    /// refused here, loudly, whatever the order of the calls above.
+    fn send_persisted(&self, msgs: Vec<Message>) {
+        let synced = self.store.rl().synced_index();
+        for m in msgs {
+            let acks = m.get_msg_type() == MessageType::MsgAppendResponse && !m.reject;
+            if self.opts.sync && acks && m.index > synced {
+                self.status().early_acks.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(
+                    "group {}: an acknowledgement of entry {} was not sent: the journal is durable only to {synced}",
+                    self.id,
+                    m.index
+                );
+                continue;
+            }
             self.transport.send(self.id, m);
         }
     }
@@ -465,6 +488,16 @@ impl Group {
         let Some(last) = entries.last().map(|e| e.index) else {
             return Ok(());
         };
+        // What is applied is served: never an entry a new leader may still
+        // overwrite.
+        let committed = self.raw.raft.raft_log.committed;
+        if last > committed {
+            return Err(GroupError::BeyondCommit {
+                group: self.id,
+                index: last,
+                committed,
+            });
+        }
         match &self.role {
             Role::Meta(sm) => {
                 let sm = sm.clone();
