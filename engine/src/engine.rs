@@ -393,6 +393,54 @@ impl Handle {
         })
     }
 
+    /// Like [`Handle::poll`], but when there is nothing at `from` yet it
+    /// waits, up to `max_wait`, for batches to become visible there (an
+    /// append acknowledged, a replica's commit mark moved), and answers
+    /// as soon as they do: a consumer that has caught up waits here
+    /// instead of polling in a loop (Kafka's fetch `max_wait`). Empty at
+    /// `max_wait`; [`RequestError::ShuttingDown`] at once when the engine
+    /// shuts down meanwhile. The shard
+    /// wakes the waiters of a partition when its visible end moves; while
+    /// nobody waits, appends pay nothing for it.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use corelog::{BatchBuilder, Config, Engine, MessageSpec, PollFrom};
+    /// use std::time::Duration;
+    /// let engine = Engine::open(Config::new(dir.path()))?;
+    /// engine.create_partition(1).wait()?;
+    /// // Nothing there yet: empty after the wait.
+    /// let reply = engine.poll_wait(1, PollFrom::Offset(0), 1 << 20, Duration::from_millis(10)).wait()?;
+    /// assert!(reply.is_empty());
+    /// // A waiting poll answers once an append lands.
+    /// let waiting = engine.poll_wait(1, PollFrom::Offset(0), 1 << 20, Duration::from_secs(30));
+    /// let mut b = BatchBuilder::new();
+    /// b.push(MessageSpec { id: 1, timestamp: 1, payload: b"hello", user_headers: b"" });
+    /// engine.append(1, b.build()?).wait()?;
+    /// assert_eq!(waiting.wait()?.batch_count(), 1);
+    /// engine.shutdown()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn poll_wait(
+        &self,
+        partition: u64,
+        from: PollFrom,
+        max_bytes: u64,
+        max_wait: std::time::Duration,
+    ) -> Reply<PollReply> {
+        let now = std::time::Instant::now();
+        let deadline = now
+            .checked_add(max_wait)
+            .unwrap_or(now + std::time::Duration::from_secs(86_400 * 365));
+        self.send(self.shard_of(partition), |reply| Request::PollWait {
+            partition,
+            from,
+            max_bytes,
+            deadline,
+            reply,
+        })
+    }
+
     /// Like [`Handle::poll`], then verifies every batch of the reply
     /// (layout, checksums, offsets) on the calling thread: a corrupt batch
     /// is an error naming its file and position, never returned.

@@ -25,6 +25,13 @@ pub(crate) enum Request {
         max_bytes: u64,
         reply: Respond<PollReply>,
     },
+    PollWait {
+        partition: u64,
+        from: PollFrom,
+        max_bytes: u64,
+        deadline: std::time::Instant,
+        reply: Respond<PollReply>,
+    },
     PollNext {
         partition: u64,
         consumer: u64,
@@ -100,6 +107,7 @@ impl Request {
             Request::Append { partition, .. }
             | Request::Poll { partition, .. }
             | Request::PollNext { partition, .. }
+            | Request::PollWait { partition, .. }
             | Request::StoreOffset { partition, .. }
             | Request::LoadOffset { partition, .. }
             | Request::DeleteOffset { partition, .. }
@@ -119,9 +127,9 @@ impl Request {
     pub(crate) fn fail(self, e: RequestError) {
         match self {
             Request::Append { reply, .. } => drop(reply.send(Err(e))),
-            Request::Poll { reply, .. } | Request::PollNext { reply, .. } => {
-                drop(reply.send(Err(e)))
-            }
+            Request::Poll { reply, .. }
+            | Request::PollNext { reply, .. }
+            | Request::PollWait { reply, .. } => drop(reply.send(Err(e))),
             Request::StoreOffset { reply, .. }
             | Request::Flush { reply, .. }
             | Request::SetRetention { reply, .. }

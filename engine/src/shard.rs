@@ -263,6 +263,11 @@ impl Shard {
     /// Flushes and closes every partition; returns the ones that failed.
     async fn shutdown(self: &Rc<Self>) -> CloseFailures {
         self.closing.set(true);
+        // Long polls answer now (ShuttingDown), so that they do not hold
+        // the shutdown for the rest of their wait.
+        for log in self.open_logs() {
+            log.interrupt_waiters();
+        }
         Idle {
             shard: self.clone(),
         }

@@ -5,6 +5,7 @@ use crate::error::RequestError;
 use crate::partitions::Log;
 use crate::request::Request;
 use std::rc::Rc;
+use std::time::Instant;
 
 impl Shard {
     pub(super) fn dispatch(self: &Rc<Self>, log: &Log, req: Request) {
@@ -32,6 +33,36 @@ impl Shard {
             } => {
                 let _ = reply.send(log.poll(from, max_bytes).map_err(RequestError::from));
             }
+            Request::PollWait {
+                partition,
+                from,
+                max_bytes,
+                deadline,
+                reply,
+            } => match log.poll(from, max_bytes) {
+                Ok(r) if r.is_empty() && !self.closing.get() && Instant::now() < deadline => {
+                    // Nothing yet: wait for the visible end to move (or the
+                    // deadline), then route the request again, so it polls
+                    // whatever log the partition has then (a cut or a close
+                    // replaces it).
+                    let changed = log.visible_changed();
+                    let shard = self.clone();
+                    self.spawn_tracked(async move {
+                        let at = monoio::time::Instant::from_std(deadline);
+                        let _ = monoio::time::timeout_at(at, changed).await;
+                        shard.handle(Request::PollWait {
+                            partition,
+                            from,
+                            max_bytes,
+                            deadline,
+                            reply,
+                        });
+                    });
+                }
+                r => {
+                    let _ = reply.send(r.map_err(RequestError::from));
+                }
+            },
             Request::PollNext {
                 consumer,
                 max_bytes,

@@ -76,6 +76,7 @@ mod seal;
 mod segment;
 mod sync;
 mod sync_gate;
+mod wait;
 
 pub use append::AppendFuture;
 pub use commit::CommitMarkError;
@@ -91,3 +92,4 @@ pub use prealloc::preallocated_ahead;
 pub use recovery::{CleanClose, RecoveryReport, SetAsideFile, TailCut, ASIDE_DIR, CLEAN_RECORD};
 pub use segment::{index_name, log_name, parse_log_name};
 pub use sync::POISON_MARKER;
+pub use wait::VisibleChanged;

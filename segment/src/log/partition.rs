@@ -18,6 +18,7 @@ use super::error::Poison;
 use super::event;
 use super::map_slot;
 use super::segment::{SegState, Segment, Visible};
+use super::wait::Waiters;
 use crate::io::Storage;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
@@ -160,6 +161,8 @@ pub(super) struct State<F> {
     /// Readers stop here too (`commit.rs`): `Some` under
     /// `LogConfig::commit_gate`.
     pub(super) commit: Option<u64>,
+    /// Readers waiting for the visible end to move (`wait.rs`).
+    pub(super) waiters: Waiters,
 }
 
 impl<F> State<F> {
@@ -399,6 +402,7 @@ impl<S: Storage> PartitionLog<S> {
                     syncs: 0,
                     offsets: Offsets::default(),
                     commit,
+                    waiters: Waiters::default(),
                 }),
             }),
         };

@@ -163,6 +163,7 @@ impl<S: Storage> PartitionLog<S> {
         let unchanged = {
             let mut st = self.inner.st.borrow_mut();
             st.closed = true;
+            st.waiters.moved();
             st.clean_record
         };
         self.inner.closing.set();

@@ -244,6 +244,7 @@ pub(super) fn set_visible<F>(st: &mut State<F>, mark: Mark) {
         }
         seg.visible = seg.fully_visible();
     }
+    st.waiters.moved();
 }
 
 /// After a sync that covered `mark`: index entries below it are durable.
