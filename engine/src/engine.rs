@@ -548,6 +548,15 @@ impl Handle {
         })
     }
 
+    /// A fault for tests (feature `testing`): shard `shard` panics in its
+    /// own loop, as a bug in it would, once it takes this from its queue.
+    #[cfg(feature = "testing")]
+    pub fn inject_shard_panic(&self, shard: usize) {
+        if let Some(q) = self.shared.queues.get(shard) {
+            let _ = q.try_push(Request::Panic);
+        }
+    }
+
     /// Sizes and offsets of `partition`.
     pub fn stats(&self, partition: u64) -> Reply<LogStats> {
         self.send(self.shard_of(partition), |reply| Request::Stats {

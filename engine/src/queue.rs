@@ -27,6 +27,8 @@ pub(crate) struct ShardQueue {
     shard_waker: AtomicWaker,
     space: Event,
     closed: AtomicBool,
+    /// The shard panicked: its callers get `ShardFailed`.
+    failed: AtomicBool,
 }
 
 impl ShardQueue {
@@ -37,6 +39,7 @@ impl ShardQueue {
             shard_waker: AtomicWaker::new(),
             space: Event::new(),
             closed: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
         }
     }
 
@@ -73,6 +76,24 @@ impl ShardQueue {
 
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Ordering::SeqCst)
+    }
+
+    /// The shard died (a panic in its own work): the queue closes, and
+    /// every caller, waiting or to come, gets `ShardFailed`.
+    pub(crate) fn fail(&self) {
+        self.failed.store(true, Ordering::SeqCst);
+        self.close();
+    }
+
+    /// What a caller whose request this queue will not answer gets.
+    fn refusal(&self) -> RequestError {
+        if self.failed.load(Ordering::SeqCst) {
+            RequestError::ShardFailed { shard: self.index }
+        } else if self.is_closed() {
+            RequestError::ShuttingDown
+        } else {
+            RequestError::QueueClosed { shard: self.index }
+        }
     }
 
     fn drain(&self) {
@@ -231,7 +252,7 @@ impl<T> Future for Reply<T> {
                         continue;
                     };
                     let Some(r) = req.filter(|_| !queue.is_closed()) else {
-                        return Poll::Ready(Err(RequestError::ShuttingDown));
+                        return Poll::Ready(Err(queue.refusal()));
                     };
                     match queue.try_push(r) {
                         Ok(()) => self.state = State::Waiting { rx, queue },
@@ -264,16 +285,12 @@ impl<T> Future for Reply<T> {
                     }
                 }
                 State::Waiting { rx, queue } => {
-                    let closed = if queue.is_closed() {
-                        RequestError::ShuttingDown
-                    } else {
-                        RequestError::QueueClosed { shard: queue.index }
-                    };
                     return match Pin::new(rx).poll(cx) {
                         Poll::Pending => Poll::Pending,
                         Poll::Ready(r) => {
+                            let r = r.unwrap_or_else(|_| Err(queue.refusal()));
                             self.state = State::Done;
-                            Poll::Ready(r.unwrap_or(Err(closed)))
+                            Poll::Ready(r)
                         }
                     };
                 }

@@ -98,6 +98,9 @@ pub(crate) enum Request {
     },
     Spawn(Task),
     Shutdown,
+    /// A fault for tests: the shard panics in its own loop.
+    #[cfg(feature = "testing")]
+    Panic,
 }
 
 impl Request {
@@ -144,6 +147,8 @@ impl Request {
             Request::List { reply } => drop(reply.send(Err(e))),
             Request::Retention { reply } => drop(reply.send(Err(e))),
             Request::Spawn(_) | Request::Shutdown => {}
+            #[cfg(feature = "testing")]
+            Request::Panic => {}
         }
     }
 }

@@ -56,6 +56,8 @@ pub(crate) struct Shard {
     lru: RefCell<Lru>,
     open_cap: usize,
     closing: Cell<bool>,
+    /// The shard panicked: what reaches it now is refused `ShardFailed`.
+    failed: Cell<bool>,
     tasks: Cell<usize>,
     idle: RefCell<Option<Waker>>,
 }
@@ -116,7 +118,13 @@ pub(crate) fn start(
                     return Vec::new();
                 }
             };
-            runtime.block_on(async move {
+            let watched = queue.clone();
+            // A panic in the shard's own work (its loop, a request it runs
+            // inline, a task of its own) would end the thread with requests
+            // still queued, and their callers would wait forever: it fails
+            // the shard's queue instead, so every caller hears of it.
+            let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                runtime.block_on(async move {
                 let storage = match UringStorage::new(config.ring_entries) {
                     Ok(s) => s,
                     Err(e) => {
@@ -139,6 +147,7 @@ pub(crate) fn start(
                     lru: RefCell::new(Lru::default()),
                     open_cap: (config.max_open_partitions / shards).max(1),
                     closing: Cell::new(false),
+                    failed: Cell::new(false),
                     tasks: Cell::new(0),
                     idle: RefCell::new(None),
                 });
@@ -170,8 +179,46 @@ pub(crate) fn start(
                 thread::set_on_shard_thread(false);
                 failures
             })
+            }));
+            match run {
+                Ok(failures) => failures,
+                Err(panic) => {
+                    let what = panic
+                        .downcast_ref::<&str>()
+                        .map(|s| s.to_string())
+                        .or_else(|| panic.downcast_ref::<String>().cloned())
+                        .unwrap_or_else(|| "a panic".to_string());
+                    tracing::error!(
+                        "shard {index} failed: {what}; its partitions answer ShardFailed until the engine is reopened"
+                    );
+                    watched.fail();
+                    // The work it had taken: writes in flight complete and
+                    // answer, waiting polls are woken and refused, for a
+                    // bounded time; then the thread ends.
+                    if let Some(shard) = CURRENT.with(|c| c.borrow_mut().take()) {
+                        shard.failed.set(true);
+                        let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                            runtime.block_on(async {
+                                // Woken on the runtime: a waker needs it.
+                                for log in shard.open_logs() {
+                                    log.interrupt_waiters();
+                                }
+                                let idle = Idle {
+                                    shard: shard.clone(),
+                                };
+                                monoio::time::timeout(FAILED_DRAIN, idle).await
+                            })
+                        }));
+                    }
+                    thread::set_on_shard_thread(false);
+                    Vec::new()
+                }
+            }
         })
 }
+
+/// How long a failed shard lets the work it had taken finish.
+const FAILED_DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The partitions whose final flush or close failed at shutdown, and why.
 pub(crate) type CloseFailures = Vec<(u64, LogError)>;
@@ -339,12 +386,18 @@ impl Shard {
     /// Takes a request: from the queue, or directly from a task on this
     /// thread.
     pub(crate) fn handle(self: &Rc<Self>, req: Request) {
+        if self.failed.get() {
+            req.fail(RequestError::ShardFailed { shard: self.index });
+            return;
+        }
         if self.closing.get() {
             req.fail(RequestError::ShuttingDown);
             return;
         }
         match req {
             Request::Spawn(task) => self.spawn_task(task),
+            #[cfg(feature = "testing")]
+            Request::Panic => panic!("a panic injected into shard {}", self.index),
             Request::Shutdown => {}
             Request::List { reply } => {
                 let mut ids: Vec<u64> = self

@@ -84,6 +84,15 @@ pub enum RequestError {
     /// The engine is shutting down or has shut down.
     #[error("the engine is shutting down")]
     ShuttingDown,
+    /// The shard owning the partition died (a panic in its own work,
+    /// logged): this request, and every later one for its partitions, is
+    /// refused at once. Its partitions' data is on disk as after a crash;
+    /// reopening the engine recovers it.
+    #[error("shard {shard} failed (it panicked; see the log): its partitions are unavailable until the engine is reopened")]
+    ShardFailed {
+        /// the shard
+        shard: usize,
+    },
     /// The shard owning the partition stopped without answering.
     #[error("shard {shard} stopped without answering (its queue is closed)")]
     QueueClosed {

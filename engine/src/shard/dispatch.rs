@@ -143,6 +143,8 @@ impl Shard {
                 let p = log.partition();
                 self.delete_partition(p, Some(log.clone()), req);
             }
+            #[cfg(feature = "testing")]
+            Request::Panic => unreachable!("only requests for a partition's log reach it"),
             Request::Spawn(_)
             | Request::Shutdown
             | Request::List { .. }

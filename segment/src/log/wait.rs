@@ -144,7 +144,10 @@ mod tests {
             let mut next = log.visible_changed();
             assert!(Pin::new(&mut next).poll(&mut cx).is_pending());
             log.close().await.expect("close");
-            assert!(Pin::new(&mut next).poll(&mut cx).is_ready(), "a close ends the wait");
+            assert!(
+                Pin::new(&mut next).poll(&mut cx).is_ready(),
+                "a close ends the wait"
+            );
         });
     }
 }
