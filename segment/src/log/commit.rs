@@ -12,10 +12,8 @@
 //! The commit mark only grows. What lies past it may still be cut, since
 //! no reader holds those bytes.
 
-use super::partition::{Mark, PartitionLog, State};
-use super::scan::header_at;
-use super::sync::set_visible;
-use crate::format::layout::BATCH_HEADER_LEN;
+use super::partition::PartitionLog;
+use super::visible::set_visible;
 use crate::io::Storage;
 
 /// Why a commit mark was not set.
@@ -56,58 +54,4 @@ impl<S: Storage> PartitionLog<S> {
     pub fn commit_mark(&self) -> Option<u64> {
         self.inner.st.borrow().commit
     }
-}
-
-/// The visible end under a commit mark `cap` below the acknowledgement
-/// mark `ack`: after the last batch ending at or below `cap`, found by
-/// walking the batch headers forward from the segment's visible end
-/// (bytes below `ack`, so written), or `None` when nothing more may be
-/// seen.
-pub(super) fn capped<F>(st: &State<F>, ack: Mark, cap: u64) -> Option<Mark> {
-    let i = st
-        .segments
-        .partition_point(|s| s.base_offset <= cap)
-        .checked_sub(1)?;
-    let seg = &st.segments[i];
-    if seg.base_offset > ack.segment || seg.visible.next_offset > cap {
-        return None;
-    }
-    let limit = if seg.base_offset == ack.segment {
-        ack.end
-    } else {
-        seg.len
-    };
-    let map = match seg.mapping() {
-        Ok(m) => m,
-        Err(e) => {
-            tracing::warn!(
-                "{}: not mapped, the commit mark waits: {e}",
-                seg.log_path.display()
-            );
-            return None;
-        }
-    };
-    let data = map.slice(0..usize::try_from(limit).ok()?)?;
-    let v = seg.visible;
-    let (mut pos, mut next, mut last_batch, mut ts) =
-        (v.len, v.next_offset, v.last_batch, v.last_timestamp);
-    while let Some(p) = header_at(data, pos) {
-        let Some(end) = pos.checked_add(p.batch_length) else {
-            break;
-        };
-        if p.batch_length < BATCH_HEADER_LEN as u64 || end > limit || p.next_offset() > cap {
-            break;
-        }
-        last_batch = Some(pos);
-        ts = p.base_timestamp;
-        next = p.next_offset();
-        pos = end;
-    }
-    Some(Mark {
-        segment: seg.base_offset,
-        end: pos,
-        next_offset: next,
-        last_batch,
-        last_timestamp: ts,
-    })
 }

@@ -76,7 +76,9 @@ mod seal;
 mod segment;
 mod sync;
 mod sync_gate;
+mod visible;
 mod wait;
+mod waiters;
 
 pub use append::AppendFuture;
 pub use commit::CommitMarkError;

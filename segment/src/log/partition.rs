@@ -18,7 +18,7 @@ use super::error::Poison;
 use super::event;
 use super::map_slot;
 use super::segment::{SegState, Segment, Visible};
-use super::wait::Waiters;
+use super::waiters::Waiters;
 use crate::io::Storage;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};

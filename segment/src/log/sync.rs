@@ -4,8 +4,9 @@
 
 use super::error::{LogError, Poison};
 use super::partition::{Mark, PartitionLog, State};
-use super::segment::{SegState, Visible};
+use super::segment::SegState;
 use super::sync_gate;
+use super::visible::set_visible;
 use crate::io::{Storage, StorageFile};
 use std::future::Future;
 use std::path::PathBuf;
@@ -215,37 +216,6 @@ pub const POISON_MARKER: &str = "POISONED";
 
 /// Index entries written to the file at a time for an active segment.
 const INDEX_FLUSH_ENTRIES: usize = 256;
-
-/// Makes `mark` the visible end: its segment up to it, older ones whole.
-pub(super) fn set_visible<F>(st: &mut State<F>, mark: Mark) {
-    // Under a commit mark, readers stop at the lower of the two.
-    let mark = match st.commit {
-        Some(cap) if mark.next_offset > cap => match super::commit::capped(st, mark, cap) {
-            Some(m) => m,
-            None => return,
-        },
-        _ => mark,
-    };
-    for seg in st.segments.iter_mut().rev() {
-        if seg.base_offset > mark.segment {
-            continue;
-        }
-        if seg.base_offset == mark.segment {
-            seg.visible = Visible {
-                len: mark.end,
-                next_offset: mark.next_offset,
-                last_batch: mark.last_batch,
-                last_timestamp: mark.last_timestamp,
-            };
-            continue;
-        }
-        if seg.visible.len == seg.len {
-            break;
-        }
-        seg.visible = seg.fully_visible();
-    }
-    st.waiters.moved();
-}
 
 /// After a sync that covered `mark`: index entries below it are durable.
 pub(super) fn mark_index_durable<F>(st: &mut State<F>, mark: Mark) {

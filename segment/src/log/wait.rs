@@ -9,30 +9,9 @@
 
 use super::partition::PartitionLog;
 use crate::io::Storage;
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
-
-/// The readers waiting for the visible end to move.
-#[derive(Default)]
-pub(super) struct Waiters {
-    generation: u64,
-    next_id: u64,
-    wakers: BTreeMap<u64, Waker>,
-}
-
-impl Waiters {
-    /// The visible end may have moved: wakes every waiter.
-    pub(super) fn moved(&mut self) {
-        self.generation = self.generation.wrapping_add(1);
-        if !self.wakers.is_empty() {
-            for w in std::mem::take(&mut self.wakers).into_values() {
-                w.wake();
-            }
-        }
-    }
-}
+use std::task::{Context, Poll};
 
 impl<S: Storage> PartitionLog<S> {
     /// Resolves once the visible end may have moved since the call: more
@@ -127,7 +106,7 @@ mod tests {
             let (log, _) = PartitionLog::open(disk, "/p", 1, config)
                 .await
                 .expect("open");
-            let mut cx = Context::from_waker(Waker::noop());
+            let mut cx = Context::from_waker(std::task::Waker::noop());
             let mut gone = log.visible_changed();
             let mut kept = log.visible_changed();
             assert!(Pin::new(&mut gone).poll(&mut cx).is_pending());

@@ -12,6 +12,7 @@
 //! The commit mark trails the end by up to 8 offsets and only grows; the
 //! writer cuts only above it.
 
+use crate::steps::{now_ns, payload};
 use corelog::testing::segment::io::UringStorage;
 use corelog::testing::segment::log::PartitionLog;
 use corelog::{Batch, FsyncPolicy, Limits, LogConfig, PollFrom, Stamp};
@@ -42,7 +43,7 @@ fn log_dir(dir: &Path) -> PathBuf {
 
 /// Entry `index` of `term` as the stamped batch a follower stores.
 pub fn batch(index: u64, term: u64) -> Result<Batch, String> {
-    let payload = super::payload(index, term);
+    let payload = payload(index, term);
     let mut b = corelog::BatchBuilder::new();
     b.push(corelog::MessageSpec {
         id: u128::from(index),
@@ -119,7 +120,7 @@ pub fn write(
             // The mark only grows, also past a cut that shortened the log.
             commit = commit.max((from + count - 1).saturating_sub(UNCOMMITTED));
             log.set_commit_mark(commit).map_err(|e| e.to_string())?;
-            writeln!(hist, "{} {from} {term} {count}", super::now_ns())
+            writeln!(hist, "{} {from} {term} {count}", now_ns())
                 .map_err(|e| e.to_string())?;
             hist.flush().map_err(|e| e.to_string())?;
             steps += 1;

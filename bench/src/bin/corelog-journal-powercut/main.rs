@@ -37,6 +37,9 @@
 //! other failure (a recovered log that mixes logs, damaged data).
 
 mod log_target;
+mod steps;
+
+use steps::{now_ns, payload};
 
 use bytes::Bytes;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -45,7 +48,7 @@ use raft::eraftpb::{ConfState, Entry};
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
 #[command(name = "corelog-journal-powercut")]
@@ -96,21 +99,6 @@ enum Mode {
         #[arg(long, value_enum, default_value = "journal")]
         target: Target,
     },
-}
-
-fn now_ns() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-}
-
-/// 16 to 2,063 bytes, a function of `index` and `term`.
-fn payload(index: u64, term: u64) -> Vec<u8> {
-    let seed = index.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ term.wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
-    let len = 16 + (seed % 2048) as usize;
-    (0..len)
-        .map(|i| (seed.rotate_left((i % 64) as u32) as u8) ^ (i as u8))
-        .collect()
 }
 
 /// Entry `index` of `term`'s data, all a function of both: at odd
