@@ -125,96 +125,106 @@ pub(crate) fn start(
             // the shard's queue instead, so every caller hears of it.
             let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
                 runtime.block_on(async move {
-                let storage = match UringStorage::new(config.ring_entries) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        let _ = ready.send(Err(OpenError::IoUringUnavailable {
-                            reason: Arc::new(e),
-                        }));
-                        queue.close();
-                        return Vec::new();
-                    }
-                };
-                let shard = Rc::new(Shard {
-                    index,
-                    engine,
-                    dir: config.dir.join("partitions"),
-                    config: config.log.clone(),
-                    storage,
-                    queue,
-                    partitions: RefCell::new(HashMap::new()),
-                    retention: RefCell::new(HashMap::new()),
-                    lru: RefCell::new(Lru::default()),
-                    open_cap: (config.max_open_partitions / shards).max(1),
-                    closing: Cell::new(false),
-                    failed: Cell::new(false),
-                    tasks: Cell::new(0),
-                    idle: RefCell::new(None),
-                });
-                CURRENT.with(|c| *c.borrow_mut() = Some(shard.clone()));
-                thread::set_on_shard_thread(true);
-                let recovery = shard.recover(shards, config.open_partitions).await;
-                let _ = ready.send(Ok(Started { recovery }));
-                // Always: limits may be set per partition at any time.
-                {
-                    let weak = Rc::downgrade(&shard);
-                    let every = config.retention_check;
-                    monoio::spawn(async move {
-                        loop {
-                            monoio::time::sleep(every).await;
-                            let Some(shard) = weak.upgrade() else { return };
-                            if shard.closing.get() {
-                                return;
-                            }
-                            let work = shard.enforce_retention();
-                            drop(shard);
-                            if let Err(e) = work.await {
-                                tracing::warn!("retention: {e}");
-                            }
+                    let storage = match UringStorage::new(config.ring_entries) {
+                        Ok(s) => s,
+                        Err(e) => {
+                            let _ = ready.send(Err(OpenError::IoUringUnavailable {
+                                reason: Arc::new(e),
+                            }));
+                            queue.close();
+                            return Vec::new();
                         }
+                    };
+                    let shard = Rc::new(Shard {
+                        index,
+                        engine,
+                        dir: config.dir.join("partitions"),
+                        config: config.log.clone(),
+                        storage,
+                        queue,
+                        partitions: RefCell::new(HashMap::new()),
+                        retention: RefCell::new(HashMap::new()),
+                        lru: RefCell::new(Lru::default()),
+                        open_cap: (config.max_open_partitions / shards).max(1),
+                        closing: Cell::new(false),
+                        failed: Cell::new(false),
+                        tasks: Cell::new(0),
+                        idle: RefCell::new(None),
                     });
-                }
-                let failures = shard.run().await;
-                CURRENT.with(|c| *c.borrow_mut() = None);
-                thread::set_on_shard_thread(false);
-                failures
-            })
+                    CURRENT.with(|c| *c.borrow_mut() = Some(shard.clone()));
+                    thread::set_on_shard_thread(true);
+                    let recovery = shard.recover(shards, config.open_partitions).await;
+                    let _ = ready.send(Ok(Started { recovery }));
+                    // Always: limits may be set per partition at any time.
+                    {
+                        let weak = Rc::downgrade(&shard);
+                        let every = config.retention_check;
+                        monoio::spawn(async move {
+                            loop {
+                                monoio::time::sleep(every).await;
+                                let Some(shard) = weak.upgrade() else { return };
+                                if shard.closing.get() {
+                                    return;
+                                }
+                                let work = shard.enforce_retention();
+                                drop(shard);
+                                if let Err(e) = work.await {
+                                    tracing::warn!("retention: {e}");
+                                }
+                            }
+                        });
+                    }
+                    let failures = shard.run().await;
+                    CURRENT.with(|c| *c.borrow_mut() = None);
+                    thread::set_on_shard_thread(false);
+                    failures
+                })
             }));
             match run {
                 Ok(failures) => failures,
                 Err(panic) => {
-                    let what = panic
-                        .downcast_ref::<&str>()
-                        .map(|s| s.to_string())
-                        .or_else(|| panic.downcast_ref::<String>().cloned())
-                        .unwrap_or_else(|| "a panic".to_string());
-                    tracing::error!(
-                        "shard {index} failed: {what}; its partitions answer ShardFailed until the engine is reopened"
-                    );
-                    watched.fail();
-                    // The work it had taken: writes in flight complete and
-                    // answer, waiting polls are woken and refused, for a
-                    // bounded time; then the thread ends.
-                    if let Some(shard) = CURRENT.with(|c| c.borrow_mut().take()) {
-                        shard.failed.set(true);
-                        let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                            runtime.block_on(async {
-                                // Woken on the runtime: a waker needs it.
-                                for log in shard.open_logs() {
-                                    log.interrupt_waiters();
-                                }
-                                let idle = Idle {
-                                    shard: shard.clone(),
-                                };
-                                monoio::time::timeout(FAILED_DRAIN, idle).await
-                            })
-                        }));
-                    }
-                    thread::set_on_shard_thread(false);
+                    fail(index, panic.as_ref(), &watched, &mut runtime);
                     Vec::new()
                 }
             }
         })
+}
+
+/// After a panic in shard `index`'s own work: logs it, fails its queue
+/// (queued and later requests are refused `ShardFailed`), and gives the
+/// work it had taken a bounded time on its runtime: writes in flight
+/// complete and answer, waiting polls are woken and refused.
+fn fail(
+    index: usize,
+    panic: &(dyn std::any::Any + Send),
+    queue: &ShardQueue,
+    runtime: &mut monoio::Runtime<monoio::time::TimeDriver<monoio::IoUringDriver>>,
+) {
+    let what = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic".to_string());
+    tracing::error!(
+        "shard {index} failed: {what}; its partitions answer ShardFailed until the engine is reopened"
+    );
+    queue.fail();
+    if let Some(shard) = CURRENT.with(|c| c.borrow_mut().take()) {
+        shard.failed.set(true);
+        let _ = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            runtime.block_on(async {
+                // Woken on the runtime: a waker needs it.
+                for log in shard.open_logs() {
+                    log.interrupt_waiters();
+                }
+                let idle = Idle {
+                    shard: shard.clone(),
+                };
+                monoio::time::timeout(FAILED_DRAIN, idle).await
+            })
+        }));
+    }
+    thread::set_on_shard_thread(false);
 }
 
 /// How long a failed shard lets the work it had taken finish.
@@ -599,16 +609,22 @@ impl Shard {
                     Some(Slot::Closing(v)) => v,
                     _ => Vec::new(),
                 };
-                if pending.is_empty() {
-                    shard.partitions.borrow_mut().insert(q, Slot::OnDisk);
-                } else {
-                    shard
-                        .partitions
-                        .borrow_mut()
-                        .insert(q, Slot::Opening(pending));
-                    shard.open_partition(q);
-                }
+                shard.closed_partition(q, pending);
             });
+        }
+    }
+
+    /// Partition `p`'s log was closed (and is forgotten by the LRU): it
+    /// rests on disk, or is reopened at once for the requests that came
+    /// meanwhile.
+    fn closed_partition(self: &Rc<Self>, p: u64, pending: Vec<Request>) {
+        if pending.is_empty() {
+            self.partitions.borrow_mut().insert(p, Slot::OnDisk);
+        } else {
+            self.partitions
+                .borrow_mut()
+                .insert(p, Slot::Opening(pending));
+            self.open_partition(p);
         }
     }
 }

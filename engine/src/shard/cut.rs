@@ -54,15 +54,7 @@ impl Shard {
                 }
                 None => {
                     shard.lru.borrow_mut().forget(p);
-                    if pending.is_empty() {
-                        shard.partitions.borrow_mut().insert(p, Slot::OnDisk);
-                    } else {
-                        shard
-                            .partitions
-                            .borrow_mut()
-                            .insert(p, Slot::Opening(pending));
-                        shard.open_partition(p);
-                    }
+                    shard.closed_partition(p, pending);
                 }
             }
         });
