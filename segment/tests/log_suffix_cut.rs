@@ -275,6 +275,22 @@ fn a_damaged_record_or_one_inside_a_batch_is_refused_and_changes_nothing() {
                 .collect();
             assert_eq!(after, snapshot, "{why}: a refused open changed files");
         }
+        // A valid record over a log with a hole before the offset (a log is
+        // durable when its cut is recorded, so this is damage): refused, as
+        // the suffix past the hole could not be told from the rest.
+        let segs = bases(&disk);
+        let holding = *segs.iter().filter(|&&b| b < 16).max().unwrap();
+        let seg_path = PathBuf::from(DIR).join(format!("{holding:020}.log"));
+        disk.put_file(&record_path, &record(1, 16)).unwrap();
+        let original = disk.file_bytes(&seg_path).unwrap();
+        assert!(disk.corrupt(&seg_path, 0, &[0u8; 256]));
+        let err = PartitionLog::open(disk.clone(), Path::new(DIR), 1, config.clone())
+            .await
+            .unwrap_err();
+        assert!(matches!(err, OpenError::CutRecord { .. }), "{err}");
+        assert!(err.to_string().contains("not whole"), "{err}");
+        assert!(disk.files().iter().any(|p| p.ends_with(CUT_RECORD)));
+        assert!(disk.corrupt(&seg_path, 0, &original[..256]));
         // Moved away, the log opens whole.
         disk.remove_file(&record_path).unwrap();
         let (log, _) = PartitionLog::open(disk.clone(), Path::new(DIR), 1, config)

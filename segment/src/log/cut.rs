@@ -7,8 +7,9 @@
 //! touches several files (later segments removed, one truncated), and a
 //! crash in the middle must not leave half a log.
 //!
-//! So the cut is recorded before it is made: a small `CUT` record naming
-//! the offset is made durable first, and every open finishes a recorded
+//! So the cut is recorded before it is made: the log is closed (all of it
+//! durable), a small `CUT` record naming the offset is made durable, and
+//! every open finishes a recorded
 //! cut before it recovers anything (`recovery/cut.rs`, a row of the
 //! recovery table). Finishing is idempotent: the record goes only once the
 //! cut is durable, so a crash at any point is finished by the next open.
@@ -120,9 +121,12 @@ pub(crate) fn plan(
 }
 
 /// The byte position of the batch starting at `from` in a segment's bytes,
-/// walking its headers from the start: `None` when the batches end (or
-/// stop being whole) before it, so nothing there is cut; `Err` when `from`
-/// falls inside a batch.
+/// walking its headers from the start: `None` when the batches end before
+/// it (a cut already made), so nothing there is cut; `Err` when `from`
+/// falls inside a batch, or when a batch before it is not whole with bytes
+/// after it (the log was durable when the cut was recorded, so this is
+/// damage: what lies past it may be the suffix, and is never served
+/// unchecked).
 pub(crate) fn position_in(data: &[u8], from: u64) -> Result<Option<u64>, &'static str> {
     let mut pos = 0u64;
     while let Some(p) = header_at(data, pos) {
@@ -136,8 +140,11 @@ pub(crate) fn position_in(data: &[u8], from: u64) -> Result<Option<u64>, &'stati
             Some(end) if p.batch_length >= BATCH_HEADER_LEN as u64 && end <= data.len() as u64 => {
                 pos = end;
             }
-            _ => break,
+            _ => return Err("a batch before the cut's offset is not whole"),
         }
+    }
+    if pos < data.len() as u64 {
+        return Err("a batch before the cut's offset is not whole");
     }
     Ok(None)
 }
@@ -200,9 +207,9 @@ pub enum CutError {
 
 impl<S: Storage> PartitionLog<S> {
     /// Removes every message from `from` on (the offset where a batch
-    /// starts, at or above the commit mark), crash-safely: the cut is
-    /// recorded durably, this log is closed (every clone of it refuses
-    /// appends from then on), and the log is reopened, which makes the cut
+    /// starts, at or above the commit mark), crash-safely: this log is
+    /// closed (every byte durable; every clone of it refuses appends from
+    /// then on), the cut recorded durably, and the log reopened, which makes the cut
     /// and reports it ([`RecoveryReport::suffix_cut`]). Returns the
     /// reopened log, or `None` when nothing lies at or past `from` (this
     /// log then stays open, unchanged).
@@ -231,11 +238,15 @@ impl<S: Storage> PartitionLog<S> {
         // Appends that arrived while the flush waited are cut too (they are
         // past the commit mark); check again, on the bytes now written.
         self.check_cut(from)?;
+        // Closed first: every byte of the log durable, sealing segments
+        // included (under `fsync=never` a flush does not wait for them),
+        // so that the record is written over a log that a power cut leaves
+        // whole, and the walk to the cut's batch never meets a hole.
+        self.close().await.map_err(log_err)?;
         let dir = self.inner.dir.clone();
         record(&self.inner.storage, &dir, partition, from)
             .await
             .map_err(log_err)?;
-        self.close().await.map_err(log_err)?;
         let config: LogConfig = self.inner.config.clone();
         let (log, report) = PartitionLog::open(self.inner.storage.clone(), dir, partition, config)
             .await
