@@ -7,10 +7,10 @@
 //! 2. the segments after the one holding the offset are removed, newest
 //!    first (the first segment is never removed: it is emptied instead);
 //! 3. the segment holding the offset is truncated at the batch starting
-//!    there and synced. Its index stays: the segment is now the last one,
-//!    whose seal record recovery never trusts, and whose entries past the
-//!    data it drops (the "index past the end" row), so the entries below
-//!    the cut still spare it a scan;
+//!    there and synced, and its index removed (recovery rebuilds it by
+//!    scanning). It must go: once appends rotate past the cut segment it
+//!    is no longer the last, and a seal record written before the cut
+//!    would vouch for its old length and next offset;
 //! 4. the directory is synced, the record removed, the directory synced.
 //!
 //! A crash anywhere leaves the record, so the next open does it again;
@@ -100,6 +100,7 @@ pub(super) async fn finish<S: Storage>(
             file.sync_data()
                 .await
                 .map_err(|e| OpenError::io("sync", &p, e))?;
+            remove(storage, &dir.join(index_name(base)))?;
         }
     }
     sync_dir(storage, dir).await?;

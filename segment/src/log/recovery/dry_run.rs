@@ -73,6 +73,7 @@ pub fn dry_run(dir: &Path, partition: u64, config: &LogConfig) -> Result<DryRun,
         if let Some(CutPlan { keep, truncate_to }) = plan {
             maps.truncate(keep);
             if let (Some(last), Some(len)) = (maps.last_mut(), truncate_to) {
+                last.3 = Vec::new();
                 last.4 = usize::try_from(len).unwrap_or(0);
             }
         }

@@ -14,7 +14,7 @@
 //!
 //! | case | found in | what open does |
 //! |---|---|---|
-//! | suffix cut recorded | `CUT` record (`cut_suffix`) | finished first, before any row below: `CLEAN` removed, later segments removed, the segment holding the offset truncated at the batch starting there (its index entries past the cut then dropped by the index row), then the record removed; reported. A damaged record, or an offset inside a batch: error naming the record (`OpenError::CutRecord`), nothing changed (`recovery/cut.rs`) |
+//! | suffix cut recorded | `CUT` record (`cut_suffix`) | finished first, before any row below: `CLEAN` removed, later segments removed, the segment holding the offset truncated at the batch starting there and its index removed (rebuilt by scanning: a seal record from before the cut would vouch for the old length once a later segment exists), then the record removed; reported. A damaged record, or an offset inside a batch: error naming the record (`OpenError::CutRecord`), nothing changed (`recovery/cut.rs`) |
 //! | closed cleanly | `CLEAN` record matches every file | nothing scanned, synced or written: the record's ends are trusted (`clean.rs`) |
 //! | clean-close record stale or damaged | `CLEAN` record | record removed, then the rows below apply; reported as not trusted, with why |
 //! | whole tail | last segment | nothing to cut; offsets continue after its last batch |
