@@ -591,6 +591,20 @@ impl Handle {
         })
     }
 
+    /// The whole batch of `partition` whose base offset is `offset`, if
+    /// one lies below the log's acknowledgement mark, committed or not (see
+    /// `PartitionLog::read_written`): a zero-copy view of the segment.
+    /// For the log's owner, such as a Raft node reading back the batches
+    /// its journal points at; readers are served by [`Handle::poll`],
+    /// which stops at the commit mark.
+    pub fn read_written(&self, partition: u64, offset: u64) -> Reply<Option<Bytes>> {
+        self.send(self.shard_of(partition), |reply| Request::ReadWritten {
+            partition,
+            offset,
+            reply,
+        })
+    }
+
     /// Creates `partition` if it does not exist.
     pub fn create_partition(&self, partition: u64) -> Reply<()> {
         self.send(self.shard_of(partition), |reply| Request::Create {

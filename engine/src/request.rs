@@ -82,6 +82,11 @@ pub(crate) enum Request {
         from: u64,
         reply: Respond<Option<RecoveryReport>>,
     },
+    ReadWritten {
+        partition: u64,
+        offset: u64,
+        reply: Respond<Option<bytes::Bytes>>,
+    },
     Create {
         partition: u64,
         reply: Respond<()>,
@@ -119,6 +124,7 @@ impl Request {
             | Request::Stats { partition, .. }
             | Request::SetCommitMark { partition, .. }
             | Request::CutSuffix { partition, .. }
+            | Request::ReadWritten { partition, .. }
             | Request::Create { partition, .. }
             | Request::Delete { partition, .. } => Some(*partition),
             Request::Flush { partition, .. } => *partition,
@@ -144,6 +150,7 @@ impl Request {
             Request::DeleteSegments { reply, .. } => drop(reply.send(Err(e))),
             Request::Stats { reply, .. } => drop(reply.send(Err(e))),
             Request::CutSuffix { reply, .. } => drop(reply.send(Err(e))),
+            Request::ReadWritten { reply, .. } => drop(reply.send(Err(e))),
             Request::List { reply } => drop(reply.send(Err(e))),
             Request::Retention { reply } => drop(reply.send(Err(e))),
             Request::Spawn(_) | Request::Shutdown => {}

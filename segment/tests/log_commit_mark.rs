@@ -2,7 +2,8 @@
 //! batches before they are committed and serves them only once they are
 //! below the mark its owner moves, on every path a reader takes (poll by
 //! offset, from the first or last batch, by timestamp, the stats' visible
-//! end), across segments and a reopen.
+//! end), across segments and a reopen; while its owner reads back what it
+//! wrote, committed or not (`read_written`).
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -76,6 +77,38 @@ fn acknowledged_batches_are_served_only_below_the_commit_mark() {
             }
             assert_eq!(served(&log), vec![0, 2, 4, 6, 8, 10, 12], "{fsync}");
             assert_eq!(log.stats().next_offset, 14);
+        });
+    }
+}
+
+#[test]
+fn the_owner_reads_back_written_batches_past_the_commit_mark_and_serves_none() {
+    for fsync in [FsyncPolicy::Never, FsyncPolicy::Batch] {
+        run_sim(async move {
+            // Small segments: about three batches each.
+            let config = gated(fsync, 600);
+            let disk = sim_for(3, &config);
+            let log = open(&disk, &config).await;
+            for i in 0..9 {
+                log.append(batch(i, 2, 40)).await.unwrap();
+            }
+            assert!(log.stats().segments >= 3, "{:?}", log.stats());
+            log.set_commit_mark(2).unwrap();
+            let back: Vec<Vec<u8>> = (0..9)
+                .map(|i| log.read_written(i * 2).unwrap().expect("written").to_vec())
+                .collect();
+            assert!(log.read_written(1).unwrap().is_none(), "inside a batch");
+            assert!(log.read_written(18).unwrap().is_none(), "past the end");
+            assert_eq!(
+                served(&log),
+                vec![0],
+                "{fsync}: reading back serves nothing"
+            );
+            // What was read back is what readers get once it commits.
+            log.set_commit_mark(18).unwrap();
+            let reply = log.poll(PollFrom::First, u64::MAX).unwrap();
+            let polled: Vec<Vec<u8>> = reply.batches().map(|b| b.as_bytes().to_vec()).collect();
+            assert_eq!(back, polled, "{fsync}");
         });
     }
 }

@@ -136,6 +136,9 @@ impl Shard {
                 let _ = reply.send(log.set_commit_mark(offset).map_err(RequestError::from));
             }
             req @ Request::CutSuffix { .. } => self.cut_suffix(log, req),
+            Request::ReadWritten { offset, reply, .. } => {
+                let _ = reply.send(log.read_written(offset).map_err(RequestError::from));
+            }
             Request::Create { reply, .. } => {
                 let _ = reply.send(Ok(()));
             }

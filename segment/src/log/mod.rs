@@ -79,6 +79,7 @@ mod sync_gate;
 mod visible;
 mod wait;
 mod waiters;
+mod written;
 
 pub use append::AppendFuture;
 pub use commit::CommitMarkError;
