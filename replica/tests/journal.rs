@@ -236,10 +236,9 @@ fn encoded(e: &Entry) -> Vec<u8> {
 }
 
 fn encoded_after(e: &Entry, prev_term: u64) -> Vec<u8> {
-    let mut out = record::head(e, prev_term, false).to_vec();
-    out.extend_from_slice(&e.context);
-    out.extend_from_slice(&e.data);
-    out
+    record::encode_parts(e, prev_term, record::Kind::Plain)
+        .slices()
+        .concat()
 }
 
 fn only_file(dir: &Path) -> std::path::PathBuf {
@@ -444,7 +443,8 @@ fn batch_records_are_kept_whole_and_cut_where_their_batch_does_not_verify() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ents: Vec<Entry> = (1..=5).map(|i| batch_entry(i, 1, i as u8)).collect();
     let (mut j, _) = Journal::open(dir.path(), &conf()).expect("open");
-    j.append_verified(&ents, |_| true).expect("append");
+    j.append_as(&ents, |_| record::Kind::VerifiedBatch)
+        .expect("append");
     j.sync().expect("sync");
     drop(j);
     let (j, rec) = Journal::open(dir.path(), &conf()).expect("reopen");

@@ -42,6 +42,7 @@ pub mod storage;
 
 use bytes::Bytes;
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
+pub use record::{Kind, Pointer};
 use state::{sync_dir, GroupState, StateError};
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
@@ -168,6 +169,9 @@ pub struct Journal {
     /// Byte position of each entry in `entries`: (file number in `files`
     /// counted from `files_base`, offset).
     positions: VecDeque<(u64, u64)>,
+    /// Where each entry of `entries` written as a pointer record has its
+    /// batch (its partition's log); `None` for entries written whole.
+    pointers: VecDeque<Option<Pointer>>,
     files: VecDeque<JFile>,
     files_base: u64,
     active: Option<File>,
@@ -207,6 +211,7 @@ impl Journal {
             state,
             entries: VecDeque::new(),
             positions: VecDeque::new(),
+            pointers: VecDeque::new(),
             files: VecDeque::new(),
             files_base: 0,
             active: None,
@@ -290,6 +295,50 @@ impl Journal {
         self.entries.get(usize::try_from(at).ok()?)
     }
 
+    /// Where entry `index`'s batch lies, if it was written as a pointer
+    /// record.
+    pub fn pointer(&self, index: u64) -> Option<Pointer> {
+        let at = index.checked_sub(self.first_index())?;
+        *self.pointers.get(usize::try_from(at).ok()?)?
+    }
+
+    /// The entries written as pointer records whose batch is not in memory
+    /// (read back at open): index and pointer, in log order.
+    pub fn unfilled(&self) -> Vec<(u64, Pointer)> {
+        self.entries
+            .iter()
+            .zip(&self.pointers)
+            .filter_map(|(e, p)| p.filter(|_| e.data.is_empty()).map(|p| (e.index, p)))
+            .collect()
+    }
+
+    /// Gives pointer entry `index` its batch, read back from its
+    /// partition's log (the caller checked that the pointer names it).
+    pub fn fill(&mut self, index: u64, batch: Bytes) {
+        let Some(at) = index
+            .checked_sub(self.first_index())
+            .and_then(|a| usize::try_from(a).ok())
+        else {
+            return;
+        };
+        if let Some(e) = self.entries.get_mut(at) {
+            if e.data.is_empty() {
+                self.retained += batch.len() as u64;
+                e.data = batch;
+            }
+        }
+    }
+
+    /// Cuts entries `index..` (at open: their batches are not where their
+    /// pointers say, so this node never acknowledged them), durably.
+    pub fn cut_from(&mut self, index: u64) -> Result<(), JournalError> {
+        if index > self.last_index() || index < self.first_index() {
+            return Ok(());
+        }
+        self.truncate_from(index)?;
+        self.sync()
+    }
+
     /// Entries `[low, high)` (the caller checked the bounds), at most
     /// `max_size` bytes but at least one.
     pub fn slice(&self, low: u64, high: u64, max_size: Option<u64>) -> Vec<Entry> {
@@ -329,18 +378,19 @@ impl Journal {
     /// Appends `ents`, first cutting any held suffix from `ents[0].index`
     /// on (a conflict the leader resolved). Not durable until [`Journal::sync`].
     pub fn append(&mut self, ents: &[Entry]) -> Result<(), JournalError> {
-        self.append_verified(ents, |_| false)
+        self.append_as(ents, |_| Kind::Plain)
     }
 
-    /// [`append`](Journal::append), writing a batch record
-    /// (`record.rs`) for every entry `verified_batch` says holds a stamped
-    /// batch admission verified: its checksum then stops at the batch
-    /// header, and the batch's own checksums cover the rest. An entry it
-    /// wrongly names would be cut as damage at the next open.
-    pub fn append_verified(
+    /// [`append`](Journal::append), writing each entry as `kind` says
+    /// (`record.rs`): a batch record for a stamped batch admission
+    /// verified (its checksum then stops at the batch header, and the
+    /// batch's own checksums cover the rest; an entry it wrongly names
+    /// would be cut as damage at the next open), a pointer record for one
+    /// its partition's log holds.
+    pub fn append_as(
         &mut self,
         ents: &[Entry],
-        verified_batch: impl Fn(&Entry) -> bool,
+        kind: impl Fn(&Entry) -> Kind,
     ) -> Result<(), JournalError> {
         let Some(first) = ents.first() else {
             return Ok(());
@@ -356,7 +406,7 @@ impl Journal {
             self.truncate_from(first.index)?;
         }
         for e in ents {
-            self.write_one(e, verified_batch(e))?;
+            self.write_one(e, kind(e))?;
         }
         Ok(())
     }
@@ -372,6 +422,7 @@ impl Journal {
         self.synced_index = self.synced_index.min(index - 1);
         self.entries.truncate(keep);
         self.positions.truncate(keep);
+        self.pointers.truncate(keep);
         let n = (file_no - self.files_base) as usize;
         while self.files.len() > n + 1 {
             if let Some(f) = self.files.pop_back() {
@@ -397,7 +448,7 @@ impl Journal {
         Ok(())
     }
 
-    fn write_one(&mut self, e: &Entry, verified_batch: bool) -> Result<(), JournalError> {
+    fn write_one(&mut self, e: &Entry, kind: Kind) -> Result<(), JournalError> {
         let roll = self.files.back().is_none_or(|f| f.len >= FILE_BYTES);
         if roll {
             let path = self.dir.join(format!("{:020}.log", e.index));
@@ -441,12 +492,15 @@ impl Journal {
             Some(p) => p.term,
             None => self.state.snapshot_term,
         };
-        let head = record::head(e, prev_term, verified_batch);
-        write_all_at(active, at, &[&head, &e.context, &e.data])
-            .map_err(io_err("write", &f.path))?;
-        f.len += record::len(e);
+        let parts = record::encode_parts(e, prev_term, kind);
+        write_all_at(active, at, &parts.slices()).map_err(io_err("write", &f.path))?;
+        f.len += parts.disk_len();
         self.retained += record::len(e);
         self.positions.push_back((file_no, at));
+        self.pointers.push_back(match kind {
+            Kind::Pointer(p) => Some(p),
+            _ => None,
+        });
         self.entries.push_back(e.clone());
         self.unsynced = true;
         Ok(())
@@ -508,6 +562,7 @@ impl Journal {
         self.retained -= dropped;
         self.entries.drain(..drop);
         self.positions.drain(..drop);
+        self.pointers.drain(..drop);
         // Whole files that hold only compacted entries go, off this thread.
         let mut gone = Vec::new();
         while self.files.len() > 1
@@ -545,6 +600,7 @@ impl Journal {
         self.state = next;
         self.entries.clear();
         self.positions.clear();
+        self.pointers.clear();
         self.retained = 0;
         self.active = None;
         while let Some(f) = self.files.pop_front() {

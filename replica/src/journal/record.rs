@@ -12,11 +12,28 @@
 //!     16  prev_term     u64   the term of entry index - 1 when this record was
 //!                             written (the snapshot's term after a snapshot)
 //!     24  entry_type    u8    raft's EntryType (0 normal, 1 conf change, 2 conf change v2),
-//!                             plus 0x80 for a batch record
+//!                             plus 0x80 for a batch record, 0x40 for a pointer record
 //!     25  context_len   u32
 //!     29  context       context_len bytes (the command header)
-//!     ..  data          the rest (for a send: the stamped batch, verbatim)
+//!     ..  data          the rest (for a send: the stamped batch, verbatim;
+//!                       for a pointer record, the pointer below)
 //! ```
+//!
+//! A **pointer record** stands for a send whose stamped batch lies in its
+//! partition's log (one write per byte: the journal holds where, the
+//! segment holds the bytes). Its data is 24 bytes, copied from the batch
+//! header, and the record checksum covers them as any record's data:
+//!
+//! ```text
+//! 0   base_offset     u64   the batch's first offset in its partition
+//! 8   batch_length    u32
+//! 12  batch_checksum  u64   the header's, which covers every byte of the batch
+//! 20  message_count   u32
+//! ```
+//!
+//! The batch is found again by its partition (in the context) and base
+//! offset, and is the entry's only if its header's length and checksum are
+//! the pointer's.
 //!
 //! All integers little-endian. A record is whole when its body is all there
 //! and hashes to its checksum; the first record that is not ends the
@@ -52,33 +69,157 @@ pub const MAX_BODY: usize = 80 << 20;
 
 /// The entry-type bit of a batch record.
 const BATCH_RECORD: u8 = 0x80;
+/// The entry-type bit of a pointer record.
+const POINTER_RECORD: u8 = 0x40;
+/// Bytes of a pointer record's data.
+pub const POINTER_LEN: usize = 24;
+
+/// Where a send's stamped batch lies: see the module's docs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pointer {
+    /// The batch's first offset in its partition.
+    pub base_offset: u64,
+    /// Its length in bytes.
+    pub batch_length: u32,
+    /// Its header's `batch_checksum`.
+    pub batch_checksum: u64,
+    /// Its messages.
+    pub message_count: u32,
+}
+
+impl Pointer {
+    /// The pointer to the stamped batch `batch` (`None` when it declares a
+    /// length past `u32`, which no admitted batch does).
+    pub fn of(batch: BatchRef<'_>) -> Option<Pointer> {
+        Some(Pointer {
+            base_offset: batch.base_offset(),
+            batch_length: u32::try_from(batch.batch_length()).ok()?,
+            batch_checksum: batch.batch_checksum(),
+            message_count: batch.message_count(),
+        })
+    }
+
+    /// Whether the verified batch `batch` is the one this points at.
+    pub fn names(&self, batch: BatchRef<'_>) -> bool {
+        Pointer::of(batch).as_ref() == Some(self)
+    }
+
+    /// The offset after the batch.
+    pub fn next_offset(&self) -> u64 {
+        self.base_offset + u64::from(self.message_count)
+    }
+
+    fn encode(&self) -> [u8; POINTER_LEN] {
+        let mut out = [0u8; POINTER_LEN];
+        out[0..8].copy_from_slice(&self.base_offset.to_le_bytes());
+        out[8..12].copy_from_slice(&self.batch_length.to_le_bytes());
+        out[12..20].copy_from_slice(&self.batch_checksum.to_le_bytes());
+        out[20..24].copy_from_slice(&self.message_count.to_le_bytes());
+        out
+    }
+
+    fn decode(b: &[u8]) -> Option<Pointer> {
+        (b.len() == POINTER_LEN).then(|| Pointer {
+            base_offset: u64_at(b, 0),
+            batch_length: u32_at(b, 8),
+            batch_checksum: u64_at(b, 12),
+            message_count: u32_at(b, 20),
+        })
+    }
+}
+
+/// How an entry is written to the journal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// Context and data, the data hashed whole.
+    Plain,
+    /// A stamped batch admission verified: checked by its own checksums.
+    VerifiedBatch,
+    /// A stamped batch its partition's log holds: only where it lies.
+    Pointer(Pointer),
+}
+
+impl Kind {
+    fn bits(&self) -> u8 {
+        match self {
+            Kind::Plain => 0,
+            Kind::VerifiedBatch => BATCH_RECORD,
+            Kind::Pointer(_) => POINTER_RECORD,
+        }
+    }
+}
 
 /// The bytes of a batch record's data its checksum covers: the batch
 /// header.
 const BATCH_HEAD: usize = 256;
 
-/// The record's prefix and fixed body fields for `e`, whose predecessor
-/// has term `prev_term`: written before its context and data, which follow
-/// verbatim. `verified_batch`: the data is a whole stamped batch that
-/// admission verified (a batch record); the caller answers for it, since
-/// a batch record whose data does not verify is damage to the reader.
-pub fn head(e: &Entry, prev_term: u64, verified_batch: bool) -> [u8; PREFIX_LEN + BODY_FIXED_LEN] {
-    let body_len = BODY_FIXED_LEN + e.context.len() + e.data.len();
+/// The record of `e`, whose predecessor has term `prev_term`, written as
+/// `kind` says: the prefix and fixed body fields, then the context, then
+/// the data written (the entry's, or the pointer's bytes). For
+/// [`Kind::VerifiedBatch`] the caller answers that the data is a whole
+/// stamped batch admission verified, since one whose data does not verify
+/// is damage to the reader.
+pub fn encode_parts(e: &Entry, prev_term: u64, kind: Kind) -> Parts<'_> {
+    let pointer = match kind {
+        Kind::Pointer(p) => Some(p.encode()),
+        _ => None,
+    };
+    let data_len = pointer.map_or(e.data.len(), |p| p.len());
+    let body_len = BODY_FIXED_LEN + e.context.len() + data_len;
     let mut fixed = [0u8; BODY_FIXED_LEN];
     fixed[0..8].copy_from_slice(&e.index.to_le_bytes());
     fixed[8..16].copy_from_slice(&e.term.to_le_bytes());
     fixed[16..24].copy_from_slice(&prev_term.to_le_bytes());
-    fixed[24] = e.get_entry_type() as u8 | if verified_batch { BATCH_RECORD } else { 0 };
+    fixed[24] = e.get_entry_type() as u8 | kind.bits();
     fixed[25..29].copy_from_slice(&(e.context.len() as u32).to_le_bytes());
-    let sum = checksum(&fixed, &e.context, summed(&e.data, verified_batch));
-    let mut out = [0u8; PREFIX_LEN + BODY_FIXED_LEN];
-    out[0..4].copy_from_slice(&(body_len as u32).to_le_bytes());
-    out[4..12].copy_from_slice(&sum.to_le_bytes());
-    out[12..].copy_from_slice(&fixed);
-    out
+    let data: &[u8] = match &pointer {
+        Some(p) => p,
+        None => &e.data,
+    };
+    let sum = checksum(
+        &fixed,
+        &e.context,
+        summed(data, kind == Kind::VerifiedBatch),
+    );
+    let mut head = [0u8; PREFIX_LEN + BODY_FIXED_LEN];
+    head[0..4].copy_from_slice(&(body_len as u32).to_le_bytes());
+    head[4..12].copy_from_slice(&sum.to_le_bytes());
+    head[12..].copy_from_slice(&fixed);
+    Parts {
+        head,
+        context: &e.context,
+        pointer,
+        data: &e.data,
+    }
 }
 
-/// Bytes `e` takes on disk.
+/// A record's bytes, in order: see [`encode_parts`].
+#[derive(Debug)]
+pub struct Parts<'a> {
+    head: [u8; PREFIX_LEN + BODY_FIXED_LEN],
+    context: &'a [u8],
+    pointer: Option<[u8; POINTER_LEN]>,
+    data: &'a [u8],
+}
+
+impl Parts<'_> {
+    /// The slices to write, back to back.
+    pub fn slices(&self) -> [&[u8]; 3] {
+        let data: &[u8] = match &self.pointer {
+            Some(p) => p,
+            None => self.data,
+        };
+        [&self.head, self.context, data]
+    }
+
+    /// Bytes the record takes on disk.
+    pub fn disk_len(&self) -> u64 {
+        self.slices().iter().map(|s| s.len() as u64).sum()
+    }
+}
+
+/// Bytes `e` takes in memory (its record, were its data written whole):
+/// what a journal counts toward compaction.
 pub fn len(e: &Entry) -> u64 {
     (PREFIX_LEN + BODY_FIXED_LEN + e.context.len() + e.data.len()) as u64
 }
@@ -112,6 +253,12 @@ pub enum RecordError {
     /// A batch record's data is not the whole, valid batch it was.
     #[error("batch record: {0}")]
     Batch(BatchError),
+    /// A pointer record's data is not a pointer.
+    #[error("pointer record holds {0} bytes, not {POINTER_LEN}")]
+    Pointer(usize),
+    /// Both the batch and the pointer bits are set.
+    #[error("record is marked both a batch and a pointer")]
+    Kinds,
 }
 
 /// A decoded record.
@@ -125,6 +272,9 @@ pub struct Decoded {
     pub len: usize,
     /// A batch record (its data verified as a batch, not hashed whole).
     pub batch: bool,
+    /// A pointer record: where the entry's batch lies (its data is then
+    /// empty until read back from the partition's log).
+    pub pointer: Option<Pointer>,
 }
 
 /// Decodes the record at the start of `buf` (a slice of the file's bytes,
@@ -154,6 +304,7 @@ pub fn decode(buf: &Bytes) -> Result<Decoded, RecordError> {
         return Err(RecordError::BadLength(body_len));
     }
     let is_batch = body[24] & BATCH_RECORD != 0;
+    let is_pointer = body[24] & POINTER_RECORD != 0;
     let data = &body[BODY_FIXED_LEN + context_len..];
     let computed = checksum(
         &body[..BODY_FIXED_LEN],
@@ -163,13 +314,21 @@ pub fn decode(buf: &Bytes) -> Result<Decoded, RecordError> {
     if stored != computed {
         return Err(RecordError::Checksum { stored, computed });
     }
+    if is_batch && is_pointer {
+        return Err(RecordError::Kinds);
+    }
+    let pointer = if is_pointer {
+        Some(Pointer::decode(data).ok_or(RecordError::Pointer(data.len()))?)
+    } else {
+        None
+    };
     if is_batch {
         let limits = Limits {
             max_batch_bytes: MAX_BODY as u64,
         };
         BatchRef::new(data, &limits).map_err(RecordError::Batch)?;
     }
-    let entry_type = match body[24] & !BATCH_RECORD {
+    let entry_type = match body[24] & !(BATCH_RECORD | POINTER_RECORD) {
         0 => EntryType::EntryNormal,
         1 => EntryType::EntryConfChange,
         2 => EntryType::EntryConfChangeV2,
@@ -180,12 +339,15 @@ pub fn decode(buf: &Bytes) -> Result<Decoded, RecordError> {
     e.term = u64_at(&body, 8);
     e.set_entry_type(entry_type);
     e.context = body.slice(BODY_FIXED_LEN..BODY_FIXED_LEN + context_len);
-    e.data = body.slice(BODY_FIXED_LEN + context_len..);
+    if pointer.is_none() {
+        e.data = body.slice(BODY_FIXED_LEN + context_len..);
+    }
     Ok(Decoded {
         entry: e,
         prev_term: u64_at(&body, 16),
         len: total,
         batch: is_batch,
+        pointer,
     })
 }
 
@@ -238,10 +400,16 @@ mod tests {
     }
 
     fn encode_as(e: &Entry, verified_batch: bool) -> Vec<u8> {
-        let mut out = head(e, 2, verified_batch).to_vec();
-        out.extend_from_slice(&e.context);
-        out.extend_from_slice(&e.data);
-        out
+        let kind = if verified_batch {
+            Kind::VerifiedBatch
+        } else {
+            Kind::Plain
+        };
+        encode_kind(e, kind)
+    }
+
+    fn encode_kind(e: &Entry, kind: Kind) -> Vec<u8> {
+        encode_parts(e, 2, kind).slices().concat()
     }
 
     /// A stamped batch of `n` messages at `base_offset`, stamped at `ts`.
@@ -304,6 +472,33 @@ mod tests {
         let not_batch = entry(9, 4, b"ctx", &[7u8; 400]);
         let got = decode(&Bytes::from(encode_as(&not_batch, true)));
         assert!(matches!(got, Err(RecordError::Batch(_))), "{got:?}");
+    }
+
+    #[test]
+    fn a_pointer_record_holds_where_the_batch_lies_not_the_batch() {
+        let batch = stamped(3, 100, 7);
+        let e = entry(9, 4, b"ctx", &batch);
+        let view = |b: &Bytes| corelog::Batch::admit(b.clone(), &Limits::default()).expect("admit");
+        let p = Pointer::of(view(&batch).as_ref()).expect("pointer");
+        assert_eq!(
+            (p.base_offset, p.message_count, p.next_offset()),
+            (100, 3, 103)
+        );
+        assert!(p.names(view(&batch).as_ref()));
+        let good = encode_kind(&e, Kind::Pointer(p));
+        assert_eq!(good.len(), PREFIX_LEN + BODY_FIXED_LEN + 3 + POINTER_LEN);
+        assert_eq!(
+            encode_parts(&e, 2, Kind::Pointer(p)).disk_len(),
+            good.len() as u64
+        );
+        let d = decode(&Bytes::from(good.clone())).expect("decode");
+        assert_eq!(d.pointer, Some(p));
+        assert!(d.entry.data.is_empty() && !d.batch);
+        assert_eq!((d.entry.index, d.entry.term), (9, 4));
+        every_flip_and_cut_refused(&good);
+        // Another batch at the same offset is not the one pointed at.
+        let other = stamped(3, 100, 8);
+        assert!(!p.names(view(&other).as_ref()));
     }
 
     #[test]

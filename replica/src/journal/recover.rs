@@ -52,6 +52,7 @@ impl Journal {
                         entry: e,
                         prev_term,
                         len: used,
+                        pointer,
                         ..
                     }) => {
                         let expected = prev.map(|(i, _)| i + 1);
@@ -85,6 +86,7 @@ impl Journal {
                             if e.index > snap {
                                 self.retained += used as u64;
                                 self.positions.push_back((n as u64, at as u64));
+                                self.pointers.push_back(pointer);
                                 self.entries.push_back(e);
                             }
                             at += used;

@@ -48,10 +48,9 @@ fn record_bytes() -> Vec<u8> {
     e.term = 2;
     e.context = Bytes::from_static(b"\x02context");
     e.data = Bytes::from(vec![5u8; 700]);
-    let mut out = record::head(&e, 1, false).to_vec();
-    out.extend_from_slice(&e.context);
-    out.extend_from_slice(&e.data);
-    out
+    record::encode_parts(&e, 1, record::Kind::Plain)
+        .slices()
+        .concat()
 }
 
 /// Every decoder over `bytes`.

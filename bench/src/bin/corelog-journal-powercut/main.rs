@@ -176,8 +176,14 @@ fn write(
         };
         let count = rng.u64(1..=8);
         let ents: Vec<Entry> = (from..from + count).map(|i| entry(i, term)).collect();
-        j.append_verified(&ents, |e| is_batch(e.index))
-            .map_err(|e| e.to_string())?;
+        j.append_as(&ents, |e| {
+            if is_batch(e.index) {
+                corelog_replica::journal::Kind::VerifiedBatch
+            } else {
+                corelog_replica::journal::Kind::Plain
+            }
+        })
+        .map_err(|e| e.to_string())?;
         if !no_sync {
             j.sync().map_err(|e| e.to_string())?;
         }
