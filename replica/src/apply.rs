@@ -14,8 +14,7 @@
 //! its snapshot) and counts as applied.
 
 use crate::inbox::{Applied, Done, Inbox};
-use bytes::Bytes;
-use corelog::{AppendError, RequestError};
+use corelog::RequestError;
 use crossbeam_channel::Sender;
 use futures_channel::mpsc::{UnboundedReceiver, UnboundedSender};
 use std::collections::VecDeque;
@@ -26,20 +25,15 @@ use std::task::{Context, Poll};
 /// A committed command for the engine.
 #[derive(Debug)]
 pub(crate) enum ApplyCmd {
-    /// Store a stamped batch.
-    Append {
+    /// Move a partition's commit mark past a batch its log holds.
+    Commit {
         /// the partition
         partition: u64,
-        /// the stamped bytes
-        batch: Bytes,
-    },
-    /// Store a stamped batch this node admitted already (the leader's own,
-    /// or one a follower checked as it arrived): not checked again.
-    AppendAdmitted {
-        /// the partition
-        partition: u64,
-        /// the stamped batch
-        batch: corelog::Batch,
+        /// the offset after the batch
+        mark: u64,
+        /// the engine's acknowledgement of the batch's write, when this
+        /// node's sender waits for it
+        ack: Option<corelog::AppendAck>,
     },
     /// Store a consumer offset.
     StoreOffset {
@@ -113,11 +107,16 @@ struct Applier {
 impl Applier {
     fn issue(&self, cmd: ApplyCmd) -> InFlight {
         match cmd {
-            ApplyCmd::Append { partition, batch } => {
-                stored(self.engine.append_stamped(partition, batch))
-            }
-            ApplyCmd::AppendAdmitted { partition, batch } => {
-                stored(self.engine.append_stamped_admitted(partition, batch))
+            ApplyCmd::Commit {
+                partition,
+                mark,
+                ack,
+            } => {
+                let reply = self.engine.set_commit_mark(partition, mark);
+                Box::pin(async move {
+                    reply.await?;
+                    Ok(ack.map_or(Done::Replayed, Done::Appended))
+                })
             }
             ApplyCmd::StoreOffset {
                 partition,
@@ -141,22 +140,6 @@ impl Applier {
             ApplyCmd::Skip => Box::pin(async { Ok(Done::Count(0)) }),
         }
     }
-}
-
-/// What an append's reply means for its entry: stored, or stored before
-/// (a replay after a restart), or the error.
-fn stored(reply: corelog::Reply<corelog::AppendAck>) -> InFlight {
-    Box::pin(async move {
-        match reply.await {
-            Ok(ack) => Ok(Done::Appended(ack)),
-            Err(RequestError::Append(AppendError::OffsetMismatch { expected, found }))
-                if found < expected =>
-            {
-                Ok(Done::Replayed)
-            }
-            Err(e) => Err(e),
-        }
-    })
 }
 
 impl Future for Applier {

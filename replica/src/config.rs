@@ -247,8 +247,9 @@ pub struct ReplicaOptions {
     /// Without `sync`: fsync the journals this often anyway (`fsync=interval:MS`);
     /// `None`: never (`fsync=never`, the OS writes back).
     pub sync_every: Option<Duration>,
-    /// A group's journal is compacted past this many bytes (after the
-    /// partitions it applied to are flushed).
+    /// A group's journal is compacted past this many bytes of entries
+    /// held in memory (after the partitions it applied to are flushed,
+    /// under a policy that does not sync each write).
     pub compact_bytes: u64,
     /// How long a send waits for its entry to commit before it is answered
     /// "not committed" (its outcome unknown).
@@ -265,6 +266,27 @@ impl Default for ReplicaOptions {
             sync_every: None,
             compact_bytes: 64 << 20,
             commit_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl ReplicaOptions {
+    /// The partition-log settings of the engine a replica runs on, from
+    /// `base`: a commit mark (`commit_gate`: a batch is written before its
+    /// entry commits, and served only after), and the fsync policy that
+    /// makes a batch as durable as the journal's pointer to it (`batch`
+    /// under `sync`, `interval` under `sync_every`, else `never`). The
+    /// partition logs are the replicated log: each byte is written once.
+    pub fn log_config(&self, base: corelog::LogConfig) -> corelog::LogConfig {
+        let fsync = match (self.sync, self.sync_every) {
+            (true, _) => corelog::FsyncPolicy::Batch,
+            (false, Some(every)) => corelog::FsyncPolicy::Interval(every),
+            (false, None) => corelog::FsyncPolicy::Never,
+        };
+        corelog::LogConfig {
+            commit_gate: true,
+            fsync,
+            ..base
         }
     }
 }

@@ -165,6 +165,30 @@ pub enum GroupError {
         /// the engine's error
         source: Box<corelog::RequestError>,
     },
+    /// An entry's batch could not be written into its partition's log.
+    #[error("group {group}: entry {index}: writing its batch to partition {partition}: {source}")]
+    Write {
+        /// the group
+        group: u32,
+        /// the partition
+        partition: u64,
+        /// the entry
+        index: u64,
+        /// the engine's error
+        source: Box<corelog::RequestError>,
+    },
+    /// An uncommitted suffix could not be cut from a partition's log.
+    #[error("group {group}: cutting partition {partition} from offset {offset}: {source}")]
+    Cut {
+        /// the group
+        group: u32,
+        /// the partition
+        partition: u64,
+        /// where the cut starts
+        offset: u64,
+        /// the engine's error
+        source: Box<corelog::RequestError>,
+    },
     /// A snapshot's batches could not be fetched from the leader.
     #[error("group {group}: {source}")]
     Fetch {

@@ -10,25 +10,17 @@ use std::time::Duration;
 
 const ELECT: Duration = Duration::from_secs(10);
 
-/// Appends as a client does: a refusal while leadership settles ("not the
-/// leader", nothing stored) is retried.
-fn append_retrying(node: &Node, partition: u64, bytes: bytes::Bytes) -> corelog::AppendAck {
-    let deadline = std::time::Instant::now() + ELECT;
-    loop {
-        match pollster::block_on(node.handle().append(partition, bytes.clone(), origin())) {
-            Ok(ack) => return ack,
-            Err(ReplicaError::NotLeader { .. }) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            Err(e) => panic!("append on node {}: {e}", node.id),
-        }
-    }
+/// What the data groups' journal files of a node hold.
+#[derive(Debug, Default)]
+struct Records {
+    pointers: usize,
+    batches: usize,
+    others: usize,
+    bytes: u64,
 }
 
-/// The records of every data group's journal under `dir`: (batch records,
-/// others).
-fn journal_records(dir: &std::path::Path) -> (usize, usize) {
-    let (mut batches, mut others) = (0, 0);
+fn journal_records(dir: &std::path::Path) -> Records {
+    let mut r = Records::default();
     for group in std::fs::read_dir(dir.join("replica"))
         .expect("replica dir")
         .flatten()
@@ -44,20 +36,23 @@ fn journal_records(dir: &std::path::Path) -> (usize, usize) {
                 continue;
             }
             let bytes = bytes::Bytes::from(std::fs::read(f.path()).expect("read"));
+            r.bytes += bytes.len() as u64;
             let mut at = 0;
             while at < bytes.len() {
                 let d = corelog_replica::journal::record::decode(&bytes.slice(at..))
                     .expect("whole record");
-                if d.batch {
-                    batches += 1;
+                if d.pointer.is_some() {
+                    r.pointers += 1;
+                } else if d.batch {
+                    r.batches += 1;
                 } else {
-                    others += 1;
+                    r.others += 1;
                 }
                 at += d.len;
             }
         }
     }
-    (batches, others)
+    r
 }
 
 #[test]
@@ -136,15 +131,22 @@ fn three_nodes_replicate_byte_identically_and_survive_the_leader() {
         }
     }
 
-    // Every node journaled the sends as batch records: verified once, as
-    // admitted (the leader) or as they arrived (a follower), not hashed
-    // whole again.
+    // Every node wrote each send's bytes once, into the partition's log,
+    // and journaled a pointer to it: no batch bytes in the journals.
     for n in &nodes {
-        let (batches, others) = journal_records(&n.dir);
+        let r = journal_records(&n.dir);
         assert_eq!(
-            batches, 41,
-            "node {}: batch records ({others} others)",
+            (r.pointers, r.batches),
+            (41, 0),
+            "node {}: pointer and batch records ({r:?})",
             n.id
+        );
+        let held: u64 = (0..4u64).map(|p| stored(&n.engine(), p).len() as u64).sum();
+        assert!(
+            r.bytes * 4 < held,
+            "node {}: the journals hold {} bytes beside {held} of batches",
+            n.id,
+            r.bytes
         );
     }
 

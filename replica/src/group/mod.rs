@@ -10,14 +10,17 @@
 //! `Ready` is written and synced together.
 
 mod confirmation;
+mod ends;
 mod fence;
 mod fencing;
 mod lease;
 mod overwritten;
 mod peers;
 mod propose;
+mod reconcile;
 mod repeats;
 mod snapshot;
+mod write;
 
 use crate::apply::{ApplyCmd, ApplyItem};
 use crate::command::Command;
@@ -25,7 +28,7 @@ use crate::config::{ClusterConfig, ReplicaOptions};
 use crate::error::{GroupError, ReplicaError};
 use crate::inbox::{Applied, Done, Inbox, Proposal};
 use crate::journal::storage::JournalStorage;
-use crate::journal::Journal;
+use crate::journal::{Journal, Kind};
 use crate::machine::MetaMachine;
 use crate::net::RaftTransport;
 use crate::status::Shared;
@@ -130,6 +133,14 @@ pub(crate) struct Group {
     /// and applying them does not check their frames again. Taken when
     /// applied (with any older); cleared when leadership ends.
     admitted: BTreeMap<u64, (u64, Batch)>,
+    /// While leader: the engine's acknowledgement of each batch this
+    /// node wrote, by entry index, for the send waiting on it (answered
+    /// once the entry commits).
+    acks: BTreeMap<u64, AppendAck>,
+    /// The last entry whose batch is in its partition's log (as far as
+    /// this node may say it holds entries, with the journal's synced
+    /// index).
+    written: u64,
 }
 
 impl Group {
@@ -151,6 +162,32 @@ impl Group {
                 .map(|c| format!("; cut {c}"))
                 .unwrap_or_default()
         );
+        if let Role::Data { shard, meta, .. } = &s.role {
+            let r = reconcile::reconcile(id, &mut journal, &s.engine, *shard, meta.as_ref())?;
+            tracing::info!(
+                "group {id}: {} entries' batches read back from the partition logs{}{}{}",
+                r.filled,
+                if r.converted > 0 {
+                    format!(
+                        ", {} written into them from a version-02 journal",
+                        r.converted
+                    )
+                } else {
+                    String::new()
+                },
+                r.journal_cut
+                    .map(|c| format!("; journal cut at {c}"))
+                    .unwrap_or_default(),
+                if r.logs_cut.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; partition logs cut past their last journaled batch: {:?}",
+                        r.logs_cut
+                    )
+                }
+            );
+        }
         let fence = fence::Fence::new(journal.is_new());
         if fence.on {
             tracing::info!(
@@ -179,6 +216,7 @@ impl Group {
             max_uncommitted_size: 512 << 20,
             ..Default::default()
         };
+        let written = journal.last_index();
         let store = JournalStorage::new(journal);
         let logger = slog::Logger::root(crate::slog_drain::TracingDrain { group: id }, slog::o!());
         let raw = RawNode::new(&cfg, store.clone(), &logger)
@@ -210,6 +248,8 @@ impl Group {
             lease: lease::LeaderLease::default(),
             last_question: Instant::now(),
             admitted: BTreeMap::new(),
+            acks: BTreeMap::new(),
+            written,
         })
     }
 
@@ -383,14 +423,25 @@ impl Group {
         }
         let committed = rd.take_committed_entries();
         self.apply_entries(committed)?;
+        let mut writes = None;
         if !rd.entries().is_empty() {
             self.fail_overwritten(rd.entries());
+            // The batches go to their partitions' logs, the journal takes
+            // pointers to them; both are awaited before any
+            // acknowledgement below.
+            let w = self.write_batches(rd.entries())?;
             let admitted = &self.admitted;
-            let verified = |e: &Entry| admitted.get(&e.index).is_some_and(|(t, _)| *t == e.term);
+            let kind = |e: &Entry| match w.kind(e) {
+                Kind::Plain if admitted.get(&e.index).is_some_and(|(t, _)| *t == e.term) => {
+                    Kind::VerifiedBatch
+                }
+                k => k,
+            };
             self.store
                 .wl()
-                .append_verified(rd.entries(), verified)
+                .append_as(rd.entries(), kind)
                 .map_err(jerr)?;
+            writes = Some(w);
         }
         if let Some(hs) = rd.hs() {
             self.store.wl().set_hard_state(hs).map_err(jerr)?;
@@ -398,6 +449,9 @@ impl Group {
         }
         if self.opts.sync {
             self.store.wl().sync().map_err(jerr)?;
+        }
+        if let Some(w) = writes {
+            self.await_writes(w)?;
         }
         self.send_persisted(rd.take_persisted_messages());
         let mut light = self.raw.advance(rd);
@@ -435,10 +489,22 @@ impl Group {
         let synced = self.store.rl().synced_index();
         for m in msgs {
             let acks = m.get_msg_type() == MessageType::MsgAppendResponse && !m.reject;
-            if self.opts.sync && acks && m.index > synced {
+            let why = if !acks {
+                None
+            } else if m.index > self.written {
+                Some(format!(
+                    "the batches are in the partition logs only to {}",
+                    self.written
+                ))
+            } else if self.opts.sync && m.index > synced {
+                Some(format!("the journal is durable only to {synced}"))
+            } else {
+                None
+            };
+            if let Some(why) = why {
                 self.status().early_acks.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(
-                    "group {}: an acknowledgement of entry {} was not sent: the journal is durable only to {synced}",
+                    "group {}: an acknowledgement of entry {} was not sent: {why}",
                     self.id,
                     m.index
                 );
@@ -474,6 +540,7 @@ impl Group {
         } else if self.leader_since.take().is_some() {
             self.stamps.clear();
             self.admitted.clear();
+            self.acks.clear();
             for (_, p) in std::mem::take(&mut self.held) {
                 p.fail(ReplicaError::NotLeader {
                     leader: (leader != 0).then_some(leader),
@@ -535,24 +602,24 @@ impl Group {
                 self.release_held();
             }
             Role::Data { applier, meta, .. } => {
-                let admitted = &mut self.admitted;
+                let journal = self.store.rl();
+                let acks = &mut self.acks;
                 let items: Vec<ApplyItem> = entries
                     .into_iter()
                     .map(|e| {
-                        let mine = admitted
-                            .remove(&e.index)
-                            .filter(|(term, _)| *term == e.term)
-                            .map(|(_, b)| b);
+                        let pointer = journal.pointer(e.index);
+                        let ack = acks.remove(&e.index);
                         ApplyItem {
                             index: e.index,
                             term: e.term,
-                            cmd: to_apply(self.id, &e, meta.as_ref(), mine),
+                            cmd: to_apply(self.id, &e, meta.as_ref(), pointer, ack),
                         }
                     })
                     .collect();
-                // Batches of entries at or below `last` that were never
-                // applied (overwritten, or replaced after a restart) go.
-                self.admitted = self.admitted.split_off(&(last + 1));
+                drop(journal);
+                // Acknowledgements of entries at or below `last` that were
+                // never applied (overwritten) go.
+                self.acks = self.acks.split_off(&(last + 1));
                 if applier.unbounded_send(items).is_err() {
                     return Err(GroupError::ApplierStopped { group: self.id });
                 }
@@ -606,18 +673,42 @@ impl Group {
     }
 }
 
-/// What applying entry `e` of data group `group` does to the engine;
-/// `mine`: the batch admitted for it (the same index and term, so the
-/// same bytes): the leader's own, stamped, or a follower's as it arrived.
-fn to_apply(group: u32, e: &Entry, meta: &dyn MetaMachine, mine: Option<Batch>) -> ApplyCmd {
+/// What applying entry `e` of data group `group` does to the engine. A
+/// send's batch is in its partition's log already (written when the entry
+/// was persisted, `write.rs`): applying it moves the partition's commit
+/// mark past it. `pointer`: where the journal says the batch lies; `ack`:
+/// the engine's acknowledgement of its write, when this leader wrote it.
+fn to_apply(
+    group: u32,
+    e: &Entry,
+    meta: &dyn MetaMachine,
+    pointer: Option<crate::journal::Pointer>,
+    ack: Option<AppendAck>,
+) -> ApplyCmd {
     match Command::decode(&e.context) {
-        Ok(Command::Append { partition, .. }) if meta.keeps(partition) => match mine {
-            Some(batch) => ApplyCmd::AppendAdmitted { partition, batch },
-            None => ApplyCmd::Append {
-                partition,
-                batch: e.data.clone(),
-            },
-        },
+        Ok(Command::Append { partition, .. }) if meta.keeps(partition) => {
+            // An entry journaled whole before pointer records (a version-02
+            // journal; `open.rs` wrote its batch into the log at open).
+            let mark = pointer.map(|p| p.next_offset()).or_else(|| {
+                corelog::Batch::admit(e.data.clone(), &corelog::Limits::default())
+                    .ok()
+                    .map(|b| b.as_ref().next_offset())
+            });
+            match mark {
+                Some(mark) => ApplyCmd::Commit {
+                    partition,
+                    mark,
+                    ack,
+                },
+                None => {
+                    tracing::error!(
+                        "group {group}: entry {}: a send whose batch is neither pointed at nor whole",
+                        e.index
+                    );
+                    ApplyCmd::Skip
+                }
+            }
+        }
         Ok(Command::StoreOffset {
             partition,
             consumer,

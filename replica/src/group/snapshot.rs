@@ -9,10 +9,9 @@
 //! after the snapshot then apply as usual (a batch already stored is
 //! recognised by its offset and skipped).
 //!
-//! ```text
-//! data snapshot = count u32, then count × (partition u64, end offset u64)
-//! ```
+//! The data snapshot's layout is in `ends.rs`.
 
+use super::ends::{decode_ends, encode_ends};
 use super::{Group, Role};
 use crate::error::GroupError;
 use crate::net::fetch;
@@ -23,40 +22,15 @@ use std::sync::atomic::Ordering;
 /// The metadata journal is compacted past this many bytes.
 const META_COMPACT_BYTES: u64 = 16 << 20;
 
-fn encode_ends(ends: &[(u64, u64)]) -> Bytes {
-    let mut out = Vec::with_capacity(4 + ends.len() * 16);
-    out.extend_from_slice(&(ends.len() as u32).to_le_bytes());
-    for (p, end) in ends {
-        out.extend_from_slice(&p.to_le_bytes());
-        out.extend_from_slice(&end.to_le_bytes());
-    }
-    Bytes::from(out)
-}
-
-fn decode_ends(b: &[u8]) -> Option<Vec<(u64, u64)>> {
-    let n = u32::from_le_bytes(b.get(..4)?.try_into().ok()?) as usize;
-    let rest = b.get(4..)?;
-    if rest.len() != n * 16 {
-        return None;
-    }
-    Some(
-        rest.chunks_exact(16)
-            .map(|c| {
-                let mut p = [0u8; 8];
-                let mut e = [0u8; 8];
-                p.copy_from_slice(&c[..8]);
-                e.copy_from_slice(&c[8..]);
-                (u64::from_le_bytes(p), u64::from_le_bytes(e))
-            })
-            .collect(),
-    )
-}
-
-/// Flushes every partition on `shard`, then reads their ends (at least
-/// what the entries applied before the call stored).
+/// The commit marks of every partition on `shard`: what the entries
+/// applied before the call committed (a batch is in its log before its
+/// entry commits). Under a policy that does not sync each write, the
+/// partitions are flushed first, so that what the snapshot names is
+/// durable before the journal drops the entries' pointers.
 fn partition_ends(
     engine: &corelog::Handle,
     shard: usize,
+    flush: bool,
 ) -> Result<Vec<(u64, u64)>, corelog::RequestError> {
     let mine: Vec<u64> = engine
         .partitions()
@@ -64,17 +38,19 @@ fn partition_ends(
         .into_iter()
         .filter(|p| engine.shard_of(*p) == shard)
         .collect();
-    let flushes: Vec<_> = mine.iter().map(|p| engine.flush(*p)).collect();
-    for f in flushes {
-        match f.wait() {
-            Ok(()) | Err(corelog::RequestError::UnknownPartition { .. }) => {}
-            Err(e) => return Err(e),
+    if flush {
+        let flushes: Vec<_> = mine.iter().map(|p| engine.flush(*p)).collect();
+        for f in flushes {
+            match f.wait() {
+                Ok(()) | Err(corelog::RequestError::UnknownPartition { .. }) => {}
+                Err(e) => return Err(e),
+            }
         }
     }
     let mut ends = Vec::with_capacity(mine.len());
     for p in mine {
         match engine.stats(p).wait() {
-            Ok(s) => ends.push((p, s.end_offset)),
+            Ok(s) => ends.push((p, s.commit_mark.unwrap_or(s.end_offset))),
             Err(corelog::RequestError::UnknownPartition { .. }) => {}
             Err(e) => return Err(e),
         }
@@ -110,10 +86,11 @@ impl Group {
                 self.compacting = true;
                 let (engine, shard, group, inbox) =
                     (self.engine.clone(), *shard, self.id, self.inbox_tx.clone());
+                let flush = !self.opts.sync;
                 let spawned = std::thread::Builder::new()
                     .name(format!("replica-flush-g{group}"))
                     .spawn(move || {
-                        let ends = partition_ends(&engine, shard).map(|e| encode_ends(&e));
+                        let ends = partition_ends(&engine, shard, flush).map(|e| encode_ends(&e));
                         let _ = inbox.send(super::Inbox::Flushed { index, ends });
                     });
                 if let Err(e) = spawned {
@@ -188,9 +165,12 @@ impl Group {
                     .node(self.raw.raft.id)
                     .map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |n| n.replica.ip());
                 for (partition, end) in ends {
-                    let have = match self.engine.stats(partition).wait() {
-                        Ok(s) => s.end_offset,
-                        Err(corelog::RequestError::UnknownPartition { .. }) => 0,
+                    // What lies past this node's commit mark may differ
+                    // from the leader's committed batches: cut, then
+                    // fetched.
+                    let (have, mark) = match self.engine.stats(partition).wait() {
+                        Ok(s) => (s.end_offset, s.commit_mark.unwrap_or(s.end_offset)),
+                        Err(corelog::RequestError::UnknownPartition { .. }) => (0, 0),
                         Err(source) => {
                             return Err(GroupError::Engine {
                                 group,
@@ -199,7 +179,22 @@ impl Group {
                             })
                         }
                     };
+                    if have > mark && end > mark {
+                        self.cut_partition(partition, mark)?;
+                    }
+                    let have = if end > mark { mark } else { have };
+                    let commit = |g: &Self| {
+                        g.engine
+                            .set_commit_mark(partition, end)
+                            .wait()
+                            .map_err(|source| GroupError::Engine {
+                                group,
+                                partition,
+                                source: Box::new(source),
+                            })
+                    };
                     if have >= end {
+                        commit(self)?;
                         continue;
                     }
                     let key = crate::net::auth::Key::of(self.cluster.secret.as_ref());
@@ -221,6 +216,7 @@ impl Group {
                         "group {}: partition {partition}: fetched offsets {have}..{got} from node {leader}",
                         self.id
                     );
+                    commit(self)?;
                 }
             }
         }
@@ -233,20 +229,8 @@ impl Group {
             })?;
         self.applied = self.applied.max(index);
         self.sent = self.sent.max(index);
+        self.written = self.store.rl().last_index();
         self.status().applied.store(self.applied, Ordering::Relaxed);
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ends_round_trip() {
-        let ends = vec![(1, 10), (3, 0), (u64::MAX, 7)];
-        assert_eq!(decode_ends(&encode_ends(&ends)), Some(ends));
-        assert_eq!(decode_ends(&[1, 0, 0, 0]), None);
-        assert_eq!(decode_ends(&[]), None);
     }
 }

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use bytes::Bytes;
-use corelog::{BatchBuilder, Engine, FsyncPolicy, MessageSpec};
+use corelog::{BatchBuilder, Engine, MessageSpec};
 use corelog_replica::{
     ClusterConfig, MetaMachine, NodeAddr, Origin, Replica, ReplicaConfig, ReplicaHandle,
     ReplicaOptions, Secret,
@@ -114,7 +114,7 @@ impl Node {
         let mut config = corelog::Config::new(dir);
         config.shards = Some(cluster.shards);
         config.pin_threads = false;
-        config.log.fsync = FsyncPolicy::Never;
+        config.log = opts.log_config(config.log);
         let engine = Engine::open(config).expect("engine opens");
         let meta = Arc::new(ListMeta::default());
         let replica = Replica::start(
@@ -270,5 +270,20 @@ pub fn three(opts: &ReplicaOptions, elect_within: Duration) -> Three {
         cluster,
         nodes,
         leader,
+    }
+}
+
+/// Appends as a client does: a refusal while leadership settles ("not the
+/// leader", nothing stored) is retried.
+pub fn append_retrying(node: &Node, partition: u64, bytes: bytes::Bytes) -> corelog::AppendAck {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match pollster::block_on(node.handle().append(partition, bytes.clone(), origin())) {
+            Ok(ack) => return ack,
+            Err(corelog_replica::ReplicaError::NotLeader { .. }) if Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("append on node {}: {e}", node.id),
+        }
     }
 }

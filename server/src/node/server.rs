@@ -348,10 +348,15 @@ fn accept(listener: TcpListener, ctx: Arc<Context>, stop: Arc<AtomicBool>) {
 const ACCEPT_BACKLOG: i32 = 1024;
 
 /// Opens the engine: in a cluster with the cluster file's shard count,
-/// and partition logs written through (the journal is the durable point;
-/// the logs are flushed before a compaction).
+/// and partition logs that are the replicated log (a commit mark, and
+/// the fsync policy of `--fsync`: see `ReplicaOptions::log_config`).
 fn open_engine(config: &ServerConfig) -> Result<Engine, ServerError> {
-    let (shards, partition_fsync) = match &config.cluster {
+    let base = LogConfig {
+        fsync: config.fsync,
+        segment_bytes: config.segment_bytes,
+        ..LogConfig::default()
+    };
+    let (shards, log) = match &config.cluster {
         Some(c) => {
             if let Some(flag) = config.shards.filter(|s| *s != c.config.shards) {
                 return Err(ServerError::ShardsMismatch {
@@ -359,21 +364,33 @@ fn open_engine(config: &ServerConfig) -> Result<Engine, ServerError> {
                     file: c.config.shards,
                 });
             }
-            (Some(c.config.shards), FsyncPolicy::Never)
+            (
+                Some(c.config.shards),
+                replica_options(config, c).log_config(base),
+            )
         }
-        None => (config.shards, config.fsync),
+        None => (config.shards, base),
     };
     Ok(Engine::open(Config {
         shards,
         pin_threads: config.pin_threads,
-        log: LogConfig {
-            fsync: partition_fsync,
-            segment_bytes: config.segment_bytes,
-            ..LogConfig::default()
-        },
+        log,
         retention_check: config.retention_check,
         ..Config::new(&config.dir)
     })?)
+}
+
+/// The replica's options: the cluster's, with durability following
+/// `--fsync`.
+fn replica_options(config: &ServerConfig, c: &ClusterSetup) -> corelog_replica::ReplicaOptions {
+    corelog_replica::ReplicaOptions {
+        sync: config.fsync == FsyncPolicy::Batch,
+        sync_every: match config.fsync {
+            FsyncPolicy::Interval(d) => Some(d),
+            _ => None,
+        },
+        ..c.options.clone()
+    }
 }
 
 /// Starts this node's replica, the catalog its metadata machine; the
@@ -388,21 +405,13 @@ fn start_replica(
         metadata: metadata.clone(),
         engine: engine.handle(),
     };
-    let options = corelog_replica::ReplicaOptions {
-        sync: config.fsync == FsyncPolicy::Batch,
-        sync_every: match config.fsync {
-            FsyncPolicy::Interval(d) => Some(d),
-            _ => None,
-        },
-        ..c.options.clone()
-    };
     Ok(corelog_replica::Replica::start(
         engine.handle(),
         corelog_replica::ReplicaConfig {
             dir: config.dir.clone(),
             me: c.node,
             cluster: c.config.clone(),
-            options,
+            options: replica_options(config, c),
         },
         Arc::new(machine),
     )?)

@@ -1,0 +1,184 @@
+//! The partition logs are the replicated log: a batch is written once per
+//! node, before its entry commits, and served only after. Three nodes in
+//! one process on loopback.
+
+mod common;
+
+use common::*;
+use corelog_replica::{ReplicaError, ReplicaOptions};
+use std::time::Duration;
+
+const ELECT: Duration = Duration::from_secs(10);
+
+/// Elections slow enough that a leader whose followers just stopped still
+/// leads for a second: long enough to write an entry no one else holds.
+fn slow_elections() -> ReplicaOptions {
+    ReplicaOptions {
+        election_ticks: 50,
+        commit_timeout: Duration::from_secs(2),
+        ..options()
+    }
+}
+
+/// Whether the bytes of `engine`'s `partition` that are served hold a
+/// payload of the batch tagged `tag`.
+fn serves_tag(engine: &corelog::Handle, partition: u64, tag: u64) -> bool {
+    let needle = format!("{tag}:0:");
+    stored(engine, partition)
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+/// A leader cut off from its followers writes a send into its partition's
+/// log, where no poll sees it; a new leader elected without it stores
+/// another batch at the same offsets; when the old leader comes back, it
+/// cuts the batch it wrote and holds the new leader's bytes.
+#[test]
+fn an_uncommitted_batch_is_never_served_and_is_cut_when_a_new_leader_replaces_it() {
+    init_log();
+    let opts = slow_elections();
+    let Three {
+        dirs,
+        cluster,
+        mut nodes,
+        leader,
+    } = three(&opts, ELECT);
+    let li = (leader - 1) as usize;
+    let first = append_retrying(&nodes[li], 1, batch(10, 3));
+    let committed = stored(&nodes[li].engine(), 1);
+    for n in &nodes {
+        wait_stored(&n.engine(), 1, committed.len(), ELECT);
+    }
+
+    // The followers stop; the leader takes a send that cannot commit.
+    for (i, n) in nodes.iter_mut().enumerate() {
+        if i != li {
+            n.stop();
+        }
+    }
+    let lost = pollster::block_on(nodes[li].handle().append(1, batch(66, 3), origin()));
+    assert!(
+        matches!(lost, Err(ReplicaError::NotCommitted)),
+        "a send no follower holds: {lost:?}"
+    );
+    // Written into the log (one write per byte), never served.
+    let end = nodes[li]
+        .engine()
+        .stats(1)
+        .wait()
+        .expect("stats")
+        .end_offset;
+    assert_eq!(end, first.base_offset + 3 + 3, "the batch was written");
+    assert!(
+        !serves_tag(&nodes[li].engine(), 1, 66),
+        "an uncommitted batch was served"
+    );
+    assert_eq!(stored(&nodes[li].engine(), 1), committed);
+    nodes[li].stop();
+
+    // The two others elect a leader and store another batch there.
+    for (i, n) in nodes.iter_mut().enumerate() {
+        if i != li {
+            *n = Node::start(n.id, dirs[i].path(), &cluster, opts.clone());
+        }
+    }
+    let survivors: Vec<&Node> = nodes.iter().filter(|n| n.id != leader).collect();
+    let next = wait_for_leader(&survivors, ELECT);
+    let ni = (next - 1) as usize;
+    let replaced = append_retrying(&nodes[ni], 1, batch(77, 3));
+    assert_eq!(
+        replaced.base_offset,
+        first.base_offset + 3,
+        "the same offsets"
+    );
+
+    // The old leader comes back as a follower: the new leader's bytes
+    // replace its own.
+    nodes[li] = Node::start(leader, dirs[li].path(), &cluster, opts.clone());
+    let want = stored(&nodes[ni].engine(), 1);
+    wait_stored(&nodes[li].engine(), 1, want.len(), ELECT);
+    for n in &nodes {
+        assert_eq!(stored(&n.engine(), 1), want, "node {}", n.id);
+        assert!(
+            !serves_tag(&n.engine(), 1, 66),
+            "node {}: the replaced batch",
+            n.id
+        );
+        assert!(serves_tag(&n.engine(), 1, 77), "node {}", n.id);
+        let end = n.engine().stats(1).wait().expect("stats").end_offset;
+        assert_eq!(
+            end,
+            replaced.base_offset + 3,
+            "node {}: nothing of the cut batch left",
+            n.id
+        );
+    }
+}
+
+/// A crash after a batch reached its partition's log and before its
+/// pointer reached the journal leaves a batch no entry names (this node
+/// never acknowledged it): the restart cuts it from the log, and the node
+/// goes on with the leader's bytes.
+#[test]
+fn a_restart_cuts_a_written_batch_the_journal_does_not_point_at() {
+    init_log();
+    let opts = options();
+    let Three {
+        dirs,
+        cluster,
+        mut nodes,
+        leader,
+    } = three(&opts, ELECT);
+    let li = (leader - 1) as usize;
+    for tag in 0..3 {
+        append_retrying(&nodes[li], 1, batch(tag, 2));
+    }
+    let want = stored(&nodes[li].engine(), 1);
+    for n in &nodes {
+        wait_stored(&n.engine(), 1, want.len(), ELECT);
+    }
+    let fi = (li + 1) % 3;
+    nodes[fi].stop();
+
+    // The stray batch, written where the next send would go.
+    {
+        let mut config = corelog::Config::new(dirs[fi].path());
+        config.shards = Some(cluster.shards);
+        config.pin_threads = false;
+        config.log = opts.log_config(config.log);
+        let engine = corelog::Engine::open(config).expect("engine opens");
+        let stats = engine.stats(1).wait().expect("stats");
+        let end = stats.end_offset;
+        let stray = corelog::Batch::admit(batch(99, 2), &corelog::Limits::default())
+            .expect("admit")
+            .into_stamped(corelog::Stamp {
+                partition_id: 1,
+                base_offset: end,
+                base_timestamp: stats.last_timestamp + 1,
+            });
+        engine
+            .append_stamped(1, stray)
+            .wait()
+            .expect("stray written");
+        engine.shutdown().expect("shutdown");
+    }
+
+    nodes[fi] = Node::start(fi as u64 + 1, dirs[fi].path(), &cluster, opts.clone());
+    let all: Vec<&Node> = nodes.iter().collect();
+    wait_for_leader(&all, ELECT);
+    let ack = append_retrying(&nodes[li], 1, batch(7, 2));
+    let want = stored(&nodes[li].engine(), 1);
+    wait_stored(&nodes[fi].engine(), 1, want.len(), ELECT);
+    assert_eq!(stored(&nodes[fi].engine(), 1), want);
+    assert!(
+        !serves_tag(&nodes[fi].engine(), 1, 99),
+        "the stray batch was served"
+    );
+    let end = nodes[fi]
+        .engine()
+        .stats(1)
+        .wait()
+        .expect("stats")
+        .end_offset;
+    assert_eq!(end, ack.base_offset + 2, "the stray batch was cut");
+}
