@@ -99,7 +99,7 @@ log_trouble() {
 start_system() { # $1 iggy|corelog|single, $2 page|fsync
   local sys=$1 mode=$2 pol=never i
   [ "$mode" = fsync ] && pol=batch
-  LOGS=()
+  LOGS=(); DIRS=()
   case $sys in
   iggy)
     for i in 0 1 2; do
@@ -109,7 +109,7 @@ start_system() { # $1 iggy|corelog|single, $2 page|fsync
         IGGY_HTTP_ENABLED=false IGGY_QUIC_ENABLED=false IGGY_WEBSOCKET_ENABLED=false \
         IGGY_ROOT_USERNAME=iggy IGGY_ROOT_PASSWORD=iggy \
         "$IGGY_SERVER_BIN" --replica-id "$i" >"$JSON_DIR/iggy-node$i.log" 2>&1 &
-      SERVER_PIDS+=($!); LOGS+=("$JSON_DIR/iggy-node$i.log")
+      SERVER_PIDS+=($!); LOGS+=("$JSON_DIR/iggy-node$i.log"); DIRS+=("$DATA_DIR/iggy$i")
     done
     ADDR=127.0.0.1:18103
     wait_logs 60 "replica mesh complete" "${LOGS[@]}"
@@ -118,14 +118,14 @@ start_system() { # $1 iggy|corelog|single, $2 page|fsync
     for i in 1 2 3; do
       "$S" --dir "$DATA_DIR/corelog$i" --node "$i" --cluster "$JSON_DIR/corelog-cluster.toml" --fsync "$pol" \
         2>"$JSON_DIR/corelog-node$i.log" &
-      SERVER_PIDS+=($!); LOGS+=("$JSON_DIR/corelog-node$i.log")
+      SERVER_PIDS+=($!); LOGS+=("$JSON_DIR/corelog-node$i.log"); DIRS+=("$DATA_DIR/corelog$i")
     done
     ADDR=127.0.0.1:18113
     wait_logs 60 "listening on" "${LOGS[@]}" && wait_logs 60 "group 0: leader is now node" "${LOGS[@]}"
     ;;
   single)
     "$S" --dir "$DATA_DIR/single" --listen 127.0.0.1:0 --fsync "$pol" 2>"$JSON_DIR/single.log" &
-    SERVER_PIDS+=($!); LOGS=("$JSON_DIR/single.log")
+    SERVER_PIDS+=($!); LOGS=("$JSON_DIR/single.log"); DIRS=("$DATA_DIR/single")
     wait_logs 30 "listening on" "${LOGS[@]}" || return 1
     ADDR=$(plain "$JSON_DIR/single.log" | sed -n 's/.*listening on \([0-9.:]*\),.*/\1/p' | head -1)
     ;;
@@ -150,6 +150,41 @@ servers_cpu() {
   for p in "${SERVER_PIDS[@]}"; do [ -r "/proc/$p/stat" ] || return 1; done
   for p in "${SERVER_PIDS[@]}"; do cat "/proc/$p/stat"; done |
     awk -v t="$(getconf CLK_TCK)" '{ printf "%s%.2f", (NR > 1 ? "," : ""), ($14 + $15) / t }'
+}
+
+# Bytes each server started has written (/proc/PID/io write_bytes: counted as pages are dirtied,
+# so written back or not), comma-separated; fails if one is gone.
+servers_written() {
+  local p
+  for p in "${SERVER_PIDS[@]}"; do [ -r "/proc/$p/io" ] || return 1; done
+  for p in "${SERVER_PIDS[@]}"; do awk '/^write_bytes:/ { print $2 }' "/proc/$p/io"; done | paste -sd,
+}
+
+# Bytes each node's data directory holds (apparent sizes, its replication journal left out),
+# comma-separated, in the order the nodes were started: DIRS.
+nodes_held() {
+  local d
+  for d in "${DIRS[@]}"; do du -s --apparent-size -B1 --exclude=replica "$d" | cut -f1; done | paste -sd,
+}
+
+# Per node, bytes written over a run per byte the node holds afterwards: $1 before, $2 after
+# (servers_written), $3 held (nodes_held); space-separated, in node order.
+written_per_held() {
+  python3 -c 'import sys
+w0, w1, h = (list(map(float, a.split(","))) for a in sys.argv[1:4])
+print(" ".join("%.3f" % ((b - a) / max(c, 1)) for a, b, c in zip(w0, w1, h)))' "$1" "$2" "$3"
+}
+
+# The $1-th figure (1-3) of each run's three in $2 ("a1 b1 c1 a2 b2 c2 ..."), each run's sorted
+# from the largest; a run with a FAILED figure gives FAILED.
+nth_of_three() {
+  python3 -c 'import sys
+n, v = int(sys.argv[1]), sys.argv[2].split()
+out = []
+for k in range(0, len(v), 3):
+    run = v[k:k + 3]
+    out.append("FAILED" if "FAILED" in run else sorted(run, key=float, reverse=True)[n - 1])
+print(" ".join(out))' "$1" "$2"
 }
 
 # iggy-bench against ADDR; sets RES to "MB/s p50_ms p99_ms cpu busiest others": the servers' CPU
@@ -193,7 +228,7 @@ cat >>"$JSON_DIR/notes" <<EOF
 EOF
 declare -A NAME=([iggy]="Iggy cluster (3 nodes)" [corelog]="corelog cluster (3 nodes)" [single]="corelog-server alone")
 for mode in page fsync; do
-  declare -A pt=() p50=() p99=() pcpu=() pmax=() poth=() ct=() c50=() c99=() ccpu=()
+  declare -A pt=() p50=() p99=() pcpu=() pmax=() poth=() ct=() c50=() c99=() ccpu=() wph=()
   flags=(); [ "$mode" = fsync ] && flags=(--enforce-fsync)
   what="page cache"; [ "$mode" = fsync ] && what="fsync (Iggy: --enforce-fsync; corelog: --fsync batch)"
   for rep in $(seq "$REPS"); do
@@ -201,15 +236,25 @@ for mode in page fsync; do
       room
       fresh
       if start_system "$sys" "$mode"; then
+        w0=$(servers_written) || w0=""
         cluster_bench "${NAME[$sys]}, $what, producers, run $rep" pinned-producer "${flags[@]}"
+        w1=$(servers_written) || w1=""
         read -r a b c d e f <<<"$RES"; pt[$sys]+=" $a"; p50[$sys]+=" $b"; p99[$sys]+=" $c"; pcpu[$sys]+=" $d"; pmax[$sys]+=" $e"; poth[$sys]+=" $f"
         cluster_bench "${NAME[$sys]}, $what, consumers, run $rep" pinned-consumer "${flags[@]}"
         read -r a b c d _ _ <<<"$RES"; ct[$sys]+=" $a"; c50[$sys]+=" $b"; c99[$sys]+=" $c"; ccpu[$sys]+=" $d"
       else
         for v in pt p50 p99 pcpu pmax poth ct c50 c99 ccpu; do declare -n arr=$v; arr[$sys]+=" FAILED"; unset -n arr; done
         { echo "- **FAILED**: ${NAME[$sys]}, $what, run $rep: did not come up within 60 s. Server logs:"; log_trouble "${LOGS[@]}"; } >>"$JSON_DIR/notes"
+        w0=""; w1=""
       fi
       stop_servers
+      # Bytes written over the producers' run per byte held once the nodes stopped (a clean
+      # stop trims preallocated segment tails): one figure per node, in node order.
+      if [ -n "$w0" ] && [ -n "$w1" ] && [ "$sys" != single ]; then
+        wph[$sys]+=" $(written_per_held "$w0" "$w1" "$(nodes_held)")"
+      elif [ "$sys" != single ]; then
+        wph[$sys]+=" FAILED FAILED FAILED"
+      fi
     done
   done
   short="page cache"; [ "$mode" = fsync ] && short="fsync"
@@ -228,8 +273,12 @@ for mode in page fsync; do
   row ratio "same, each other node's (mean of the two)" "$I" "${poth[iggy]}" "${poth[corelog]}"
   row ratio "servers' CPU per GB consumed, after $short (CPU s/GB, all nodes)" "$I" "${ccpu[iggy]}" "${ccpu[corelog]}"
   row ratio "server CPU per GB produced, $short (CPU s/GB)" "${NAME[single]}" "${pcpu[single]}" "${pcpu[corelog]}"
+  for n in 1 2 3; do
+    row ratio "bytes written per byte held, producers, $short: the node that wrote $(echo "the most|the second most|the least" | cut -d'|' -f"$n") (write_bytes over the run / bytes in its data directory afterwards; target per node: <= 1.15)" "$I" \
+      "$(nth_of_three "$n" "${wph[iggy]}")" "$(nth_of_three "$n" "${wph[corelog]}")"
+  done
   row failed "failed iggy-bench runs, $short (producers and consumers)" "$I" "${pt[iggy]}${ct[iggy]}" "${pt[corelog]}${ct[corelog]}${pt[single]}${ct[single]}"
-  unset pt p50 p99 pcpu pmax poth ct c50 c99 ccpu
+  unset pt p50 p99 pcpu pmax poth ct c50 c99 ccpu wph
 done
 
 # Failover: corelog's cluster at --fsync batch with a one-partition topic; kill -9 of the node
