@@ -163,30 +163,7 @@ impl Group {
                 .unwrap_or_default()
         );
         if let Role::Data { shard, meta, .. } = &s.role {
-            let r = reconcile::reconcile(id, &mut journal, &s.engine, *shard, meta.as_ref())?;
-            tracing::info!(
-                "group {id}: {} entries' batches read back from the partition logs{}{}{}",
-                r.filled,
-                if r.converted > 0 {
-                    format!(
-                        ", {} written into them from a version-02 journal",
-                        r.converted
-                    )
-                } else {
-                    String::new()
-                },
-                r.journal_cut
-                    .map(|c| format!("; journal cut at {c}"))
-                    .unwrap_or_default(),
-                if r.logs_cut.is_empty() {
-                    String::new()
-                } else {
-                    format!(
-                        "; partition logs cut past their last journaled batch: {:?}",
-                        r.logs_cut
-                    )
-                }
-            );
+            reconcile::reconcile(id, &mut journal, &s.engine, *shard, meta.as_ref())?.log(id);
         }
         let fence = fence::Fence::new(journal.is_new());
         if fence.on {
@@ -618,8 +595,11 @@ impl Group {
                     .collect();
                 drop(journal);
                 // Acknowledgements of entries at or below `last` that were
-                // never applied (overwritten) go.
+                // never applied (overwritten) go, and so do batches kept
+                // for entries that were never written (a message repeating
+                // entries the log held already).
                 self.acks = self.acks.split_off(&(last + 1));
+                self.admitted = self.admitted.split_off(&(last + 1));
                 if applier.unbounded_send(items).is_err() {
                     return Err(GroupError::ApplierStopped { group: self.id });
                 }
@@ -729,6 +709,7 @@ fn to_apply(
             ApplyCmd::DeleteSegments {
                 partition,
                 count: usize::try_from(count).unwrap_or(usize::MAX),
+                index: e.index,
             }
         }
         Ok(_) => ApplyCmd::Skip,

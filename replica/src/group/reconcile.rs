@@ -18,6 +18,8 @@
 //! | such an entry past the log's end (a gap)            | the journal cut from that entry      |
 //! | a log reaching past the last batch the journal or   | the log cut there (`cut_suffix`,     |
 //! |   the snapshot names (written, pointer not durable) |   crash-safe)                        |
+//! | a pointer below the log's first offset (retention   | kept; the journal compacted past it  |
+//! |   deleted its segment: stored and applied)          |   (a snapshot of the ends up to it)  |
 //! | a log short of the snapshot's end                   | reported (only under a policy that   |
 //! |                                                     |   does not sync: those bytes were    |
 //! |                                                     |   never durable)                     |
@@ -26,7 +28,7 @@
 //! lies below it is committed; the entries after it move the marks as
 //! raft-rs applies them again.
 
-use super::ends::decode_ends;
+use super::ends::{decode_ends, encode_ends};
 use crate::command::Command;
 use crate::error::GroupError;
 use crate::journal::{Journal, Pointer};
@@ -45,6 +47,38 @@ pub(super) struct Reconciled {
     pub journal_cut: Option<String>,
     /// Partitions cut, and from which offset.
     pub logs_cut: Vec<(u64, u64)>,
+    /// Where the journal was compacted: entries whose batches retention
+    /// deleted lie at or below it.
+    pub compacted: Option<u64>,
+}
+
+impl Reconciled {
+    /// Says what was found and done, in one line.
+    pub(super) fn log(&self, group: u32) {
+        let mut extra = String::new();
+        if self.converted > 0 {
+            extra += &format!(
+                ", {} written into them from a version-02 journal",
+                self.converted
+            );
+        }
+        if let Some(c) = &self.journal_cut {
+            extra += &format!("; journal cut at {c}");
+        }
+        if !self.logs_cut.is_empty() {
+            extra += &format!(
+                "; partition logs cut past their last journaled batch (partition, offset): {:?}",
+                self.logs_cut
+            );
+        }
+        if let Some(i) = self.compacted {
+            extra += &format!("; compacted to entry {i}, whose batch retention deleted");
+        }
+        tracing::info!(
+            "group {group}: {} entries' batches read back from the partition logs{extra}",
+            self.filled
+        );
+    }
 }
 
 /// Reconciles group `group`'s journal with the logs of `shard`'s
@@ -70,6 +104,16 @@ pub(super) fn reconcile(
     let mut ends = snapshot_ends.clone();
     let mut out = Reconciled::default();
     let limits = engine.limits();
+    // The last entry whose batch retention deleted, and each partition's
+    // end up to it: the journal is compacted there.
+    let mut retained_away: Option<(u64, BTreeMap<u64, u64>)> = None;
+    let first_offset = |partition: u64| -> Result<u64, GroupError> {
+        match engine.stats(partition).wait() {
+            Ok(s) => Ok(s.first_offset),
+            Err(RequestError::UnknownPartition { .. }) => Ok(0),
+            Err(e) => Err(engine_err(partition)(e)),
+        }
+    };
     for index in journal.first_index()..=journal.last_index() {
         let Some((context, data)) = journal
             .entry(index)
@@ -100,6 +144,13 @@ pub(super) fn reconcile(
                     journal.fill(index, bytes);
                     out.filled += 1;
                     ends.insert(partition, p.next_offset());
+                    None
+                }
+                None if p.next_offset() <= first_offset(partition)? => {
+                    // Deleted by retention, which takes only the oldest
+                    // segments: stored and applied, compacted below.
+                    ends.insert(partition, p.next_offset());
+                    retained_away = Some((index, ends.clone()));
                     None
                 }
                 None => Some(format!(
@@ -145,6 +196,13 @@ pub(super) fn reconcile(
             out.journal_cut = Some(why);
             break;
         }
+    }
+    if let Some((index, at)) = retained_away {
+        let at: Vec<(u64, u64)> = at.into_iter().collect();
+        journal
+            .compact(index, encode_ends(&at))
+            .map_err(|source| GroupError::Journal { group, source })?;
+        out.compacted = Some(index);
     }
     let partitions = engine.partitions().wait().map_err(engine_err(0))?;
     for partition in partitions

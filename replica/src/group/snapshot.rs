@@ -166,8 +166,9 @@ impl Group {
                     .map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |n| n.replica.ip());
                 for (partition, end) in ends {
                     // What lies past this node's commit mark may differ
-                    // from the leader's committed batches: cut, then
-                    // fetched.
+                    // from the leader's committed batches, and no entry
+                    // after the snapshot names it any more: cut, then
+                    // fetched up to the snapshot's end.
                     let (have, mark) = match self.engine.stats(partition).wait() {
                         Ok(s) => (s.end_offset, s.commit_mark.unwrap_or(s.end_offset)),
                         Err(corelog::RequestError::UnknownPartition { .. }) => (0, 0),
@@ -179,10 +180,10 @@ impl Group {
                             })
                         }
                     };
-                    if have > mark && end > mark {
+                    if have > mark {
                         self.cut_partition(partition, mark)?;
                     }
-                    let have = if end > mark { mark } else { have };
+                    let have = have.min(mark);
                     let commit = |g: &Self| {
                         g.engine
                             .set_commit_mark(partition, end)
