@@ -51,16 +51,29 @@ pub(crate) enum ApplyCmd {
         /// the consumer key
         consumer: u64,
     },
-    /// Delete the oldest sealed segments.
+    /// Delete the oldest sealed segments, once: entry `index` is
+    /// recorded in the partition (under [`DELETED_AT`]) before the
+    /// segments go, and a replay of an entry at or below the recorded one
+    /// (after a restart) deletes nothing more.
     DeleteSegments {
         /// the partition
         partition: u64,
         /// how many
         count: usize,
+        /// the entry's index
+        index: u64,
     },
     /// Nothing to store (an empty entry, or one for a deleted partition).
     Skip,
 }
+
+/// The consumer key under which a partition records the last entry whose
+/// segment deletion it applied: outside every key corelog-server gives
+/// consumers (numeric ids, named ones below `1 << 63 | 1 << 62`) and
+/// groups (`1 << 62 | id`). Deleting by count is not idempotent, and a
+/// restart replays the entries after the snapshot: without it, every
+/// restart deleted one more segment per such entry.
+pub(crate) const DELETED_AT: u64 = u64::MAX;
 
 /// An entry to apply: its place in the log and its command.
 #[derive(Debug)]
@@ -133,9 +146,23 @@ impl Applier {
                 let reply = self.engine.delete_offset(partition, consumer);
                 Box::pin(async move { reply.await.map(|had| Done::Count(u64::from(had))) })
             }
-            ApplyCmd::DeleteSegments { partition, count } => {
-                let reply = self.engine.delete_segments(partition, count);
-                Box::pin(async move { reply.await.map(|gone| Done::Count(gone.len() as u64)) })
+            ApplyCmd::DeleteSegments {
+                partition,
+                count,
+                index,
+            } => {
+                let engine = self.engine.clone();
+                let done = engine.load_offset(partition, DELETED_AT);
+                Box::pin(async move {
+                    if done.await?.is_some_and(|at| at >= index) {
+                        return Ok(Done::Count(0));
+                    }
+                    // Recorded first: a crash between the two loses a
+                    // deletion (retention asks again), never a segment.
+                    engine.store_offset(partition, DELETED_AT, index).await?;
+                    let gone = engine.delete_segments(partition, count).await?;
+                    Ok(Done::Count(gone.len() as u64))
+                })
             }
             ApplyCmd::Skip => Box::pin(async { Ok(Done::Count(0)) }),
         }

@@ -111,10 +111,22 @@ pub struct Node {
 
 impl Node {
     pub fn start(id: u64, dir: &Path, cluster: &ClusterConfig, opts: ReplicaOptions) -> Node {
+        Node::start_with(id, dir, cluster, opts, |_| {})
+    }
+
+    /// [`Node::start`], the engine's configuration changed by `tune`.
+    pub fn start_with(
+        id: u64,
+        dir: &Path,
+        cluster: &ClusterConfig,
+        opts: ReplicaOptions,
+        tune: impl FnOnce(&mut corelog::Config),
+    ) -> Node {
         let mut config = corelog::Config::new(dir);
         config.shards = Some(cluster.shards);
         config.pin_threads = false;
         config.log = opts.log_config(config.log);
+        tune(&mut config);
         let engine = Engine::open(config).expect("engine opens");
         let meta = Arc::new(ListMeta::default());
         let replica = Replica::start(
