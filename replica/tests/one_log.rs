@@ -229,3 +229,79 @@ fn a_restart_after_retention_deleted_journaled_batches_loses_nothing() {
         assert_eq!(stored(&n.engine(), 1), after, "node {}", n.id);
     }
 }
+
+/// A version-02 journal holds each send's batch whole, and its batches
+/// reached the partition logs only when applied. Opened now, it is
+/// converted as it is read: an entry whose batch its log lacks (never
+/// applied) is written into the log, and every node serves what it held.
+#[test]
+fn a_version_02_journal_is_converted_at_open() {
+    use corelog_replica::journal::record::{self, Kind};
+    init_log();
+    let opts = options();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cluster = cluster(1);
+    let mut node = Node::start(1, dir.path(), &cluster, opts.clone());
+    wait_for_leader(&[&node], ELECT);
+    let acks: Vec<_> = (0..3)
+        .map(|tag| append_retrying(&node, 1, batch(tag, 2)))
+        .collect();
+    let want = stored(&node.engine(), 1);
+    node.stop();
+
+    // Rewrite the journals as version 02 wrote them (every pointer record
+    // a whole batch record), and take the last batch out of its log, as
+    // if it was committed but not yet applied when version 02 stopped.
+    let mut config = corelog::Config::new(dir.path());
+    config.shards = Some(cluster.shards);
+    config.pin_threads = false;
+    config.log = opts.log_config(config.log);
+    let engine = corelog::Engine::open(config).expect("engine opens");
+    let mut rewritten = 0;
+    for group in std::fs::read_dir(dir.path().join("replica"))
+        .expect("replica")
+        .flatten()
+    {
+        for f in std::fs::read_dir(group.path()).expect("group").flatten() {
+            if f.path().extension().is_none_or(|x| x != "log") {
+                continue;
+            }
+            let bytes = bytes::Bytes::from(std::fs::read(f.path()).expect("read"));
+            let (mut at, mut out) = (0, Vec::new());
+            while at < bytes.len() {
+                let mut d = record::decode(&bytes.slice(at..)).expect("record");
+                let kind = match d.pointer {
+                    Some(p) => {
+                        d.entry.data = engine
+                            .read_written(1, p.base_offset)
+                            .wait()
+                            .expect("read")
+                            .expect("the batch it points at");
+                        rewritten += 1;
+                        Kind::VerifiedBatch
+                    }
+                    None => Kind::Plain,
+                };
+                out.extend(
+                    record::encode_parts(&d.entry, d.prev_term, kind)
+                        .slices()
+                        .concat(),
+                );
+                at += d.len;
+            }
+            std::fs::write(f.path(), out).expect("write");
+        }
+    }
+    assert_eq!(rewritten, 3, "one pointer record per send");
+    let last = acks.last().expect("acks").base_offset;
+    engine.cut_suffix(1, last).wait().expect("cut");
+    assert_eq!(engine.stats(1).wait().expect("stats").end_offset, last);
+    engine.shutdown().expect("shutdown");
+
+    let node = Node::start(1, dir.path(), &cluster, opts);
+    wait_for_leader(&[&node], ELECT);
+    wait_stored(&node.engine(), 1, want.len(), ELECT);
+    assert_eq!(stored(&node.engine(), 1), want, "every send served again");
+    let next = append_retrying(&node, 1, batch(9, 2));
+    assert_eq!(next.base_offset, last + 2, "the offsets go on");
+}
