@@ -302,16 +302,6 @@ impl Journal {
         *self.pointers.get(usize::try_from(at).ok()?)?
     }
 
-    /// The entries written as pointer records whose batch is not in memory
-    /// (read back at open): index and pointer, in log order.
-    pub fn unfilled(&self) -> Vec<(u64, Pointer)> {
-        self.entries
-            .iter()
-            .zip(&self.pointers)
-            .filter_map(|(e, p)| p.filter(|_| e.data.is_empty()).map(|p| (e.index, p)))
-            .collect()
-    }
-
     /// Gives pointer entry `index` its batch, read back from its
     /// partition's log (the caller checked that the pointer names it).
     pub fn fill(&mut self, index: u64, batch: Bytes) {
