@@ -45,7 +45,7 @@ pub mod cli;
 
 pub use config::{Config, OpenPartitions};
 pub use engine::{Engine, Handle};
-pub use error::{Error, OpenError, RequestError};
+pub use error::{Error, ErrorKind, OpenError, RequestError};
 pub use queue::Reply;
 pub use shard::PartitionRecovery;
 

@@ -4,9 +4,11 @@
 //! is the umbrella for callers that handle both the same way (`?` converts
 //! either into it).
 
+mod kind;
 mod open;
 mod request;
 
+pub use kind::ErrorKind;
 pub use open::OpenError;
 pub use request::RequestError;
 
@@ -22,6 +24,9 @@ pub enum Error {
     /// A request to a running engine failed.
     #[error(transparent)]
     Request(#[from] RequestError),
+    /// A batch could not be built ([`BatchBuilder::build`](crate::BatchBuilder::build)).
+    #[error(transparent)]
+    Build(#[from] corelog_segment::BuildError),
 }
 
 /// A partition log's error (for instance from [`PollReply::verify`](crate::PollReply::verify))

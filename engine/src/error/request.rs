@@ -124,8 +124,12 @@ impl RequestError {
     pub fn is_no_space(&self) -> bool {
         match self {
             RequestError::Append(e) => e.is_no_space(),
-            RequestError::Storage(e) => e.is_no_space(),
+            RequestError::Storage(e) | RequestError::CloseFailed { error: e, .. } => {
+                e.is_no_space()
+            }
+            RequestError::Cut(CutError::Log { source, .. }) => source.is_no_space(),
             RequestError::Unopenable { error, .. } => error.is_no_space(),
+            RequestError::Io { source, .. } => source.kind() == std::io::ErrorKind::StorageFull,
             _ => false,
         }
     }

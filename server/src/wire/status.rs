@@ -3,7 +3,8 @@
 //! A reply's `status` is an `IggyError` code (`iggy_common`), which the SDK
 //! turns back into the typed error. The code cannot carry text, so the
 //! server logs the full error where it maps it. Keep every mapping from
-//! `corelog` errors here: the engine's error types change under us.
+//! `corelog` errors here; engine errors are mapped by their
+//! [`RequestError::kind`], not by the enums that nest their causes.
 
 use crate::catalog::accounts::{AccountError, MAX_TOKENS_PER_USER, ROOT_USER_ID};
 use crate::catalog::model::{CatalogError, IdKind};
@@ -12,7 +13,7 @@ use crate::commands::change_error::{AccountUpdate, UpdateError};
 use crate::guard::login::log_limit::LogLimit;
 use crate::node::changes::StoreError;
 use crate::wire::request::DecodeError;
-use corelog::{AppendError, BatchError, RequestError};
+use corelog::{BatchError, ErrorKind, RequestError};
 use iggy_binary_protocol::WireIdentifier;
 use iggy_common::{Identifier, IggyError};
 
@@ -40,31 +41,30 @@ pub fn from_denied(e: Denied) -> IggyError {
     }
 }
 
-/// The status for a failed engine request, logging the error in full.
+/// The status for a failed engine request, by its [`ErrorKind`], logging
+/// the error in full.
 pub fn from_engine(e: &RequestError) -> IggyError {
-    match e {
-        RequestError::Admission { error, .. } => {
-            refused(&format_args!("batch refused: {e}"));
-            from_batch(error)
-        }
-        RequestError::Append(AppendError::TooLarge(error)) => {
-            refused(&format_args!("batch refused: {e}"));
-            from_batch(error)
-        }
-        RequestError::UnknownPartition { partition } => {
+    if let Some(error) = e.bad_batch() {
+        refused(&format_args!("batch refused: {e}"));
+        return from_batch(error);
+    }
+    match e.kind() {
+        ErrorKind::NotFound => {
             refused(e);
             IggyError::PartitionNotFound(
-                usize::try_from(*partition).unwrap_or(usize::MAX),
+                e.partition()
+                    .and_then(|p| usize::try_from(p).ok())
+                    .unwrap_or(usize::MAX),
                 Default::default(),
                 Default::default(),
             )
         }
-        RequestError::ShuttingDown | RequestError::QueueClosed { .. } => {
+        ErrorKind::ShuttingDown => {
             tracing::info!("request during shutdown: {e}");
             IggyError::Disconnected
         }
-        other => {
-            tracing::error!("storage: {other}");
+        _ => {
+            tracing::error!("storage: {e}");
             IggyError::CannotAppendMessage
         }
     }

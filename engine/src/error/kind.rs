@@ -1,0 +1,171 @@
+//! What kind of failure a [`RequestError`] is: one flat enum to match on,
+//! whichever enum nests the cause (an append's, a log's, a cut's).
+
+use super::RequestError;
+use corelog_segment::log::{AppendError, CutError, LogError};
+use corelog_segment::BatchError;
+
+/// The kind of a [`RequestError`], for callers that act on what failed
+/// rather than on where: a broker maps it to its protocol's statuses, a
+/// producer decides whether to retry.
+///
+/// ```
+/// # let dir = tempfile::tempdir().unwrap();
+/// use corelog::{Config, Engine, ErrorKind, PollFrom};
+/// let engine = Engine::open(Config::new(dir.path()))?;
+/// let err = engine.poll(9, PollFrom::First, 1 << 20).wait().unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::NotFound);
+/// assert_eq!(err.partition(), Some(9));
+/// assert!(!err.is_retryable());
+/// // A batch that is no batch: refused, and the error says why.
+/// let err = engine.append(9, &b"not a batch"[..]).wait().unwrap_err();
+/// assert_eq!(err.kind(), ErrorKind::BadBatch);
+/// assert!(err.bad_batch().is_some());
+/// engine.shutdown()?;
+/// # Ok::<(), corelog::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// A batch was refused (its layout, a checksum, its size): nothing of
+    /// it was stored; [`RequestError::bad_batch`] says what is wrong.
+    BadBatch,
+    /// The partition does not exist (polls and offsets do not create it).
+    NotFound,
+    /// The disk is full, directly or as what poisoned the partition: free
+    /// space, then retry (a poisoned partition must be reopened first).
+    NoSpace,
+    /// A write or sync failed before: the partition refuses appends until
+    /// it is reopened and recovered.
+    Poisoned,
+    /// An I/O call failed.
+    Io,
+    /// Stored bytes are damaged (the error names the file and position);
+    /// they are never served.
+    Corrupt,
+    /// The partition was being closed (an idle close, a suffix cut):
+    /// retry.
+    Closed,
+    /// The partition cannot be opened (its recovery refused or failed).
+    Unopenable,
+    /// A replication request that does not fit the log: a stamped batch
+    /// that does not continue it, a commit mark or a cut on a log without
+    /// a commit mark, a cut below the mark or inside a batch.
+    Replication,
+    /// The shard owning the partition panicked.
+    ShardFailed,
+    /// The engine is shutting down, or the shard stopped.
+    ShuttingDown,
+    /// The call itself was wrong: a shard that does not exist, a blocking
+    /// wait on a shard's thread.
+    Misuse,
+}
+
+fn io_kind(no_space: bool) -> ErrorKind {
+    if no_space {
+        ErrorKind::NoSpace
+    } else {
+        ErrorKind::Io
+    }
+}
+
+fn poisoned_kind(no_space: bool) -> ErrorKind {
+    if no_space {
+        ErrorKind::NoSpace
+    } else {
+        ErrorKind::Poisoned
+    }
+}
+
+fn log_kind(e: &LogError) -> ErrorKind {
+    match e {
+        LogError::Poisoned { .. } => poisoned_kind(e.is_no_space()),
+        LogError::Corrupt { .. } => ErrorKind::Corrupt,
+        LogError::Closed { .. } => ErrorKind::Closed,
+        _ => io_kind(e.is_no_space()),
+    }
+}
+
+fn append_kind(e: &AppendError) -> ErrorKind {
+    match e {
+        AppendError::Poisoned { .. } => poisoned_kind(e.is_no_space()),
+        AppendError::Closed { .. } => ErrorKind::Closed,
+        AppendError::TooLarge(_) => ErrorKind::BadBatch,
+        AppendError::OffsetMismatch { .. }
+        | AppendError::PartitionMismatch { .. }
+        | AppendError::TimestampBackwards { .. } => ErrorKind::Replication,
+        _ => io_kind(e.is_no_space()),
+    }
+}
+
+impl RequestError {
+    /// What kind of failure this is (see [`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            RequestError::Admission { .. } => ErrorKind::BadBatch,
+            RequestError::Append(e) => append_kind(e),
+            RequestError::Storage(e) | RequestError::CloseFailed { error: e, .. } => log_kind(e),
+            RequestError::CommitMark(_) => ErrorKind::Replication,
+            RequestError::Cut(CutError::Log { source, .. }) => log_kind(source),
+            RequestError::Cut(_) => ErrorKind::Replication,
+            RequestError::Unopenable { error, .. } => {
+                if error.is_no_space() {
+                    ErrorKind::NoSpace
+                } else {
+                    ErrorKind::Unopenable
+                }
+            }
+            RequestError::UnknownPartition { .. } => ErrorKind::NotFound,
+            RequestError::NoSuchShard { .. } | RequestError::WouldBlockShard => ErrorKind::Misuse,
+            RequestError::Io { .. } => io_kind(self.is_no_space()),
+            RequestError::ShuttingDown | RequestError::QueueClosed { .. } => {
+                ErrorKind::ShuttingDown
+            }
+            RequestError::ShardFailed { .. } => ErrorKind::ShardFailed,
+        }
+    }
+
+    /// Whether the same request may succeed if sent again unchanged: the
+    /// partition was only being closed, or the disk was full (once space
+    /// is freed). Every other kind fails again until something else
+    /// changes (the batch, the partition, the engine).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self.kind(), ErrorKind::Closed | ErrorKind::NoSpace)
+    }
+
+    /// The partition the failure is about, when it names one.
+    pub fn partition(&self) -> Option<u64> {
+        match self {
+            RequestError::Admission { partition, .. }
+            | RequestError::Unopenable { partition, .. }
+            | RequestError::UnknownPartition { partition }
+            | RequestError::CloseFailed { partition, .. } => Some(*partition),
+            RequestError::Append(
+                AppendError::Poisoned { partition, .. } | AppendError::Closed { partition },
+            )
+            | RequestError::Storage(
+                LogError::Poisoned { partition, .. } | LogError::Closed { partition },
+            ) => Some(*partition),
+            RequestError::CommitMark(e) => match e {
+                corelog_segment::log::CommitMarkError::NotGated { partition } => Some(*partition),
+            },
+            RequestError::Cut(
+                CutError::NotGated { partition }
+                | CutError::Committed { partition, .. }
+                | CutError::NotABatchStart { partition, .. }
+                | CutError::Log { partition, .. },
+            ) => Some(*partition),
+            _ => None,
+        }
+    }
+
+    /// What is wrong with a refused batch (whether admission or the log
+    /// refused it): for [`ErrorKind::BadBatch`].
+    pub fn bad_batch(&self) -> Option<&BatchError> {
+        match self {
+            RequestError::Admission { error, .. }
+            | RequestError::Append(AppendError::TooLarge(error)) => Some(error),
+            _ => None,
+        }
+    }
+}
