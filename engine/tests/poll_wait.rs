@@ -107,7 +107,7 @@ fn a_replicas_waiting_poll_answers_when_the_commit_mark_moves_and_follows_a_cut(
     };
     let engine = open(dir.path(), 1, gated);
     for seq in 0..6 {
-        engine.append(5, batch(1, seq)).wait().unwrap();
+        append_as_replica(&engine, 5, batch(1, seq));
     }
     // Acknowledged, not committed: a waiting poll waits.
     let waiting = engine.poll_wait(5, PollFrom::First, 1 << 20, LONG);
@@ -123,7 +123,7 @@ fn a_replicas_waiting_poll_answers_when_the_commit_mark_moves_and_follows_a_cut(
     std::thread::sleep(Duration::from_millis(30));
     engine.cut_suffix(5, from).wait().unwrap().unwrap();
     engine.set_commit_mark(5, from).wait().unwrap();
-    let ack = engine.append(5, batch(9, 2)).wait().unwrap();
+    let ack = append_as_replica(&engine, 5, batch(9, 2));
     assert_eq!(ack.base_offset, from);
     engine.set_commit_mark(5, u64::MAX).wait().unwrap();
     let got = waiting.wait().unwrap();

@@ -35,9 +35,21 @@ fn polls_stop_at_the_commit_mark_and_a_cut_suffix_is_gone_for_good() {
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path(), 1, gated());
     let p = 7;
+    // A producer batch is refused: only the partition's Raft group
+    // appends, stamped.
+    let err = engine.append(p, batch(1, 0)).wait().unwrap_err();
+    assert!(
+        matches!(err, RequestError::Replicated { partition: 7 }),
+        "{err}"
+    );
+    assert_eq!(err.kind(), corelog::ErrorKind::Replication);
     for seq in 0..40 {
-        engine.append(p, batch(1, seq)).wait().unwrap();
+        append_as_replica(&engine, p, batch(1, seq));
     }
+    assert_eq!(
+        engine.stats(p).wait().unwrap().end_offset,
+        base_offset_of(40)
+    );
     assert!(served(&engine, p).is_empty(), "nothing committed yet");
     engine
         .set_commit_mark(p, base_offset_of(20))
@@ -65,9 +77,10 @@ fn polls_stop_at_the_commit_mark_and_a_cut_suffix_is_gone_for_good() {
 
     // The cut, and requests sent before it is done: they see the cut log.
     let from = base_offset_of(25);
+    let last = engine.stats(p).wait().unwrap().last_timestamp;
     let cut = engine.cut_suffix(p, from);
     let stats = engine.stats(p);
-    let next = engine.append(p, batch(2, 25));
+    let next = engine.append_stamped(p, stamped(p, batch(2, 25), from, last + 1));
     let report = cut.wait().unwrap().expect("something was cut");
     assert_eq!(report.suffix_cut, Some(from));
     assert_eq!(stats.wait().unwrap().end_offset, from);

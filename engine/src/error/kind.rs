@@ -50,7 +50,8 @@ pub enum ErrorKind {
     Unopenable,
     /// A replication request that does not fit the log: a stamped batch
     /// that does not continue it, a commit mark or a cut on a log without
-    /// a commit mark, a cut below the mark or inside a batch.
+    /// a commit mark, a cut below the mark or inside a batch; or a producer
+    /// batch sent straight to a replicated partition.
     Replication,
     /// The shard owning the partition panicked.
     ShardFailed,
@@ -105,7 +106,7 @@ impl RequestError {
             RequestError::Admission { .. } => ErrorKind::BadBatch,
             RequestError::Append(e) => append_kind(e),
             RequestError::Storage(e) | RequestError::CloseFailed { error: e, .. } => log_kind(e),
-            RequestError::CommitMark(_) => ErrorKind::Replication,
+            RequestError::CommitMark(_) | RequestError::Replicated { .. } => ErrorKind::Replication,
             RequestError::Cut(CutError::Log { source, .. }) => log_kind(source),
             RequestError::Cut(_) => ErrorKind::Replication,
             RequestError::Unopenable { error, .. } => {
@@ -139,6 +140,7 @@ impl RequestError {
             RequestError::Admission { partition, .. }
             | RequestError::Unopenable { partition, .. }
             | RequestError::UnknownPartition { partition }
+            | RequestError::Replicated { partition }
             | RequestError::CloseFailed { partition, .. } => Some(*partition),
             RequestError::Append(
                 AppendError::Poisoned { partition, .. } | AppendError::Closed { partition },

@@ -44,6 +44,15 @@ pub enum RequestError {
         /// why
         error: LogOpenError,
     },
+    /// A producer batch sent to a replicated partition (one whose log has
+    /// a commit mark, `LogConfig::commit_gate`): only its Raft group
+    /// appends there, stamped ([`Handle::append_stamped`](crate::Handle::append_stamped)); send it
+    /// through the replica. Nothing was stored.
+    #[error("partition {partition} is replicated: append through its replica, not to the engine")]
+    Replicated {
+        /// the partition
+        partition: u64,
+    },
     /// The partition does not exist (polls and offsets do not create it).
     #[error("partition {partition} does not exist")]
     UnknownPartition {

@@ -11,11 +11,18 @@ impl Shard {
     pub(super) fn dispatch(self: &Rc<Self>, log: &Log, req: Request) {
         match req {
             Request::Append {
+                partition,
                 batch,
                 stamped,
                 reply,
-                ..
             } => {
+                if !stamped && log.commit_mark().is_some() {
+                    // Its owner (a Raft group) stamps and orders what it
+                    // holds: a batch written beside it would take offsets
+                    // the group gives to others.
+                    let _ = reply.send(Err(RequestError::Replicated { partition }));
+                    return;
+                }
                 let fut = if stamped {
                     log.append_stamped(batch)
                 } else {

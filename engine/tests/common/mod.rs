@@ -148,3 +148,29 @@ pub fn corelog(args: &[&str], stdin: &[u8]) -> Output {
     feeder.join().unwrap();
     out
 }
+
+/// Appends `bytes` to the replicated partition `p` as its Raft group
+/// does: stamped with the partition's next offset and a timestamp after
+/// its last (a replicated partition refuses producer batches).
+pub fn append_as_replica(engine: &corelog::Handle, p: u64, bytes: Vec<u8>) -> corelog::AppendAck {
+    let (next, last) = match engine.stats(p).wait() {
+        Ok(s) => (s.end_offset, s.last_timestamp),
+        Err(corelog::RequestError::UnknownPartition { .. }) => (0, 0),
+        Err(e) => panic!("stats: {e}"),
+    };
+    engine
+        .append_stamped(p, stamped(p, bytes, next, last + 1))
+        .wait()
+        .unwrap()
+}
+
+/// `bytes` stamped as a leader stamps them for partition `p`.
+pub fn stamped(p: u64, bytes: Vec<u8>, base_offset: u64, base_timestamp: u64) -> bytes::Bytes {
+    corelog::Batch::admit(bytes, &corelog::Limits::default())
+        .unwrap()
+        .into_stamped(corelog::Stamp {
+            partition_id: p,
+            base_offset,
+            base_timestamp,
+        })
+}
