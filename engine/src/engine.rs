@@ -557,6 +557,24 @@ impl Handle {
         }
     }
 
+    /// Each shard's state and queue, read at once (no request: it answers
+    /// even when a shard cannot).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// let engine = corelog::Engine::open(corelog::Config::new(dir.path()))?;
+    /// let health = engine.health();
+    /// assert!(health.is_healthy());
+    /// assert_eq!(health.shards.len(), engine.shards());
+    /// engine.shutdown()?;
+    /// # Ok::<(), corelog::Error>(())
+    /// ```
+    pub fn health(&self) -> crate::Health {
+        crate::Health {
+            shards: self.shared.queues.iter().map(|q| q.health()).collect(),
+        }
+    }
+
     /// Sizes and offsets of `partition`.
     pub fn stats(&self, partition: u64) -> Reply<LogStats> {
         self.send(self.shard_of(partition), |reply| Request::Stats {

@@ -30,6 +30,7 @@
 mod config;
 mod engine;
 mod error;
+mod health;
 mod lock;
 mod partitions;
 mod preallocation;
@@ -46,6 +47,7 @@ pub mod cli;
 pub use config::{Config, OpenPartitions};
 pub use engine::{Engine, Handle};
 pub use error::{Error, ErrorKind, OpenError, RequestError};
+pub use health::{Health, ShardHealth, ShardState};
 pub use queue::Reply;
 pub use shard::PartitionRecovery;
 

@@ -78,6 +78,24 @@ impl ShardQueue {
         self.closed.load(Ordering::SeqCst)
     }
 
+    /// The shard's health as its queue knows it.
+    pub(crate) fn health(&self) -> crate::health::ShardHealth {
+        use crate::health::ShardState;
+        let state = if self.failed.load(Ordering::SeqCst) {
+            ShardState::Failed
+        } else if self.is_closed() {
+            ShardState::Stopped
+        } else {
+            ShardState::Running
+        };
+        crate::health::ShardHealth {
+            shard: self.index,
+            state,
+            queued: self.queue.len(),
+            capacity: self.queue.capacity(),
+        }
+    }
+
     /// The shard died (a panic in its own work): the queue closes, and
     /// every caller, waiting or to come, gets `ShardFailed`.
     pub(crate) fn fail(&self) {

@@ -43,6 +43,11 @@ fn a_panicking_shard_answers_its_callers_shard_failed_and_the_others_go_on() {
     // The other shard is untouched.
     let ack = engine.append(1, batch(1, 1)).wait().unwrap();
     assert_eq!(ack.base_offset, base_offset_of(1));
+    // And the engine says which one failed.
+    let health = engine.health();
+    assert!(!health.is_healthy());
+    assert_eq!(health.failed().collect::<Vec<_>>(), vec![0]);
+    assert_eq!(health.shards[1].state, corelog::ShardState::Running);
     engine.shutdown().unwrap();
 
     // What shard 0 acknowledged is there after a reopen.
