@@ -239,6 +239,7 @@ for mode in page fsync; do
         w0=$(servers_written) || w0=""
         cluster_bench "${NAME[$sys]}, $what, producers, run $rep" pinned-producer "${flags[@]}"
         w1=$(servers_written) || w1=""
+        [[ $RES == FAILED* ]] && w1=""
         read -r a b c d e f <<<"$RES"; pt[$sys]+=" $a"; p50[$sys]+=" $b"; p99[$sys]+=" $c"; pcpu[$sys]+=" $d"; pmax[$sys]+=" $e"; poth[$sys]+=" $f"
         cluster_bench "${NAME[$sys]}, $what, consumers, run $rep" pinned-consumer "${flags[@]}"
         read -r a b c d _ _ <<<"$RES"; ct[$sys]+=" $a"; c50[$sys]+=" $b"; c99[$sys]+=" $c"; ccpu[$sys]+=" $d"

@@ -133,9 +133,10 @@ pub(crate) struct Group {
     /// and applying them does not check their frames again. Taken when
     /// applied (with any older); cleared when leadership ends.
     admitted: BTreeMap<u64, (u64, Batch)>,
-    /// While leader: the engine's acknowledgement of each batch this
-    /// node wrote, by entry index, for the send waiting on it (answered
-    /// once the entry commits).
+    /// The engine's acknowledgement of each batch this node wrote for a
+    /// send waiting here, by entry index (answered once the entry
+    /// commits). Kept across a change of leader: a send proposed here
+    /// whose entry a later leader commits is answered with it.
     acks: BTreeMap<u64, AppendAck>,
     /// The last entry whose batch is in its partition's log (as far as
     /// this node may say it holds entries, with the journal's synced
@@ -517,7 +518,6 @@ impl Group {
         } else if self.leader_since.take().is_some() {
             self.stamps.clear();
             self.admitted.clear();
-            self.acks.clear();
             for (_, p) in std::mem::take(&mut self.held) {
                 p.fail(ReplicaError::NotLeader {
                     leader: (leader != 0).then_some(leader),

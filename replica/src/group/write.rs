@@ -105,7 +105,7 @@ impl Group {
     /// Waits for the batches `write_batches` issued: each is in its
     /// partition's log (under `fsync=batch`, durably) when this returns,
     /// and so are the entries up to the last one given (`written`).
-    /// The leader keeps each acknowledgement for the send waiting on it.
+    /// Each acknowledgement is kept for the send waiting on it here.
     pub(super) fn await_writes(&mut self, writes: Writes) -> Result<(), GroupError> {
         let last = writes.last;
         for p in writes.pending {
@@ -128,7 +128,10 @@ impl Group {
                 }
             };
             if let Some(ack) = ack {
-                if self.leader_since.is_some() {
+                // Only a send waiting here needs it; leadership may move
+                // before the entry commits (a transfer to the metadata
+                // group's leader), and the send is answered all the same.
+                if self.waiters.contains_key(&p.index) {
                     self.acks.insert(p.index, ack);
                 }
             }
