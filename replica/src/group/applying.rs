@@ -1,0 +1,208 @@
+//! Applying committed entries: the metadata group's here and now, a data
+//! group's through its applier on the shard (`apply.rs`), and the sends
+//! waiting on them answered once they are applied.
+
+use super::{Group, Role, Waiter};
+use crate::apply::{ApplyCmd, ApplyItem};
+use crate::command::Command;
+use crate::error::{GroupError, ReplicaError};
+use crate::inbox::{Applied, Done};
+use crate::machine::MetaMachine;
+use corelog::AppendAck;
+use raft::eraftpb::Entry;
+use std::sync::atomic::Ordering;
+
+impl Group {
+    /// Applies committed entries: the metadata group here and now, a data
+    /// group through its applier on the shard.
+    pub(super) fn apply_entries(&mut self, entries: Vec<Entry>) -> Result<(), GroupError> {
+        let Some(last) = entries.last().map(|e| e.index) else {
+            return Ok(());
+        };
+        // What is applied is served: never an entry a new leader may still
+        // overwrite.
+        let committed = self.raw.raft.raft_log.committed;
+        if last > committed {
+            return Err(GroupError::BeyondCommit {
+                group: self.id,
+                index: last,
+                committed,
+            });
+        }
+        match &self.role {
+            Role::Meta(sm) => {
+                let sm = sm.clone();
+                for e in entries {
+                    let effective = match Command::decode(&e.context) {
+                        Ok(Command::Meta { base }) if e.index > sm.applied_index() => sm
+                            .apply(e.index, base, &e.data)
+                            .map_err(|source| GroupError::Machine {
+                                group: self.id,
+                                source,
+                            })?,
+                        Ok(_) => true,
+                        Err(err) => {
+                            tracing::error!("group 0: entry {}: {err}", e.index);
+                            true
+                        }
+                    };
+                    self.applied = e.index;
+                    self.status().applied.store(e.index, Ordering::Relaxed);
+                    if let Some(p) = self.waiters.remove(&e.index) {
+                        match p.waiter {
+                            Waiter::Meta(tx) if p.term == e.term => {
+                                let _ = tx.send(if effective {
+                                    Ok(true)
+                                } else {
+                                    Err(ReplicaError::Conflict)
+                                });
+                            }
+                            w => w.fail(ReplicaError::NotLeader {
+                                leader: self.leader(),
+                            }),
+                        }
+                    }
+                }
+                self.release_held();
+            }
+            Role::Data { applier, meta, .. } => {
+                let journal = self.store.rl();
+                let acks = &mut self.acks;
+                let items: Vec<ApplyItem> = entries
+                    .into_iter()
+                    .map(|e| {
+                        let pointer = journal.pointer(e.index);
+                        let ack = acks.remove(&e.index);
+                        ApplyItem {
+                            index: e.index,
+                            term: e.term,
+                            cmd: to_apply(self.id, &e, meta.as_ref(), pointer, ack),
+                        }
+                    })
+                    .collect();
+                drop(journal);
+                // Acknowledgements of entries at or below `last` that were
+                // never applied (overwritten) go, and so do batches kept
+                // for entries that were never written (a message repeating
+                // entries the log held already).
+                self.acks = self.acks.split_off(&(last + 1));
+                self.admitted = self.admitted.split_off(&(last + 1));
+                if applier.unbounded_send(items).is_err() {
+                    return Err(GroupError::ApplierStopped { group: self.id });
+                }
+                self.sent = last;
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) fn on_applied(&mut self, index: u64, term: u64, result: Applied) {
+        if index <= self.applied {
+            return;
+        }
+        self.applied = index;
+        self.status().applied.store(index, Ordering::Relaxed);
+        let stored = match &result {
+            Ok(Done::Appended(ack)) => Some(*ack),
+            _ => None,
+        };
+        self.clients.applied(index, term, stored);
+        if result.is_err() {
+            // The partition's end is no longer what the stamps say.
+            self.resync();
+        }
+        while let Some((&i, _)) = self.waiters.first_key_value() {
+            if i > index {
+                break;
+            }
+            let Some(p) = self.waiters.remove(&i) else {
+                break;
+            };
+            if i < index || p.term != term {
+                // Overwritten by another leader's entry: never stored.
+                p.waiter.fail(ReplicaError::NotLeader {
+                    leader: self.leader(),
+                });
+                continue;
+            }
+            match (p.waiter, &result) {
+                (Waiter::Append(tx), Ok(Done::Appended(ack))) => {
+                    let _ = tx.send(Ok(*ack));
+                }
+                (Waiter::Count(tx), Ok(Done::Count(n))) => {
+                    let _ = tx.send(Ok(*n));
+                }
+                (w, Err(e)) => w.fail(ReplicaError::Store(Box::new(e.clone()))),
+                (w, Ok(_)) => w.fail(ReplicaError::Replayed),
+            }
+        }
+        self.release_held();
+    }
+}
+
+/// What applying entry `e` of data group `group` does to the engine. A
+/// send's batch is in its partition's log already (written when the entry
+/// was persisted, `write.rs`): applying it moves the partition's commit
+/// mark past it. `pointer`: where the journal says the batch lies; `ack`:
+/// the engine's acknowledgement of its write, when this leader wrote it.
+fn to_apply(
+    group: u32,
+    e: &Entry,
+    meta: &dyn MetaMachine,
+    pointer: Option<crate::journal::Pointer>,
+    ack: Option<AppendAck>,
+) -> ApplyCmd {
+    match Command::decode(&e.context) {
+        Ok(Command::Append { partition, .. }) if meta.keeps(partition) => {
+            // An entry journaled whole before pointer records (a version-02
+            // journal; `open.rs` wrote its batch into the log at open).
+            let mark = pointer.map(|p| p.next_offset()).or_else(|| {
+                corelog::Batch::admit(e.data.clone(), &corelog::Limits::default())
+                    .ok()
+                    .map(|b| b.as_ref().next_offset())
+            });
+            match mark {
+                Some(mark) => ApplyCmd::Commit {
+                    partition,
+                    mark,
+                    ack,
+                },
+                None => {
+                    tracing::error!(
+                        "group {group}: entry {}: a send whose batch is neither pointed at nor whole",
+                        e.index
+                    );
+                    ApplyCmd::Skip
+                }
+            }
+        }
+        Ok(Command::StoreOffset {
+            partition,
+            consumer,
+            offset,
+        }) if meta.keeps(partition) => ApplyCmd::StoreOffset {
+            partition,
+            consumer,
+            offset,
+        },
+        Ok(Command::DeleteOffset {
+            partition,
+            consumer,
+        }) if meta.keeps(partition) => ApplyCmd::DeleteOffset {
+            partition,
+            consumer,
+        },
+        Ok(Command::DeleteSegments { partition, count }) if meta.keeps(partition) => {
+            ApplyCmd::DeleteSegments {
+                partition,
+                count: usize::try_from(count).unwrap_or(usize::MAX),
+                index: e.index,
+            }
+        }
+        Ok(_) => ApplyCmd::Skip,
+        Err(err) => {
+            tracing::error!("group {group}: entry {}: {err}", e.index);
+            ApplyCmd::Skip
+        }
+    }
+}
