@@ -2,12 +2,14 @@
 //!
 //! The state a group's journal applies to is already on disk (the partition
 //! logs, or the embedder's metadata), so a snapshot is small: for a data
-//! group, each partition's end offset once everything up to the snapshot's
-//! index is flushed; for the metadata group, the embedder's bytes. A node
-//! that installs a data snapshot fetches each partition's missing batches
-//! from the leader (`net::fetch`) and stores them verbatim; the entries
-//! after the snapshot then apply as usual (a batch already stored is
-//! recognised by its offset and skipped).
+//! group, each partition's commit mark once everything up to the
+//! snapshot's index is applied (and, under a policy that does not sync
+//! each write, flushed); for the metadata group, the embedder's bytes. A
+//! node that installs a data snapshot cuts what lies past its own commit
+//! marks, fetches each partition's missing batches from the leader
+//! (`net::fetch`), stores them verbatim and moves its marks; the entries
+//! after the snapshot are then written as usual (a batch already stored,
+//! the same one, is recognised by its offset and pointer).
 //!
 //! The data snapshot's layout is in `ends.rs`.
 
