@@ -96,8 +96,8 @@ fn an_uncommitted_batch_is_never_served_and_is_cut_when_a_new_leader_replaces_it
     // replace its own.
     nodes[li] = Node::start(leader, dirs[li].path(), &cluster, opts.clone());
     let want = stored(&nodes[ni].engine(), 1);
-    wait_stored(&nodes[li].engine(), 1, want.len(), ELECT);
     for n in &nodes {
+        wait_stored(&n.engine(), 1, want.len(), ELECT);
         assert_eq!(stored(&n.engine(), 1), want, "node {}", n.id);
         assert!(
             !serves_tag(&n.engine(), 1, 66),
