@@ -28,14 +28,14 @@ use crate::config::{ClusterConfig, ReplicaOptions};
 use crate::error::{GroupError, ReplicaError};
 use crate::inbox::{Inbox, Proposal};
 use crate::journal::storage::JournalStorage;
-use crate::journal::{Journal, Kind};
+use crate::journal::Journal;
 use crate::machine::MetaMachine;
 use crate::net::RaftTransport;
 use crate::status::Shared;
 use corelog::{AppendAck, Batch};
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use futures_channel::oneshot;
-use raft::eraftpb::{ConfState, Entry, Message, MessageType};
+use raft::eraftpb::{ConfState, Message, MessageType};
 use raft::{RawNode, StateRole};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::path::PathBuf;
@@ -408,16 +408,11 @@ impl Group {
             // pointers to them; both are awaited before any
             // acknowledgement below.
             let w = self.write_batches(rd.entries())?;
-            let admitted = &self.admitted;
-            let kind = |e: &Entry| match w.kind(e) {
-                Kind::Plain if admitted.get(&e.index).is_some_and(|(t, _)| *t == e.term) => {
-                    Kind::VerifiedBatch
-                }
-                k => k,
-            };
+            // write_batches took every admitted batch of these entries
+            // and says how each is journaled.
             self.store
                 .wl()
-                .append_as(rd.entries(), kind)
+                .append_as(rd.entries(), |e| w.kind(e))
                 .map_err(jerr)?;
             writes = Some(w);
         }

@@ -10,7 +10,7 @@
 //! pointer durable; both have happened before this node says it holds the
 //! entry. A conflicting suffix a new leader replaces is cut from the
 //! partition logs (`cut_suffix`, crash-safe) before the journal cuts its
-//! pointers; `open.rs` reconciles the two after a crash between.
+//! pointers; `reconcile.rs` reconciles the two after a crash between.
 
 use super::{Group, Role};
 use crate::command::Command;
