@@ -135,6 +135,15 @@ pub enum GroupError {
         /// the commit index
         committed: u64,
     },
+    /// Opening the group panicked (raft-rs asserts on the state it is
+    /// given): the node does not start, instead of waiting for the group.
+    #[error("group {group}: opening it panicked: {what}")]
+    OpenPanicked {
+        /// the group
+        group: u32,
+        /// the panic's message
+        what: String,
+    },
     /// The shard's applier is gone (the engine is stopping).
     #[error("group {group}: the applier on the shard stopped")]
     ApplierStopped {

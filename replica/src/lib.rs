@@ -283,6 +283,23 @@ fn role_of(
     })
 }
 
+/// Opens a group; a panic while opening (raft-rs's assertions on the
+/// recovered state) is an error, so the node's start says so instead of
+/// waiting for a group that will never answer.
+fn open_group(setup: GroupSetup) -> Result<Group, GroupError> {
+    let g = setup.id;
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Group::open(setup))).unwrap_or_else(
+        |panic| {
+            let what = panic
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| panic.downcast_ref::<&str>().map(|s| (*s).to_string()))
+                .unwrap_or_default();
+            Err(GroupError::OpenPanicked { group: g, what })
+        },
+    )
+}
+
 /// Opens and runs a group on its own thread, saying on `ready` whether its
 /// journal opened. A panic in its loop stops that group alone, logged.
 fn spawn_group(
@@ -292,7 +309,7 @@ fn spawn_group(
     let g = setup.id;
     std::thread::Builder::new()
         .name(format!("replica-g{g}"))
-        .spawn(move || match Group::open(setup) {
+        .spawn(move || match open_group(setup) {
             Ok(group) => {
                 let _ = ready.send(Ok(()));
                 let run = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| group.run()));

@@ -316,3 +316,72 @@ fn a_version_02_journal_is_converted_at_open() {
     let next = append_retrying(&node, 1, batch(9, 2));
     assert_eq!(next.base_offset, last + 2, "the offsets go on");
 }
+
+/// The commit index is persisted lazily (with an election's term or vote),
+/// so a power cut can leave it naming an entry whose pointer is durable and
+/// whose batch is not (the two are written side by side). The restart cuts
+/// that entry from the journal (reconcile) and must lower the commit index
+/// with it: raft-rs refuses a commit past the log, and the group would not
+/// start on that node. Found by the cluster simulation (`simulation.rs`).
+#[test]
+fn a_restart_that_cuts_an_entry_below_the_persisted_commit_starts_and_catches_up() {
+    init_log();
+    let opts = options();
+    let Three {
+        dirs,
+        cluster,
+        mut nodes,
+        leader,
+    } = three(&opts, ELECT);
+    let li = (leader - 1) as usize;
+    for tag in 0..3 {
+        append_retrying(&nodes[li], 1, batch(tag, 2));
+    }
+    let want = stored(&nodes[li].engine(), 1);
+    for n in &nodes {
+        wait_stored(&n.engine(), 1, want.len(), ELECT);
+    }
+    let fi = (li + 1) % 3;
+    nodes[fi].stop();
+
+    // As a power cut can leave them: the last batch gone from the log, its
+    // pointer in the journal, and a hard state naming it committed.
+    {
+        let mut config = corelog::Config::new(dirs[fi].path());
+        config.shards = Some(cluster.shards);
+        config.pin_threads = false;
+        config.log = opts.log_config(config.log);
+        let engine = corelog::Engine::open(config).expect("engine opens");
+        let end = engine.stats(1).wait().expect("stats").end_offset;
+        let cut = engine.cut_suffix(1, end - 2).wait().expect("cut");
+        assert!(cut.is_some(), "the last batch was cut");
+        engine.shutdown().expect("shutdown");
+    }
+    let group = 1 + (1 % cluster.shards) as u32;
+    let gdir = dirs[fi]
+        .path()
+        .join("replica")
+        .join(format!("group-{group}"));
+    {
+        let conf = raft::eraftpb::ConfState::from((cluster.ids(), vec![]));
+        let (mut journal, _) =
+            corelog_replica::journal::Journal::open(&gdir, &conf).expect("journal opens");
+        let mut hs = journal.hard_state().clone();
+        hs.term += 1;
+        hs.vote = 0;
+        hs.commit = journal.last_index();
+        journal.set_hard_state(&hs).expect("hard state written");
+        journal.sync().expect("synced");
+    }
+
+    nodes[fi] = Node::start(fi as u64 + 1, dirs[fi].path(), &cluster, opts.clone());
+    let all: Vec<&Node> = nodes.iter().collect();
+    let leader = wait_for_leader(&all, ELECT);
+    let li = (leader - 1) as usize;
+    append_retrying(&nodes[li], 1, batch(7, 2));
+    let want = stored(&nodes[li].engine(), 1);
+    for n in &nodes {
+        wait_stored(&n.engine(), 1, want.len(), ELECT);
+        assert_eq!(stored(&n.engine(), 1), want, "node {}", n.id);
+    }
+}

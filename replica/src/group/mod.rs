@@ -177,9 +177,15 @@ impl Group {
             let sm_applied = sm.applied_index().min(journal.last_index());
             applied = applied.max(sm_applied);
         }
+        // The commit index is persisted lazily (with an election's term or
+        // vote), so it may name entries the reconcile just cut (a pointer
+        // durable, its batch not: a power cut between the two). Those were
+        // never acknowledged here, and raft-rs refuses a commit past the
+        // log: lowered to the last entry, it is learnt again from the leader.
         let mut hs = journal.hard_state().clone();
-        if hs.commit < applied {
-            hs.commit = applied;
+        let commit = hs.commit.min(journal.last_index()).max(applied);
+        if commit != hs.commit {
+            hs.commit = commit;
             journal.set_hard_state(&hs).map_err(jerr)?;
         }
         let cfg = raft::Config {
