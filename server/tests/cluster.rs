@@ -305,3 +305,71 @@ async fn a_repeated_send_is_stored_once() {
     assert_eq!(next.status, 0);
     assert_eq!(ids_in(&c, 0).await, vec![1, 2, 1, 2, 3, 4, 1, 2]);
 }
+
+/// The repeat table is keyed by the signed-in user and the session this
+/// node gave the connection, not by the header's client and session
+/// fields, which a client chooses: another user copying a first user's
+/// client id, session number and request number, with the same batch,
+/// gets a new send (stored), not the first user's answer (before: its
+/// batch was dropped as a repeat and it was told the first user's offset).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn another_users_forged_repeat_is_a_new_send() {
+    use common::raw::{send_payload, Raw};
+    use iggy_binary_protocol::codes::SEND_MESSAGES_CODE;
+    let dirs: Vec<_> = (0..3)
+        .map(|_| tempfile::tempdir().expect("tempdir"))
+        .collect();
+    let cluster = cluster_config();
+    let servers: Vec<Server> = (0..3)
+        .map(|i| start_node(dirs[i].path(), i as u64 + 1, &cluster))
+        .collect();
+    let leader = wait_for_leader(&servers.iter().collect::<Vec<_>>());
+    let leader_addr = cluster.node(leader).expect("node").client;
+    let c = signed_in(leader_addr).await;
+    c.create_stream("s").await.expect("create stream");
+    c.create_topic(&named("s"), "t", &TopicCreateOptions::default())
+        .await
+        .expect("create topic");
+    let sender = GlobalPermissions {
+        send_messages: true,
+        ..GlobalPermissions::default()
+    };
+    c.create_user(
+        "mallory",
+        "secret1",
+        UserStatus::Active,
+        Some(Permissions {
+            global: sender,
+            streams: None,
+        }),
+    )
+    .await
+    .expect("user");
+
+    let payload = send_payload();
+    let mut root = Raw::connect(leader_addr);
+    assert_eq!(root.login("iggy", "iggy"), 0);
+    let first = root.send(SEND_MESSAGES_CODE, &payload);
+    assert_eq!(first.status, 0);
+    assert_eq!(ids_in(&c, 0).await, vec![1, 2]);
+
+    // Same client id (Raw's), root's session number, the same request
+    // number (a sign-in, then the send) and the same batch.
+    let mut mallory = Raw::connect(leader_addr);
+    assert_eq!(mallory.login("mallory", "secret1"), 0);
+    assert_ne!(mallory.session, root.session);
+    mallory.session = root.session;
+    let forged = mallory.send(SEND_MESSAGES_CODE, &payload);
+    assert_eq!(forged.status, 0);
+    assert_ne!(forged.body, first.body, "root's answer was handed out");
+    assert_eq!(
+        ids_in(&c, 0).await,
+        vec![1, 2, 1, 2],
+        "stored as a new send"
+    );
+    // Root's own repeat is still answered from its first send.
+    let again = root.repeat(SEND_MESSAGES_CODE, &payload);
+    assert_eq!(again.status, 0);
+    assert_eq!(again.body, first.body);
+    assert_eq!(ids_in(&c, 0).await, vec![1, 2, 1, 2]);
+}

@@ -99,11 +99,7 @@ async fn send_as(
             return Err(IggyError::InvalidMessagesCount);
         }
     }
-    let origin = corelog_replica::Origin {
-        client: head.client,
-        session: head.session,
-        request: head.request,
-    };
+    let origin = origin(a.user(), session, head);
     let ack = ctx
         .append(partition, batch, origin)
         .await
@@ -116,6 +112,29 @@ async fn send_as(
             base_offset: ack.base_offset,
         }],
     }))
+}
+
+/// Who a send comes from, for the replicas' repeat table: the header's
+/// client id bound to the signed-in user, and the session this node gave
+/// the connection (not the header's session field). Both header fields are
+/// the client's to choose; keyed by them alone, another user copying a
+/// client's id, session and request number would be answered from its
+/// send (its own batch dropped) or overwrite its entry. The SDK echoes the
+/// session it was given, so its repeats still match.
+fn origin(user: u32, session: &Session, head: &RequestHead) -> corelog_replica::Origin {
+    let client = if head.client == 0 {
+        0 // unknown: never a repeat
+    } else {
+        let mut key = [0u8; 20];
+        key[..4].copy_from_slice(&user.to_le_bytes());
+        key[4..].copy_from_slice(&head.client.to_le_bytes());
+        xxhash_rust::xxh3::xxh3_128(&key).max(1)
+    };
+    corelog_replica::Origin {
+        client,
+        session: session.id.unwrap_or(0),
+        request: head.request,
+    }
 }
 
 /// Makes everything stored in the partition durable (with or without
