@@ -45,8 +45,12 @@ fn seeded_runs_find_no_violation() {
         total.torn_readies += o.torn_readies;
         total.failed_syncs += o.failed_syncs;
     }
+    if env_u64("CORELOG_SIM_SEED").is_some() {
+        return;
+    }
     // The runs did what they are for: batches committed and acknowledged
-    // across power cuts, some of them partway through a Ready.
+    // across power cuts, some of them partway through a Ready, some after
+    // a failed sync.
     assert!(total.acked > 0 && total.committed >= total.acked);
     assert!(
         total.power_cuts > 0 && total.torn_readies > 0 && total.failed_syncs > 0,

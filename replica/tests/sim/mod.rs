@@ -152,9 +152,9 @@ impl Sim {
         self.net.isolated = None;
         self.net.faults.drop_per_mille = 0;
         self.net.faults.dup_per_mille = 0;
-        for i in 0..3 {
-            if self.nodes[i].up.is_none() {
-                self.start(i).await;
+        for n in &mut self.nodes {
+            if n.sync_fails_at.take().is_some() {
+                n.disk = interleaved(n.disk.clone());
             }
         }
         let mut settled = false;
@@ -169,8 +169,34 @@ impl Sim {
             }
         }
         if !settled {
-            self.check
-                .violation(0, "the cluster did not settle once healed".into());
+            let states: Vec<String> = self
+                .nodes
+                .iter()
+                .map(|n| match &n.up {
+                    None => format!("node {}: down", n.id),
+                    Some(u) => {
+                        let l = &u.raw.raft.raft_log;
+                        format!(
+                            "node {}: {:?} term {} last {} committed {} applied {} commit_end {} log end {}",
+                            n.id,
+                            u.raw.raft.state,
+                            u.raw.raft.term,
+                            l.last_index(),
+                            l.committed,
+                            u.applied,
+                            u.commit_end,
+                            u.log.stats().end_offset
+                        )
+                    }
+                })
+                .collect();
+            self.check.violation(
+                0,
+                format!(
+                    "the cluster did not settle once healed (committed end {}): {states:?}",
+                    self.check.end
+                ),
+            );
             return self.finish();
         }
         for n in &self.nodes {
@@ -236,6 +262,13 @@ impl Sim {
         if faults {
             self.faults().await;
             self.clients();
+        } else {
+            // Settling: every node down comes back.
+            for i in 0..3 {
+                if self.nodes[i].up.is_none() {
+                    self.start(i).await;
+                }
+            }
         }
         for n in &mut self.nodes {
             if let Some(up) = &mut n.up {
