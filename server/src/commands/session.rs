@@ -184,6 +184,7 @@ pub(super) async fn verified(
     if attempt != Attempt::SignedIn {
         let counter = match attempt {
             Attempt::Throttled => &ctx.counters.logins_throttled,
+            Attempt::Busy => &ctx.counters.hashes_busy,
             _ => &ctx.counters.logins_failed,
         };
         Counters::add(counter, 1);

@@ -59,6 +59,7 @@ fn expiry_at(expiry: u64, now: u64) -> Result<Option<u64>, IggyError> {
 pub(super) async fn create(
     ctx: &Arc<Context>,
     a: &Authorized,
+    peer: Option<std::net::IpAddr>,
     r: CreatePersonalAccessTokenRequest,
 ) -> Result<Outcome, IggyError> {
     let user = a.user();
@@ -75,7 +76,7 @@ pub(super) async fn create(
         .map_err(|e| AccountUpdate::Refused(e).status())?;
     for _ in 0..DRAWS {
         let token = new_token();
-        let hash = super::users::hash(ctx, token.clone()).await?;
+        let hash = super::users::hash(ctx, peer, token.clone()).await?;
         let meta = TokenMeta {
             name: name.clone(),
             lookup: token.get(..TOKEN_LOOKUP_LEN).unwrap_or_default().to_owned(),

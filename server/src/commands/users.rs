@@ -10,6 +10,8 @@ use crate::catalog::accounts::{NewUser, ROOT_USER_ID, STATUS_ACTIVE, STATUS_INAC
 use crate::catalog::model::{Catalog, UserMeta};
 use crate::catalog::permissions::Permissions;
 use crate::catalog::root::{hash_secret, verify_hash};
+use crate::guard::counters::Counters;
+use crate::guard::login::fair::Refused;
 use crate::node::context::{now_micros, Context};
 use iggy_binary_protocol::requests::users::{
     ChangePasswordRequest, CreateUserRequest, UpdatePermissionsRequest, UpdateUserRequest,
@@ -17,6 +19,7 @@ use iggy_binary_protocol::requests::users::{
 use iggy_binary_protocol::responses::users::{GetUsersResponse, UserDetailsResponse, UserResponse};
 use iggy_binary_protocol::{WireIdentifier, WireName, WireOptions, WirePermissions};
 use iggy_common::IggyError;
+use std::net::IpAddr;
 use std::sync::Arc;
 
 /// Iggy's bounds on names and passwords (`iggy_common` users defaults).
@@ -133,15 +136,24 @@ fn check_status(status: u8) -> Result<u8, IggyError> {
     }
 }
 
-/// argon2 of `secret` on the login pool.
-pub(super) async fn hash(ctx: &Context, secret: String) -> Result<String, IggyError> {
-    match ctx.logins.run(move || hash_secret(&secret)).await {
-        Some(Ok(h)) => Ok(h),
-        Some(Err(e)) => {
+/// argon2 of `secret` on the login pool, in `peer`'s turn (the one budget
+/// every hash shares: `guard/login/fair.rs`).
+pub(super) async fn hash(
+    ctx: &Context,
+    peer: Option<IpAddr>,
+    secret: String,
+) -> Result<String, IggyError> {
+    match ctx.logins.run(peer, move || hash_secret(&secret)).await {
+        Ok(Ok(h)) => Ok(h),
+        Ok(Err(e)) => {
             tracing::error!("{e}");
             Err(IggyError::Error)
         }
-        None => Err(IggyError::Error),
+        Err(Refused::Busy) => {
+            Counters::add(&ctx.counters.hashes_busy, 1);
+            Err(IggyError::TaskTimeout)
+        }
+        Err(Refused::Closed) => Err(IggyError::Error),
     }
 }
 
@@ -149,6 +161,7 @@ pub(super) async fn hash(ctx: &Context, secret: String) -> Result<String, IggyEr
 pub(super) async fn create(
     ctx: &Arc<Context>,
     a: &Authorized,
+    peer: Option<IpAddr>,
     r: CreateUserRequest,
 ) -> Result<Outcome, IggyError> {
     check_username(r.username.as_str())?;
@@ -157,7 +170,7 @@ pub(super) async fn create(
     let status = check_status(r.status)?;
     let new = NewUser {
         username: r.username.as_str().to_owned(),
-        password_hash: hash(ctx, r.password).await?,
+        password_hash: hash(ctx, peer, r.password).await?,
         status,
         permissions: r.permissions.as_ref().map(Permissions::from),
         options: r.options.as_bytes().to_vec(),
@@ -265,7 +278,7 @@ pub(super) async fn change_password(
         session.failed_logins += 1;
         return Err(e);
     }
-    let new_hash = hash(ctx, r.new_password).await?;
+    let new_hash = hash(ctx, session.peer, r.new_password).await?;
     ctx.update_catalog(a, |c| -> Result<(), AccountUpdate> {
         Ok(c.set_password(target, &current, new_hash)?)
     })

@@ -123,6 +123,9 @@ pub struct Counters {
     pub logins_failed: AtomicU64,
     /// Sign-ins refused unchecked: the peer address was throttled.
     pub logins_throttled: AtomicU64,
+    /// Hashes refused undone: the hashing pool was busy (the address's
+    /// share or the whole queue full, or a wait past its bound).
+    pub hashes_busy: AtomicU64,
     refusals: [AtomicU64; 5],
     /// Bytes read from clients.
     pub bytes_in: AtomicU64,
@@ -145,6 +148,8 @@ pub struct CountersSnapshot {
     pub logins_failed: u64,
     /// see [`Counters::logins_throttled`]
     pub logins_throttled: u64,
+    /// see [`Counters::hashes_busy`]
+    pub hashes_busy: u64,
     /// refused requests by kind, in [`Refusal::ALL`]'s order
     pub refusals: [u64; 5],
     /// see [`Counters::bytes_in`]
@@ -180,6 +185,7 @@ impl Counters {
             closed: self.closed.each_ref().map(get),
             logins_failed: get(&self.logins_failed),
             logins_throttled: get(&self.logins_throttled),
+            hashes_busy: get(&self.hashes_busy),
             refusals: self.refusals.each_ref().map(get),
             bytes_in: get(&self.bytes_in),
             bytes_out: get(&self.bytes_out),
@@ -211,8 +217,8 @@ impl std::fmt::Display for CountersSnapshot {
         }
         write!(
             f,
-            "; logins failed {} throttled {}; requests refused",
-            self.logins_failed, self.logins_throttled
+            "; logins failed {} throttled {}; hashes refused busy {}; requests refused",
+            self.logins_failed, self.logins_throttled, self.hashes_busy
         )?;
         for k in Refusal::ALL {
             write!(f, " {}={}", k.name(), self.refused_as(k))?;

@@ -1,13 +1,14 @@
-//! Sign-in under attack: password checks on a bounded pool
-//! ([`crate::node::pool`]),
-//! failed attempts per peer address throttled ([`throttle`]), and their
-//! log lines rate-limited ([`log_limit`]). The per-connection limit of
+//! Sign-in under attack: every argon2 hash (checks, right or wrong, and new
+//! hashes) on one pool served fairly by peer address, with bounded waits
+//! ([`fair`]), failed attempts per peer address throttled ([`throttle`]),
+//! and their log lines rate-limited ([`log_limit`]). The per-connection limit of
 //! failures is the connection's (it closes after `max_failed_logins`).
 
+pub mod fair;
 pub mod log_limit;
 pub mod throttle;
 
-use crate::node::pool::BlockingPool;
+use fair::{FairPool, Refused};
 use log_limit::LogLimit;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -23,14 +24,20 @@ pub enum Attempt {
     Wrong,
     /// Not checked: the peer address has no attempt left for now.
     Throttled,
+    /// Not checked: too many hashes queued (for the address, or in all),
+    /// or it waited past [`MAX_HASH_WAIT`]; the client may try again.
+    Busy,
     /// Not checked: the server is shutting down.
     Unavailable,
 }
 
+/// The longest a hash waits for a thread before it is refused, not done.
+pub const MAX_HASH_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The sign-in machinery shared by every connection.
 #[derive(Debug)]
 pub struct Logins {
-    pool: BlockingPool,
+    pool: FairPool,
     throttle: Arc<LoginThrottle>,
     log: LogLimit,
 }
@@ -43,19 +50,20 @@ impl Logins {
     /// times at once, then `rate` times a second.
     pub fn new(threads: usize, burst: u32, rate: f64) -> std::io::Result<Logins> {
         Ok(Logins {
-            pool: BlockingPool::new(threads, "corelog-login")?,
+            pool: FairPool::new(threads, "corelog-login", MAX_HASH_WAIT)?,
             throttle: Arc::new(LoginThrottle::new(burst, rate)),
             log: LogLimit::new(FAILURE_LINES_PER_SECOND),
         })
     }
 
-    /// Runs `work` (slow: hashing a new password or token) on the pool,
-    /// unthrottled; `None` if the pool is shutting down.
+    /// Runs `work` (slow: hashing a new password or token) on the pool in
+    /// `peer`'s turn; not throttled (no guess is checked).
     pub async fn run<T: Send + 'static>(
         &self,
+        peer: Option<IpAddr>,
         work: impl FnOnce() -> T + Send + 'static,
-    ) -> Option<T> {
-        self.pool.run(work).await
+    ) -> Result<T, Refused> {
+        self.pool.run(peer, work).await
     }
 
     /// Runs `check` (slow: a password hash) on the pool, unless `peer` is
@@ -69,7 +77,7 @@ impl Logins {
         let allowed = move |t: &LoginThrottle| peer.is_none_or(|ip| t.allows(ip, Instant::now()));
         let outcome = if allowed(&self.throttle) {
             let throttle = self.throttle.clone();
-            let checked = self.pool.run(move || {
+            let checked = self.pool.run(peer, move || {
                 // Asked again: failures queued before this one count.
                 if !allowed(&throttle) {
                     return Attempt::Throttled;
@@ -82,7 +90,11 @@ impl Logins {
                 }
                 Attempt::Wrong
             });
-            checked.await.unwrap_or(Attempt::Unavailable)
+            match checked.await {
+                Ok(a) => a,
+                Err(Refused::Busy) => Attempt::Busy,
+                Err(Refused::Closed) => Attempt::Unavailable,
+            }
         } else {
             Attempt::Throttled
         };
@@ -91,6 +103,7 @@ impl Logins {
                 self.log_failure(peer, who, "too many failed sign-ins from this address");
             }
             Attempt::Wrong => self.log_failure(peer, who, "wrong username or password"),
+            Attempt::Busy => self.log_failure(peer, who, "the hashing pool is busy"),
             _ => {}
         }
         outcome
