@@ -166,7 +166,7 @@ impl Connection {
             .ctx
             .limits
             .request_deadline(first, framed.payload_len as u64);
-        let mut grant = self.ctx.budget.empty();
+        let mut grant = self.ctx.budget.empty(self.peer.map(|p| p.ip()));
         let payload = self
             .read_payload(framed.payload_len, &mut grant, deadline)
             .await?;

@@ -128,7 +128,7 @@ impl Context {
             durable_acks,
             segment_bytes,
             clients: Arc::new(Registry::default()),
-            budget: Budget::new(limits.max_inflight_bytes),
+            budget: Budget::new(limits.max_inflight_bytes, max_request),
             buffers: BufPool::new(pool_bytes(limits.max_inflight_bytes)),
             limits,
             logins,
