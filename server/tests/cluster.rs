@@ -37,6 +37,14 @@ fn cluster_config() -> ClusterConfig {
 }
 
 fn start_node(dir: &Path, id: u64, cluster: &ClusterConfig) -> Server {
+    try_start_node(dir, id, cluster).expect("node starts")
+}
+
+fn try_start_node(
+    dir: &Path,
+    id: u64,
+    cluster: &ClusterConfig,
+) -> Result<Server, corelog_server::ServerError> {
     let node = cluster.node(id).expect("node");
     Server::start(ServerConfig {
         shards: Some(2),
@@ -52,7 +60,35 @@ fn start_node(dir: &Path, id: u64, cluster: &ClusterConfig) -> Server {
         }),
         ..ServerConfig::new(dir, node.client)
     })
-    .expect("node starts")
+}
+
+/// Three nodes on fresh ports, picked again when one was taken between
+/// its pick and its bind (by another test's outgoing connection, say).
+fn start_three(dirs: &[tempfile::TempDir]) -> (ClusterConfig, Vec<Server>) {
+    for _ in 0..5 {
+        let cluster = cluster_config();
+        let mut servers = Vec::new();
+        for (i, dir) in dirs.iter().enumerate() {
+            match try_start_node(dir.path(), i as u64 + 1, &cluster) {
+                Ok(s) => servers.push(s),
+                Err(e) if format!("{e:?}").contains("AddrInUse") => break,
+                Err(e) => panic!("node {} starts: {e}", i + 1),
+            }
+        }
+        if servers.len() == dirs.len() {
+            return (cluster, servers);
+        }
+        for s in servers {
+            s.shutdown().expect("stops");
+        }
+        for d in dirs {
+            for e in std::fs::read_dir(d.path()).expect("dir").flatten() {
+                let _ =
+                    std::fs::remove_dir_all(e.path()).or_else(|_| std::fs::remove_file(e.path()));
+            }
+        }
+    }
+    panic!("no free ports for three nodes in five tries");
 }
 
 /// The node every running node names as leader, once it leads every group.
@@ -142,10 +178,8 @@ async fn the_sdk_follows_the_leader_and_replicas_are_identical() {
     let dirs: Vec<_> = (0..3)
         .map(|_| tempfile::tempdir().expect("tempdir"))
         .collect();
-    let cluster = cluster_config();
-    let mut servers: Vec<Option<Server>> = (0..3)
-        .map(|i| Some(start_node(dirs[i].path(), i as u64 + 1, &cluster)))
-        .collect();
+    let (cluster, servers) = start_three(&dirs);
+    let mut servers: Vec<Option<Server>> = servers.into_iter().map(Some).collect();
     let running: Vec<&Server> = servers.iter().flatten().collect();
     let leader = wait_for_leader(&running);
     let follower = (leader % 3) + 1;
@@ -249,10 +283,7 @@ async fn a_repeated_send_is_stored_once() {
     let dirs: Vec<_> = (0..3)
         .map(|_| tempfile::tempdir().expect("tempdir"))
         .collect();
-    let cluster = cluster_config();
-    let servers: Vec<Server> = (0..3)
-        .map(|i| start_node(dirs[i].path(), i as u64 + 1, &cluster))
-        .collect();
+    let (cluster, servers) = start_three(&dirs);
     let leader = wait_for_leader(&servers.iter().collect::<Vec<_>>());
     let leader_addr = cluster.node(leader).expect("node").client;
     let c = signed_in(leader_addr).await;
@@ -319,10 +350,7 @@ async fn another_users_forged_repeat_is_a_new_send() {
     let dirs: Vec<_> = (0..3)
         .map(|_| tempfile::tempdir().expect("tempdir"))
         .collect();
-    let cluster = cluster_config();
-    let servers: Vec<Server> = (0..3)
-        .map(|i| start_node(dirs[i].path(), i as u64 + 1, &cluster))
-        .collect();
+    let (cluster, servers) = start_three(&dirs);
     let leader = wait_for_leader(&servers.iter().collect::<Vec<_>>());
     let leader_addr = cluster.node(leader).expect("node").client;
     let c = signed_in(leader_addr).await;
