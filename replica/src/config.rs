@@ -3,7 +3,7 @@
 //! ```toml
 //! shards = 2            # data groups, one per shard index (the same on every node)
 //! secret_file = "cluster.secret"  # peers prove they hold it (net/auth.rs); relative
-//!                                 # to this file; at least 16 bytes; the same on every node
+//!                                 # to this file; at least 32 bytes, 0600; the same on every node
 //! [[node]]
 //! id = 1
 //! client = "127.0.0.1:8091"    # where clients reach this node
