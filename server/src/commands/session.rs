@@ -104,8 +104,12 @@ pub(super) async fn login(ctx: &Arc<Context>, session: &mut Session, login: Logi
             Err(e) => refusal = refusal.or(Some(e)),
         }
     }
-    session.failed_logins += 1;
-    Outcome::Error(refusal.unwrap_or(IggyError::InvalidCredentials))
+    let refusal = refusal.unwrap_or(IggyError::InvalidCredentials);
+    // A hash refused undone (the pool busy) was no guess: not counted.
+    if refusal != BUSY {
+        session.failed_logins += 1;
+    }
+    Outcome::Error(refusal)
 }
 
 /// The root user or the stored user named `username`.
@@ -188,10 +192,17 @@ pub(super) async fn verified(
             _ => &ctx.counters.logins_failed,
         };
         Counters::add(counter, 1);
+        if attempt == Attempt::Busy {
+            return Err(BUSY);
+        }
         return Err(IggyError::InvalidCredentials);
     }
     Ok(())
 }
+
+/// The answer to a check or hash the pool refused undone (busy): not a
+/// wrong password, and the client may try again.
+pub(super) const BUSY: IggyError = IggyError::TaskTimeout;
 
 fn signed_in(ctx: &Context, session: &mut Session, user: u32, token: Option<String>) -> Outcome {
     let id = ctx.next_session();

@@ -151,7 +151,7 @@ pub(super) async fn hash(
         }
         Err(Refused::Busy) => {
             Counters::add(&ctx.counters.hashes_busy, 1);
-            Err(IggyError::TaskTimeout)
+            Err(super::session::BUSY)
         }
         Err(Refused::Closed) => Err(IggyError::Error),
     }
@@ -275,7 +275,9 @@ pub(super) async fn change_password(
     let who = format!("user {target} (changing its password)");
     let check = move || verify_hash(&checked, &password);
     if let Err(e) = super::session::verified(ctx, session, &who, check).await {
-        session.failed_logins += 1;
+        if e != super::session::BUSY {
+            session.failed_logins += 1;
+        }
         return Err(e);
     }
     let new_hash = hash(ctx, session.peer, r.new_password).await?;
