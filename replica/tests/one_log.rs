@@ -20,6 +20,56 @@ fn slow_elections() -> ReplicaOptions {
     }
 }
 
+/// Three nodes that stored three sends in partition 1, then one follower
+/// stopped: the leader's and the follower's indexes.
+struct Stopped {
+    dirs: Vec<tempfile::TempDir>,
+    cluster: corelog_replica::ClusterConfig,
+    nodes: Vec<Node>,
+    li: usize,
+    fi: usize,
+}
+
+fn three_sends_then_a_follower_stopped(opts: &ReplicaOptions) -> Stopped {
+    init_log();
+    let Three {
+        dirs,
+        cluster,
+        mut nodes,
+        leader,
+    } = three(opts, ELECT);
+    let li = (leader - 1) as usize;
+    for tag in 0..3 {
+        append_retrying(&nodes[li], 1, batch(tag, 2));
+    }
+    let want = stored(&nodes[li].engine(), 1);
+    for n in &nodes {
+        wait_stored(&n.engine(), 1, want.len(), ELECT);
+    }
+    let fi = (li + 1) % 3;
+    nodes[fi].stop();
+    Stopped {
+        dirs,
+        cluster,
+        nodes,
+        li,
+        fi,
+    }
+}
+
+/// The engine alone on a stopped node's directory, as the replica opens it.
+fn open_engine(
+    dir: &std::path::Path,
+    cluster: &corelog_replica::ClusterConfig,
+    opts: &ReplicaOptions,
+) -> corelog::Engine {
+    let mut config = corelog::Config::new(dir);
+    config.shards = Some(cluster.shards);
+    config.pin_threads = false;
+    config.log = opts.log_config(config.log);
+    corelog::Engine::open(config).expect("engine opens")
+}
+
 /// Whether the bytes of `engine`'s `partition` that are served hold a
 /// payload of the batch tagged `tag`.
 fn serves_tag(engine: &corelog::Handle, partition: u64, tag: u64) -> bool {
@@ -121,32 +171,18 @@ fn an_uncommitted_batch_is_never_served_and_is_cut_when_a_new_leader_replaces_it
 /// goes on with the leader's bytes.
 #[test]
 fn a_restart_cuts_a_written_batch_the_journal_does_not_point_at() {
-    init_log();
     let opts = options();
-    let Three {
+    let Stopped {
         dirs,
         cluster,
         mut nodes,
-        leader,
-    } = three(&opts, ELECT);
-    let li = (leader - 1) as usize;
-    for tag in 0..3 {
-        append_retrying(&nodes[li], 1, batch(tag, 2));
-    }
-    let want = stored(&nodes[li].engine(), 1);
-    for n in &nodes {
-        wait_stored(&n.engine(), 1, want.len(), ELECT);
-    }
-    let fi = (li + 1) % 3;
-    nodes[fi].stop();
+        li,
+        fi,
+    } = three_sends_then_a_follower_stopped(&opts);
 
     // The stray batch, written where the next send would go.
     {
-        let mut config = corelog::Config::new(dirs[fi].path());
-        config.shards = Some(cluster.shards);
-        config.pin_threads = false;
-        config.log = opts.log_config(config.log);
-        let engine = corelog::Engine::open(config).expect("engine opens");
+        let engine = open_engine(dirs[fi].path(), &cluster, &opts);
         let stats = engine.stats(1).wait().expect("stats");
         let end = stats.end_offset;
         let stray = corelog::Batch::admit(batch(99, 2), &corelog::Limits::default())
@@ -325,33 +361,19 @@ fn a_version_02_journal_is_converted_at_open() {
 /// start on that node. Found by the cluster simulation (`simulation.rs`).
 #[test]
 fn a_restart_that_cuts_an_entry_below_the_persisted_commit_starts_and_catches_up() {
-    init_log();
     let opts = options();
-    let Three {
+    let Stopped {
         dirs,
         cluster,
         mut nodes,
-        leader,
-    } = three(&opts, ELECT);
-    let li = (leader - 1) as usize;
-    for tag in 0..3 {
-        append_retrying(&nodes[li], 1, batch(tag, 2));
-    }
-    let want = stored(&nodes[li].engine(), 1);
-    for n in &nodes {
-        wait_stored(&n.engine(), 1, want.len(), ELECT);
-    }
-    let fi = (li + 1) % 3;
-    nodes[fi].stop();
+        li: _,
+        fi,
+    } = three_sends_then_a_follower_stopped(&opts);
 
     // As a power cut can leave them: the last batch gone from the log, its
     // pointer in the journal, and a hard state naming it committed.
     {
-        let mut config = corelog::Config::new(dirs[fi].path());
-        config.shards = Some(cluster.shards);
-        config.pin_threads = false;
-        config.log = opts.log_config(config.log);
-        let engine = corelog::Engine::open(config).expect("engine opens");
+        let engine = open_engine(dirs[fi].path(), &cluster, &opts);
         let end = engine.stats(1).wait().expect("stats").end_offset;
         let cut = engine.cut_suffix(1, end - 2).wait().expect("cut");
         assert!(cut.is_some(), "the last batch was cut");

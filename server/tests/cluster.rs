@@ -271,15 +271,18 @@ async fn the_sdk_follows_the_leader_and_replicas_are_identical() {
     assert_eq!(files[0], files[2]);
 }
 
-/// A send repeated under the same client, session and request number with
-/// the same batch (as the SDK repeats one answered "not committed") is
-/// answered from the first and stored once; another batch under the same
-/// number (the SDK numbers a session's consecutive sends alike) is a new
-/// send; a follower forwards a send to the leader.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_repeated_send_is_stored_once() {
-    use common::raw::{send_payload, send_payload_ids, Raw};
-    use iggy_binary_protocol::codes::SEND_MESSAGES_CODE;
+/// Three nodes, the leader, and root signed in there with stream `s` and
+/// topic `t` made.
+struct Led {
+    _dirs: Vec<tempfile::TempDir>,
+    cluster: ClusterConfig,
+    servers: Vec<Server>,
+    leader: u64,
+    leader_addr: std::net::SocketAddr,
+    c: IggyClient,
+}
+
+async fn led_with_a_topic() -> Led {
     let dirs: Vec<_> = (0..3)
         .map(|_| tempfile::tempdir().expect("tempdir"))
         .collect();
@@ -291,6 +294,33 @@ async fn a_repeated_send_is_stored_once() {
     c.create_topic(&named("s"), "t", &TopicCreateOptions::default())
         .await
         .expect("create topic");
+    Led {
+        _dirs: dirs,
+        cluster,
+        servers,
+        leader,
+        leader_addr,
+        c,
+    }
+}
+
+/// A send repeated under the same client, session and request number with
+/// the same batch (as the SDK repeats one answered "not committed") is
+/// answered from the first and stored once; another batch under the same
+/// number (the SDK numbers a session's consecutive sends alike) is a new
+/// send; a follower forwards a send to the leader.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_send_is_stored_once() {
+    use common::raw::{send_payload, send_payload_ids, Raw};
+    use iggy_binary_protocol::codes::SEND_MESSAGES_CODE;
+    let Led {
+        _dirs,
+        cluster,
+        servers,
+        leader,
+        leader_addr,
+        c,
+    } = led_with_a_topic().await;
 
     let payload = send_payload();
     let mut raw = Raw::connect(leader_addr);
@@ -347,17 +377,14 @@ async fn a_repeated_send_is_stored_once() {
 async fn another_users_forged_repeat_is_a_new_send() {
     use common::raw::{send_payload, Raw};
     use iggy_binary_protocol::codes::SEND_MESSAGES_CODE;
-    let dirs: Vec<_> = (0..3)
-        .map(|_| tempfile::tempdir().expect("tempdir"))
-        .collect();
-    let (cluster, servers) = start_three(&dirs);
-    let leader = wait_for_leader(&servers.iter().collect::<Vec<_>>());
-    let leader_addr = cluster.node(leader).expect("node").client;
-    let c = signed_in(leader_addr).await;
-    c.create_stream("s").await.expect("create stream");
-    c.create_topic(&named("s"), "t", &TopicCreateOptions::default())
-        .await
-        .expect("create topic");
+    let Led {
+        _dirs,
+        cluster: _,
+        servers: _servers,
+        leader: _,
+        leader_addr,
+        c,
+    } = led_with_a_topic().await;
     let sender = GlobalPermissions {
         send_messages: true,
         ..GlobalPermissions::default()
