@@ -55,11 +55,15 @@ pub use corelog_segment::declared_length;
 pub use corelog_segment::log::{
     AppendAck, AppendError, CleanClose, CommitMarkError, CutError, Damage, FsyncPolicy, LogConfig,
     LogError, LogStats, OpenCheck, OpenError as LogOpenError, ParseFsyncError, Poison, PollFrom,
-    PollReply, Preallocation, RecoveryReport, Retention, SyncIssue, TailCut,
+    PollReply, Preallocation, RecoveryReport, Retention, SetAsideFile, SyncIssue, TailCut,
 };
+// Named in the signatures above (a tail cut's reason, a refused batch's
+// header field, a stamp's header): exported so an embedder can name them.
+pub use corelog_segment::layout::HeaderField;
+pub use corelog_segment::log::scan::CutReason;
 pub use corelog_segment::{
     Batch, BatchBuilder, BatchError, BatchRef, BuildError, Limits, Message, MessageSpec, Messages,
-    Stamp,
+    Stamp, StampedHeader,
 };
 
 /// Seams for tests, fuzzing and benchmarks (cargo feature `testing`): the

@@ -282,3 +282,31 @@ fn a_refused_batch_says_what_is_wrong_whichever_layer_refused_it() {
         ));
     }
 }
+
+/// Every type a public signature names can be named by an embedder from
+/// `corelog` alone: a refused batch's header field, a stamped header, a
+/// tail cut's reason and a set-aside file.
+#[test]
+fn the_types_in_public_signatures_are_exported() {
+    let mut b = corelog::BatchBuilder::new();
+    b.push(corelog::MessageSpec {
+        id: 1,
+        timestamp: 1,
+        payload: b"x",
+        user_headers: b"",
+    });
+    let mut bytes = b.build().expect("batch");
+    // batch_length (bytes 32..40) one longer than the bytes.
+    let len = bytes.len() as u64 + 1;
+    bytes[32..40].copy_from_slice(&len.to_le_bytes());
+    let refused = corelog::Batch::admit(bytes, &corelog::Limits::default()).expect_err("refused");
+    let field: Option<corelog::HeaderField> = refused.header_field();
+    assert_eq!(field, Some(corelog::HeaderField::BatchLength));
+    fn _named(
+        _: corelog::CutReason,
+        _: corelog::SetAsideFile,
+        _: corelog::StampedHeader,
+        _: corelog::TailCut,
+    ) {
+    }
+}
