@@ -596,6 +596,33 @@ impl Handle {
         })
     }
 
+    /// Closes `partition`'s log and opens it again, recovering it from what
+    /// is on disk (as [`Engine::open`] does) and answering what the
+    /// recovery found and did: the way on for a partition that a failed
+    /// write or sync poisoned (it refuses appends until reopened), once the
+    /// cause is gone (space freed, say), or one that could not be opened.
+    /// Requests sent meanwhile wait for the reopened log. Refused
+    /// ([`RequestError::Replicated`]) for a replicated partition, whose
+    /// commit mark only its Raft group sets.
+    ///
+    /// ```no_run
+    /// # fn main() -> Result<(), corelog::Error> {
+    /// let engine = corelog::Engine::open(corelog::Config::new("/var/lib/mybroker"))?;
+    /// if engine.stats(7).wait()?.poisoned {
+    ///     // ... free space, then:
+    ///     let report = engine.reopen_partition(7).wait()?;
+    ///     println!("partition 7 reopened: {report}");
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn reopen_partition(&self, partition: u64) -> Reply<RecoveryReport> {
+        self.send(self.shard_of(partition), |reply| Request::Reopen {
+            partition,
+            reply,
+        })
+    }
+
     /// Removes every message of `partition` from `from` on (where a batch
     /// starts, at or above the commit mark), crash-safely (see
     /// `PartitionLog::cut_suffix`): the report of the reopen that made

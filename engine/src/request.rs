@@ -95,6 +95,10 @@ pub(crate) enum Request {
         partition: u64,
         reply: Respond<()>,
     },
+    Reopen {
+        partition: u64,
+        reply: Respond<RecoveryReport>,
+    },
     List {
         reply: Respond<Vec<u64>>,
     },
@@ -126,7 +130,8 @@ impl Request {
             | Request::CutSuffix { partition, .. }
             | Request::ReadWritten { partition, .. }
             | Request::Create { partition, .. }
-            | Request::Delete { partition, .. } => Some(*partition),
+            | Request::Delete { partition, .. }
+            | Request::Reopen { partition, .. } => Some(*partition),
             Request::Flush { partition, .. } => *partition,
             _ => None,
         }
@@ -150,6 +155,7 @@ impl Request {
             Request::DeleteSegments { reply, .. } => drop(reply.send(Err(e))),
             Request::Stats { reply, .. } => drop(reply.send(Err(e))),
             Request::CutSuffix { reply, .. } => drop(reply.send(Err(e))),
+            Request::Reopen { reply, .. } => drop(reply.send(Err(e))),
             Request::ReadWritten { reply, .. } => drop(reply.send(Err(e))),
             Request::List { reply } => drop(reply.send(Err(e))),
             Request::Retention { reply } => drop(reply.send(Err(e))),

@@ -6,6 +6,7 @@
 
 mod cut;
 mod dispatch;
+mod reopen;
 
 use crate::config::{Config, OpenPartitions};
 use crate::error::{OpenError, RequestError};
@@ -471,6 +472,12 @@ impl Shard {
                         drop(parts);
                         self.delete_partition(p, None, req);
                     }
+                    Some(Slot::Failed(_) | Slot::OnDisk)
+                        if matches!(req, Request::Reopen { .. }) =>
+                    {
+                        drop(parts);
+                        self.reopen(p, None, req);
+                    }
                     Some(slot @ Slot::OnDisk) => {
                         *slot = Slot::Opening(vec![req]);
                         drop(parts);
@@ -525,6 +532,16 @@ impl Shard {
     }
 
     fn open_partition(self: &Rc<Self>, p: u64) {
+        self.open_partition_answering(p, None);
+    }
+
+    /// Opens partition `p` (its slot `Opening`), then serves the requests
+    /// that waited; `reopened`, a reopen's reply, gets the recovery's report.
+    fn open_partition_answering(
+        self: &Rc<Self>,
+        p: u64,
+        reopened: Option<crate::request::Respond<RecoveryReport>>,
+    ) {
         let shard = self.clone();
         self.spawn_tracked(async move {
             let result = PartitionLog::open(
@@ -554,6 +571,15 @@ impl Shard {
                 parts.insert(p, slot);
                 (result, pending)
             };
+            if let Some(reply) = reopened {
+                let _ = reply.send(match &slot {
+                    Ok((_, report)) => Ok(report.clone()),
+                    Err(e) => Err(RequestError::Unopenable {
+                        partition: p,
+                        error: e.clone(),
+                    }),
+                });
+            }
             match slot {
                 Ok((log, _)) => {
                     if let Some(r) = shard.retention.borrow().get(&p) {

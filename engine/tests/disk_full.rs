@@ -366,6 +366,68 @@ fn a_full_tmpfs_fails_appends_clearly_and_loses_nothing_acknowledged() {
     }
 }
 
+/// A partition a full disk poisoned is reopened in place once space is
+/// freed (`Handle::reopen_partition`), the engine running: before, it
+/// refused every append until the whole engine was reopened. The reopen
+/// answers the recovery's report, nothing acknowledged is lost, appends go
+/// on at the next offset.
+#[test]
+fn a_partition_poisoned_by_a_full_tmpfs_reopens_in_place_once_space_is_freed() {
+    let _serial = serial();
+    let Some(m) = mount_or_skip("reopen after ENOSPC on tmpfs", || Mounted::tmpfs("8m")) else {
+        return;
+    };
+    let _watchdog = Watchdog::arm("reopen in place", Duration::from_secs(300));
+    let data = m.path().join("data");
+    let filler = m.path().join("filler");
+    std::fs::create_dir_all(&data).unwrap();
+    fill(&filler, 1536 << 10);
+    let engine = open(&data).unwrap();
+    let mut acked = Vec::new();
+    let mut seq = 0u64;
+    loop {
+        assert!(seq < 100_000, "the disk never filled");
+        match engine.append(P, batch(TAG, seq)).wait() {
+            Ok(ack) => acked.push((ack.base_offset, seq)),
+            Err(e) => {
+                assert_no_space(&e, &format!("append of batch {seq}"));
+                break;
+            }
+        }
+        seq += 1;
+    }
+    assert!(engine.stats(P).wait().unwrap().poisoned);
+    std::fs::remove_file(&filler).unwrap();
+    // Space is free, but the poisoned partition still refuses.
+    let e = engine.append(P, batch(TAG, seq)).wait().unwrap_err();
+    assert!(e.to_string().contains("is poisoned"), "{e}");
+
+    let report = engine.reopen_partition(P).wait().unwrap();
+    eprintln!("reopened: {report}");
+    let stats = engine.stats(P).wait().unwrap();
+    assert!(!stats.poisoned, "the reopen cleared the poison: {stats:?}");
+    let found = stored(&engine);
+    assert_acked_present(&found, &acked, "reopened in place");
+    let mut next = stats.next_offset;
+    for k in 0..20 {
+        let ack = engine
+            .append(P, batch(TAG, found.len() as u64 + k))
+            .wait()
+            .unwrap();
+        assert_eq!(ack.base_offset, next, "appends go on after the reopen");
+        next += u64::from(ack.message_count);
+    }
+    assert_eq!(stored(&engine).len(), found.len() + 20);
+    assert!(
+        matches!(
+            engine.reopen_partition(P + 1).wait(),
+            Err(RequestError::UnknownPartition { .. })
+        ),
+        "no such partition"
+    );
+    engine.shutdown().unwrap();
+}
+
 /// Preallocation never takes more than a sixteenth of the space free when
 /// the engine opened, whatever budget is configured: 32 partitions given
 /// one small batch each on a 64 MiB tmpfs hold about their data, not a

@@ -56,6 +56,14 @@ fn polls_stop_at_the_commit_mark_and_a_cut_suffix_is_gone_for_good() {
         .wait()
         .unwrap();
     assert_eq!(served(&engine, p), (0..20).collect::<Vec<_>>());
+    // A reopen would reset the mark behind its owner's back: refused, and
+    // the partition serves what it served.
+    let err = engine.reopen_partition(p).wait().unwrap_err();
+    assert!(
+        matches!(err, RequestError::Replicated { partition: 7 }),
+        "{err}"
+    );
+    assert_eq!(served(&engine, p), (0..20).collect::<Vec<_>>());
     assert_eq!(
         engine.stats(p).wait().unwrap().commit_mark,
         Some(base_offset_of(20))

@@ -143,6 +143,7 @@ impl Shard {
                 let _ = reply.send(log.set_commit_mark(offset).map_err(RequestError::from));
             }
             req @ Request::CutSuffix { .. } => self.cut_suffix(log, req),
+            req @ Request::Reopen { .. } => self.reopen(log.partition(), Some(log.clone()), req),
             Request::ReadWritten { offset, reply, .. } => {
                 let _ = reply.send(log.read_written(offset).map_err(RequestError::from));
             }
