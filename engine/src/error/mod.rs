@@ -27,6 +27,9 @@ pub enum Error {
     /// A batch could not be built ([`BatchBuilder::build`](crate::BatchBuilder::build)).
     #[error(transparent)]
     Build(#[from] corelog_segment::BuildError),
+    /// Bytes are not a valid batch ([`Batch::admit`](crate::Batch::admit)).
+    #[error(transparent)]
+    Batch(#[from] corelog_segment::BatchError),
 }
 
 /// A partition log's error (for instance from [`PollReply::verify`](crate::PollReply::verify))

@@ -1,0 +1,71 @@
+//! Explicit back-pressure (issue 33): `Handle::try_append` hands the batch
+//! back (`Full`) when the shard's queue is full, instead of parking the
+//! request inside its `Reply`; what it queued is stored in order once the
+//! shard drains its queue.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use corelog::{Batch, Config, Engine, Full, Limits};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const DEPTH: usize = 8;
+
+#[test]
+fn a_full_queue_hands_the_batch_back_and_what_was_queued_is_stored_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(Config {
+        shards: Some(1),
+        pin_threads: false,
+        queue_depth: DEPTH,
+        ..Config::new(dir.path())
+    })
+    .unwrap();
+    let p = 3;
+    engine.append(p, batch(1, 0)).wait().unwrap();
+
+    // The shard's thread held by a task of its own: it pops nothing.
+    let release = Arc::new(AtomicBool::new(false));
+    let held = release.clone();
+    engine
+        .spawn_on(0, move || async move {
+            while !held.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+        .wait()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+
+    let admit = |seq| Batch::admit(batch(1, seq), &Limits::default()).unwrap();
+    let mut queued = Vec::new();
+    for seq in 1..=DEPTH as u64 {
+        match engine.try_append(p, admit(seq)) {
+            Ok(reply) => queued.push(reply),
+            Err(Full(_)) => panic!("batch {seq} refused with {} queued", queued.len()),
+        }
+    }
+    let Err(Full(back)) = engine.try_append(p, admit(DEPTH as u64 + 1)) else {
+        panic!("a full queue took another batch");
+    };
+    assert_eq!(
+        back.bytes().as_ref(),
+        batch(1, DEPTH as u64 + 1).as_slice(),
+        "the very batch is handed back"
+    );
+
+    release.store(true, Ordering::SeqCst);
+    let mut next = messages_in(0);
+    for (i, reply) in queued.into_iter().enumerate() {
+        let ack = reply.wait().unwrap();
+        assert_eq!(ack.base_offset, next, "batch {} stored in order", i + 1);
+        next += messages_in(i as u64 + 1);
+    }
+    // Room again: the handed-back batch goes in after them.
+    let ack = engine.try_append(p, back).ok().unwrap().wait().unwrap();
+    assert_eq!(ack.base_offset, next);
+    engine.shutdown().unwrap();
+}
