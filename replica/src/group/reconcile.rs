@@ -90,153 +90,218 @@ pub(super) fn reconcile(
     shard: usize,
     meta: &dyn MetaMachine,
 ) -> Result<Reconciled, GroupError> {
-    let engine_err = |partition: u64| {
-        move |source: RequestError| GroupError::Engine {
-            group,
-            partition,
-            source: Box::new(source),
-        }
-    };
     let snapshot_ends: BTreeMap<u64, u64> = decode_ends(&journal.snapshot().data)
         .unwrap_or_default()
         .into_iter()
         .collect();
-    let mut ends = snapshot_ends.clone();
-    let mut out = Reconciled::default();
-    let limits = engine.limits();
-    // The last entry whose batch retention deleted, and each partition's
-    // end up to it: the journal is compacted there.
-    let mut retained_away: Option<(u64, BTreeMap<u64, u64>)> = None;
-    let first_offset = |partition: u64| -> Result<u64, GroupError> {
-        match engine.stats(partition).wait() {
-            Ok(s) => Ok(s.first_offset),
-            Err(RequestError::UnknownPartition { .. }) => Ok(0),
-            Err(e) => Err(engine_err(partition)(e)),
-        }
+    let mut r = Reconcile {
+        group,
+        engine,
+        limits: engine.limits(),
+        ends: snapshot_ends.clone(),
+        out: Reconciled::default(),
+        retained_away: None,
     };
-    for index in journal.first_index()..=journal.last_index() {
-        let Some((context, data)) = journal
-            .entry(index)
-            .map(|e| (e.context.clone(), e.data.clone()))
-        else {
-            break;
-        };
-        let Ok(Command::Append { partition, .. }) = Command::decode(&context) else {
-            continue;
-        };
-        if !meta.keeps(partition) {
-            continue;
-        }
-        let written = |p: &Pointer| -> Result<Option<bytes::Bytes>, GroupError> {
-            let got = engine
-                .read_written(partition, p.base_offset)
-                .wait()
-                .or_else(|e| match e {
-                    RequestError::UnknownPartition { .. } => Ok(None),
-                    e => Err(e),
-                })
-                .map_err(engine_err(partition))?;
-            Ok(got.filter(|b| Batch::admit(b.clone(), &limits).is_ok_and(|b| p.names(b.as_ref()))))
-        };
-        let cut = match journal.pointer(index) {
-            Some(p) => match written(&p)? {
-                Some(bytes) => {
-                    journal.fill(index, bytes);
-                    out.filled += 1;
-                    ends.insert(partition, p.next_offset());
-                    None
-                }
-                None if p.next_offset() <= first_offset(partition)? => {
-                    // Deleted by retention, which takes only the oldest
-                    // segments: stored and applied, compacted below.
-                    ends.insert(partition, p.next_offset());
-                    retained_away = Some((index, ends.clone()));
-                    None
-                }
-                None => Some(format!(
-                    "entry {index}: partition {partition} holds no batch at offset {} as its pointer names",
-                    p.base_offset
-                )),
-            },
-            None => {
-                let Ok(batch) = Batch::admit(data, &limits) else {
-                    continue;
-                };
-                let Some(p) = Pointer::of(batch.as_ref()) else {
-                    continue;
-                };
-                let end = match engine.stats(partition).wait() {
-                    Ok(s) => s.end_offset,
-                    Err(RequestError::UnknownPartition { .. }) => 0,
-                    Err(e) => return Err(engine_err(partition)(e)),
-                };
-                if written(&p)?.is_some() {
-                    ends.insert(partition, p.next_offset());
-                    None
-                } else if end == p.base_offset {
-                    engine
-                        .append_stamped_admitted(partition, batch)
-                        .wait()
-                        .map_err(engine_err(partition))?;
-                    out.converted += 1;
-                    ends.insert(partition, p.next_offset());
-                    None
-                } else {
-                    Some(format!(
-                        "entry {index}: partition {partition} ends at {end}, the entry's batch starts at {}",
-                        p.base_offset
-                    ))
-                }
-            }
-        };
-        if let Some(why) = cut {
-            journal
-                .cut_from(index)
-                .map_err(|source| GroupError::Journal { group, source })?;
-            out.journal_cut = Some(why);
-            break;
-        }
-    }
-    if let Some((index, at)) = retained_away {
+    r.entries(journal, meta)?;
+    if let Some((index, at)) = r.retained_away.take() {
         let at: Vec<(u64, u64)> = at.into_iter().collect();
         journal
             .compact(index, encode_ends(&at))
             .map_err(|source| GroupError::Journal { group, source })?;
-        out.compacted = Some(index);
+        r.out.compacted = Some(index);
     }
-    let partitions = engine.partitions().wait().map_err(engine_err(0))?;
-    for partition in partitions
-        .into_iter()
-        .filter(|p| engine.shard_of(*p) == shard)
-    {
-        let want = ends.get(&partition).copied().unwrap_or(0);
-        let have = match engine.stats(partition).wait() {
-            Ok(s) => s.end_offset,
-            Err(RequestError::UnknownPartition { .. }) => continue,
-            Err(e) => return Err(engine_err(partition)(e)),
-        };
-        if have > want {
-            engine
-                .cut_suffix(partition, want)
-                .wait()
-                .map_err(|source| GroupError::Cut {
-                    group,
-                    partition,
-                    offset: want,
-                    source: Box::new(source),
-                })?;
-            out.logs_cut.push((partition, want));
-        } else if have < want {
-            tracing::warn!(
-                "group {group}: partition {partition} ends at {have}, short of the {want} its journal and snapshot name (written under a policy that does not sync, and lost)"
-            );
-        }
-    }
+    r.cut_logs(shard)?;
     for (partition, end) in snapshot_ends {
         match engine.set_commit_mark(partition, end).wait() {
             Ok(()) | Err(RequestError::UnknownPartition { .. }) => {}
-            Err(e) => return Err(engine_err(partition)(e)),
+            Err(e) => return Err(r.engine_err(partition, e)),
         }
     }
-    Ok(out)
+    Ok(r.out)
+}
+
+/// A reconcile under way.
+struct Reconcile<'a> {
+    group: u32,
+    engine: &'a Handle,
+    limits: corelog::Limits,
+    /// Each partition's end as the snapshot and the entries so far name it.
+    ends: BTreeMap<u64, u64>,
+    out: Reconciled,
+    /// The last entry whose batch retention deleted, and each partition's
+    /// end up to it: the journal is compacted there.
+    retained_away: Option<(u64, BTreeMap<u64, u64>)>,
+}
+
+impl Reconcile<'_> {
+    fn engine_err(&self, partition: u64, source: RequestError) -> GroupError {
+        GroupError::Engine {
+            group: self.group,
+            partition,
+            source: Box::new(source),
+        }
+    }
+
+    /// A partition's log, by what the engine says of it (`None`: no such
+    /// partition).
+    fn stats(&self, partition: u64) -> Result<Option<corelog::LogStats>, GroupError> {
+        match self.engine.stats(partition).wait() {
+            Ok(s) => Ok(Some(s)),
+            Err(RequestError::UnknownPartition { .. }) => Ok(None),
+            Err(e) => Err(self.engine_err(partition, e)),
+        }
+    }
+
+    /// The whole batch `p` points at in `partition`'s log, if it is there.
+    fn written(&self, partition: u64, p: &Pointer) -> Result<Option<bytes::Bytes>, GroupError> {
+        let got = self
+            .engine
+            .read_written(partition, p.base_offset)
+            .wait()
+            .or_else(|e| match e {
+                RequestError::UnknownPartition { .. } => Ok(None),
+                e => Err(e),
+            })
+            .map_err(|e| self.engine_err(partition, e))?;
+        Ok(
+            got.filter(|b| {
+                Batch::admit(b.clone(), &self.limits).is_ok_and(|b| p.names(b.as_ref()))
+            }),
+        )
+    }
+
+    /// Each entry after the snapshot, in log order, until one cuts the
+    /// journal.
+    fn entries(&mut self, journal: &mut Journal, meta: &dyn MetaMachine) -> Result<(), GroupError> {
+        for index in journal.first_index()..=journal.last_index() {
+            let Some((context, data)) = journal
+                .entry(index)
+                .map(|e| (e.context.clone(), e.data.clone()))
+            else {
+                break;
+            };
+            let Ok(Command::Append { partition, .. }) = Command::decode(&context) else {
+                continue;
+            };
+            if !meta.keeps(partition) {
+                continue;
+            }
+            let cut = match journal.pointer(index) {
+                Some(p) => self.pointed(journal, index, partition, &p)?,
+                None => self.whole(index, partition, data)?,
+            };
+            if let Some(why) = cut {
+                journal
+                    .cut_from(index)
+                    .map_err(|source| GroupError::Journal {
+                        group: self.group,
+                        source,
+                    })?;
+                self.out.journal_cut = Some(why);
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// A pointer record's row: kept (its batch read back, or deleted by
+    /// retention), or why the journal is cut there.
+    fn pointed(
+        &mut self,
+        journal: &mut Journal,
+        index: u64,
+        partition: u64,
+        p: &Pointer,
+    ) -> Result<Option<String>, GroupError> {
+        if let Some(bytes) = self.written(partition, p)? {
+            journal.fill(index, bytes);
+            self.out.filled += 1;
+            self.ends.insert(partition, p.next_offset());
+            return Ok(None);
+        }
+        let first = self.stats(partition)?.map_or(0, |s| s.first_offset);
+        if p.next_offset() <= first {
+            // Deleted by retention, which takes only the oldest segments:
+            // stored and applied, compacted below.
+            self.ends.insert(partition, p.next_offset());
+            self.retained_away = Some((index, self.ends.clone()));
+            return Ok(None);
+        }
+        Ok(Some(format!(
+            "entry {index}: partition {partition} holds no batch at offset {} as its pointer names",
+            p.base_offset
+        )))
+    }
+
+    /// A whole batch record's row (a version-02 journal): kept when its
+    /// log holds it, written into the log when it ends where the batch
+    /// starts, else why the journal is cut there.
+    fn whole(
+        &mut self,
+        index: u64,
+        partition: u64,
+        data: bytes::Bytes,
+    ) -> Result<Option<String>, GroupError> {
+        let Ok(batch) = Batch::admit(data, &self.limits) else {
+            return Ok(None);
+        };
+        let Some(p) = Pointer::of(batch.as_ref()) else {
+            return Ok(None);
+        };
+        let end = self.stats(partition)?.map_or(0, |s| s.end_offset);
+        if self.written(partition, &p)?.is_some() {
+            self.ends.insert(partition, p.next_offset());
+            return Ok(None);
+        }
+        if end != p.base_offset {
+            return Ok(Some(format!(
+                "entry {index}: partition {partition} ends at {end}, the entry's batch starts at {}",
+                p.base_offset
+            )));
+        }
+        self.engine
+            .append_stamped_admitted(partition, batch)
+            .wait()
+            .map_err(|e| self.engine_err(partition, e))?;
+        self.out.converted += 1;
+        self.ends.insert(partition, p.next_offset());
+        Ok(None)
+    }
+
+    /// Each of the shard's partitions cut past the end the journal and the
+    /// snapshot name (written, pointer not durable).
+    fn cut_logs(&mut self, shard: usize) -> Result<(), GroupError> {
+        let group = self.group;
+        let partitions = self
+            .engine
+            .partitions()
+            .wait()
+            .map_err(|e| self.engine_err(0, e))?;
+        for partition in partitions
+            .into_iter()
+            .filter(|p| self.engine.shard_of(*p) == shard)
+        {
+            let want = self.ends.get(&partition).copied().unwrap_or(0);
+            let Some(have) = self.stats(partition)?.map(|s| s.end_offset) else {
+                continue;
+            };
+            if have > want {
+                self.engine
+                    .cut_suffix(partition, want)
+                    .wait()
+                    .map_err(|source| GroupError::Cut {
+                        group,
+                        partition,
+                        offset: want,
+                        source: Box::new(source),
+                    })?;
+                self.out.logs_cut.push((partition, want));
+            } else if have < want {
+                tracing::warn!(
+                    "group {group}: partition {partition} ends at {have}, short of the {want} its journal and snapshot name (written under a policy that does not sync, and lost)"
+                );
+            }
+        }
+        Ok(())
+    }
 }
