@@ -155,71 +155,8 @@ impl Group {
                 self.clients.clear_pending();
                 let ends =
                     decode_ends(&snap.data).ok_or(GroupError::SnapshotUndecodable { group })?;
-                let leader = self.raw.raft.leader_id;
-                let addr = self.cluster.node(leader).map(|n| n.replica).ok_or(
-                    GroupError::SnapshotFromUnknown {
-                        group,
-                        node: leader,
-                    },
-                )?;
-                let local = self
-                    .cluster
-                    .node(self.raw.raft.id)
-                    .map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |n| n.replica.ip());
                 for (partition, end) in ends {
-                    // What lies past this node's commit mark may differ
-                    // from the leader's committed batches, and no entry
-                    // after the snapshot names it any more: cut, then
-                    // fetched up to the snapshot's end.
-                    let (have, mark) = match self.engine.stats(partition).wait() {
-                        Ok(s) => (s.end_offset, s.commit_mark.unwrap_or(s.end_offset)),
-                        Err(corelog::RequestError::UnknownPartition { .. }) => (0, 0),
-                        Err(source) => {
-                            return Err(GroupError::Engine {
-                                group,
-                                partition,
-                                source: Box::new(source),
-                            })
-                        }
-                    };
-                    if have > mark {
-                        self.cut_partition(partition, mark)?;
-                    }
-                    let have = have.min(mark);
-                    let commit = |g: &Self| {
-                        g.engine
-                            .set_commit_mark(partition, end)
-                            .wait()
-                            .map_err(|source| GroupError::Engine {
-                                group,
-                                partition,
-                                source: Box::new(source),
-                            })
-                    };
-                    if have >= end {
-                        commit(self)?;
-                        continue;
-                    }
-                    let key = crate::net::auth::Key::of(self.cluster.secret.as_ref());
-                    let got = fetch::fetch(
-                        local,
-                        addr,
-                        &key,
-                        self.id,
-                        partition,
-                        have,
-                        end,
-                        &self.engine,
-                    )
-                    .map_err(|source| GroupError::Fetch {
-                        group,
-                        source: Box::new(source),
-                    })?;
-                    tracing::info!(
-                        "group {}: partition {partition}: fetched offsets {have}..{got} from node {leader}",
-                        self.id
-                    );
-                    commit(self)?;
+                    self.install_partition(partition, end)?;
                 }
             }
         }
@@ -235,5 +172,63 @@ impl Group {
         self.written = self.store.rl().last_index();
         self.status().applied.store(self.applied, Ordering::Relaxed);
         Ok(())
+    }
+
+    /// A data snapshot's partition: what lies past this node's commit mark
+    /// may differ from the leader's committed batches, and no entry after
+    /// the snapshot names it any more: cut, then fetched from the leader up
+    /// to the snapshot's `end`, and the mark moved there.
+    fn install_partition(&mut self, partition: u64, end: u64) -> Result<(), GroupError> {
+        let group = self.id;
+        let engine_err = |source| GroupError::Engine {
+            group,
+            partition,
+            source: Box::new(source),
+        };
+        let (have, mark) = match self.engine.stats(partition).wait() {
+            Ok(s) => (s.end_offset, s.commit_mark.unwrap_or(s.end_offset)),
+            Err(corelog::RequestError::UnknownPartition { .. }) => (0, 0),
+            Err(source) => return Err(engine_err(source)),
+        };
+        if have > mark {
+            self.cut_partition(partition, mark)?;
+        }
+        let have = have.min(mark);
+        if have < end {
+            let leader = self.raw.raft.leader_id;
+            let addr = self.cluster.node(leader).map(|n| n.replica).ok_or(
+                GroupError::SnapshotFromUnknown {
+                    group,
+                    node: leader,
+                },
+            )?;
+            let local = self
+                .cluster
+                .node(self.raw.raft.id)
+                .map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |n| n.replica.ip());
+            let key = crate::net::auth::Key::of(self.cluster.secret.as_ref());
+            let got = fetch::fetch(
+                local,
+                addr,
+                &key,
+                self.id,
+                partition,
+                have,
+                end,
+                &self.engine,
+            )
+            .map_err(|source| GroupError::Fetch {
+                group,
+                source: Box::new(source),
+            })?;
+            tracing::info!(
+                "group {}: partition {partition}: fetched offsets {have}..{got} from node {leader}",
+                self.id
+            );
+        }
+        self.engine
+            .set_commit_mark(partition, end)
+            .wait()
+            .map_err(engine_err)
     }
 }
