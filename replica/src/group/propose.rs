@@ -42,9 +42,45 @@ impl Group {
             self.held.push_back((Instant::now(), p));
             return;
         }
+        let Some(entry) = self.entry_of(p) else {
+            return;
+        };
         let term = self.raw.raft.term;
-        let mut sent_by = None;
-        let mut admitted = None;
+        let before = self.raw.raft.raft_log.last_index();
+        match self.step_proposal(entry.context, entry.data) {
+            Ok(()) if self.raw.raft.raft_log.last_index() > before => {
+                let index = self.raw.raft.raft_log.last_index();
+                if let Some((client, send)) = entry.sent_by {
+                    self.clients.proposed(client, send, index, term);
+                }
+                if let Some(batch) = entry.admitted {
+                    self.admitted.insert(index, (term, batch));
+                }
+                self.waiters.insert(
+                    index,
+                    Awaited {
+                        term,
+                        deadline: Instant::now() + self.opts.commit_timeout,
+                        waiter: entry.waiter,
+                    },
+                );
+            }
+            Ok(()) | Err(_) => {
+                // Dropped (a leadership transfer in progress, or the
+                // uncommitted log is full): nothing was appended, and the
+                // stamp taken is not used.
+                self.resync();
+                entry.waiter.fail(ReplicaError::NotLeader {
+                    leader: self.leader(),
+                });
+            }
+        }
+    }
+
+    /// The entry a proposal becomes: a send stamped with its partition's
+    /// next offset and a timestamp never going back (`None`, answered, when
+    /// the partition's end cannot be read).
+    fn entry_of(&mut self, p: Proposal) -> Option<NewEntry> {
         let (context, data, waiter) = match p {
             Proposal::Append {
                 partition,
@@ -62,7 +98,7 @@ impl Group {
                     Ok(s) => s,
                     Err(e) => {
                         let _ = reply.send(Err(ReplicaError::Stamp(Box::new(e))));
-                        return;
+                        return None;
                     }
                 };
                 let ts = now_micros().max(last_ts);
@@ -78,10 +114,13 @@ impl Group {
                     client: origin.client,
                     request: origin.request,
                 };
-                sent_by = Some((origin.client, send));
-                let data = stamped.bytes().clone();
-                admitted = Some(stamped);
-                (cmd.encode(), data, Waiter::Append(reply))
+                return Some(NewEntry {
+                    context: cmd.encode(),
+                    data: stamped.bytes().clone(),
+                    waiter: Waiter::Append(reply),
+                    sent_by: Some((origin.client, send)),
+                    admitted: Some(stamped),
+                });
             }
             Proposal::Partition { cmd, reply } => {
                 (cmd.encode(), Bytes::new(), Waiter::Count(reply))
@@ -90,35 +129,13 @@ impl Group {
                 (Command::Meta { base }.encode(), data, Waiter::Meta(reply))
             }
         };
-        let before = self.raw.raft.raft_log.last_index();
-        match self.step_proposal(context, data) {
-            Ok(()) if self.raw.raft.raft_log.last_index() > before => {
-                let index = self.raw.raft.raft_log.last_index();
-                if let Some((client, send)) = sent_by {
-                    self.clients.proposed(client, send, index, term);
-                }
-                if let Some(batch) = admitted {
-                    self.admitted.insert(index, (term, batch));
-                }
-                self.waiters.insert(
-                    index,
-                    Awaited {
-                        term,
-                        deadline: Instant::now() + self.opts.commit_timeout,
-                        waiter,
-                    },
-                );
-            }
-            Ok(()) | Err(_) => {
-                // Dropped (a leadership transfer in progress, or the
-                // uncommitted log is full): nothing was appended, and the
-                // stamp taken is not used.
-                self.resync();
-                waiter.fail(ReplicaError::NotLeader {
-                    leader: self.leader(),
-                });
-            }
-        }
+        Some(NewEntry {
+            context,
+            data,
+            waiter,
+            sent_by: None,
+            admitted: None,
+        })
     }
 
     /// `RawNode::propose`, with the entry's data as `Bytes`: the stamped
@@ -218,4 +235,15 @@ impl Group {
         self.stamps.insert(partition, s);
         Ok(s)
     }
+}
+
+/// A proposal as the entry it becomes, with who waits for it.
+struct NewEntry {
+    context: Vec<u8>,
+    data: Bytes,
+    waiter: Waiter,
+    /// A send's client and identity, for the repeat table.
+    sent_by: Option<(u128, SendId)>,
+    /// A send's stamped batch, admitted (not checked again when written).
+    admitted: Option<corelog::Batch>,
 }
