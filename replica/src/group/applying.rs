@@ -32,67 +32,93 @@ impl Group {
         match &self.role {
             Role::Meta(sm) => {
                 let sm = sm.clone();
-                for e in entries {
-                    let effective = match Command::decode(&e.context) {
-                        Ok(Command::Meta { base }) if e.index > sm.applied_index() => sm
-                            .apply(e.index, base, &e.data)
-                            .map_err(|source| GroupError::Machine {
-                                group: self.id,
-                                source,
-                            })?,
-                        Ok(_) => true,
-                        Err(err) => {
-                            tracing::error!("group 0: entry {}: {err}", e.index);
-                            true
-                        }
-                    };
-                    self.applied = e.index;
-                    self.status().applied.store(e.index, Ordering::Relaxed);
-                    if let Some(p) = self.waiters.remove(&e.index) {
-                        match p.waiter {
-                            Waiter::Meta(tx) if p.term == e.term => {
-                                let _ = tx.send(if effective {
-                                    Ok(true)
-                                } else {
-                                    Err(ReplicaError::Conflict)
-                                });
-                            }
-                            w => w.fail(ReplicaError::NotLeader {
-                                leader: self.leader(),
-                            }),
-                        }
-                    }
-                }
-                self.release_held();
+                self.apply_meta(sm.as_ref(), entries)?;
             }
             Role::Data { applier, meta, .. } => {
-                let journal = self.store.rl();
-                let acks = &mut self.acks;
-                let items: Vec<ApplyItem> = entries
-                    .into_iter()
-                    .map(|e| {
-                        let pointer = journal.pointer(e.index);
-                        let ack = acks.remove(&e.index);
-                        ApplyItem {
-                            index: e.index,
-                            term: e.term,
-                            cmd: to_apply(self.id, &e, meta.as_ref(), pointer, ack),
-                        }
-                    })
-                    .collect();
-                drop(journal);
-                // Acknowledgements of entries at or below `last` that were
-                // never applied (overwritten) go, and so do batches kept
-                // for entries that were never written (a message repeating
-                // entries the log held already).
-                self.acks = self.acks.split_off(&(last + 1));
-                self.admitted = self.admitted.split_off(&(last + 1));
-                if applier.unbounded_send(items).is_err() {
-                    return Err(GroupError::ApplierStopped { group: self.id });
-                }
-                self.sent = last;
+                let (applier, meta) = (applier.clone(), meta.clone());
+                self.hand_to_applier(&applier, meta.as_ref(), entries, last)?;
             }
         }
+        Ok(())
+    }
+
+    /// The metadata group applies its committed entries itself, and
+    /// answers the proposals waiting on them.
+    fn apply_meta(
+        &mut self,
+        sm: &dyn crate::machine::MetaMachine,
+        entries: Vec<Entry>,
+    ) -> Result<(), GroupError> {
+        for e in entries {
+            let effective = match Command::decode(&e.context) {
+                Ok(Command::Meta { base }) if e.index > sm.applied_index() => sm
+                    .apply(e.index, base, &e.data)
+                    .map_err(|source| GroupError::Machine {
+                        group: self.id,
+                        source,
+                    })?,
+                Ok(_) => true,
+                Err(err) => {
+                    tracing::error!("group 0: entry {}: {err}", e.index);
+                    true
+                }
+            };
+            self.applied = e.index;
+            self.status().applied.store(e.index, Ordering::Relaxed);
+            if let Some(p) = self.waiters.remove(&e.index) {
+                match p.waiter {
+                    Waiter::Meta(tx) if p.term == e.term => {
+                        let _ = tx.send(if effective {
+                            Ok(true)
+                        } else {
+                            Err(ReplicaError::Conflict)
+                        });
+                    }
+                    w => w.fail(ReplicaError::NotLeader {
+                        leader: self.leader(),
+                    }),
+                }
+            }
+        }
+        self.release_held();
+        Ok(())
+    }
+
+    /// A data group hands its committed entries, up to `last`, to the
+    /// applier on its shard (with each batch's pointer and the engine's
+    /// acknowledgement of its write here).
+    fn hand_to_applier(
+        &mut self,
+        applier: &futures_channel::mpsc::UnboundedSender<Vec<ApplyItem>>,
+        meta: &dyn crate::machine::MetaMachine,
+        entries: Vec<Entry>,
+        last: u64,
+    ) -> Result<(), GroupError> {
+        let journal = self.store.rl();
+        let acks = &mut self.acks;
+        let items: Vec<ApplyItem> = entries
+            .into_iter()
+            .map(|e| {
+                let pointer = journal.pointer(e.index);
+                let ack = acks.remove(&e.index);
+                ApplyItem {
+                    index: e.index,
+                    term: e.term,
+                    cmd: to_apply(self.id, &e, meta, pointer, ack),
+                }
+            })
+            .collect();
+        drop(journal);
+        // Acknowledgements of entries at or below `last` that were never
+        // applied (overwritten) go, and so do batches kept for entries
+        // that were never written (a message repeating entries the log
+        // held already).
+        self.acks = self.acks.split_off(&(last + 1));
+        self.admitted = self.admitted.split_off(&(last + 1));
+        if applier.unbounded_send(items).is_err() {
+            return Err(GroupError::ApplierStopped { group: self.id });
+        }
+        self.sent = last;
         Ok(())
     }
 

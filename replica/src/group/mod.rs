@@ -149,45 +149,7 @@ impl Group {
     /// journal is not `Send`).
     pub(crate) fn open(s: GroupSetup) -> Result<Group, GroupError> {
         let id = s.id;
-        let jerr = |source| GroupError::Journal { group: id, source };
-        let initial = ConfState::from((s.cluster.ids(), vec![]));
-        let (mut journal, recovered) = Journal::open(&s.dir, &initial).map_err(jerr)?;
-        tracing::info!(
-            "group {id}: journal {} opened: {} entries after the snapshot at {}{}",
-            s.dir.display(),
-            recovered.entries,
-            journal.snapshot_index(),
-            recovered
-                .cut
-                .as_ref()
-                .map(|c| format!("; cut {c}"))
-                .unwrap_or_default()
-        );
-        if let Role::Data { shard, meta, .. } = &s.role {
-            reconcile::reconcile(id, &mut journal, &s.engine, *shard, meta.as_ref())?.log(id);
-        }
-        let fence = fence::Fence::new(journal.is_new());
-        if fence.on {
-            tracing::info!(
-                "group {id}: this node's journal is new (a new cluster, or a wiped directory): it does not vote until it has caught up with a leader or a majority is known new as well"
-            );
-        }
-        let mut applied = journal.snapshot_index();
-        if let Role::Meta(sm) = &s.role {
-            let sm_applied = sm.applied_index().min(journal.last_index());
-            applied = applied.max(sm_applied);
-        }
-        // The commit index is persisted lazily (with an election's term or
-        // vote), so it may name entries the reconcile just cut (a pointer
-        // durable, its batch not: a power cut between the two). Those were
-        // never acknowledged here, and raft-rs refuses a commit past the
-        // log: lowered to the last entry, it is learnt again from the leader.
-        let mut hs = journal.hard_state().clone();
-        let commit = hs.commit.min(journal.last_index()).max(applied);
-        if commit != hs.commit {
-            hs.commit = commit;
-            journal.set_hard_state(&hs).map_err(jerr)?;
-        }
+        let (journal, applied, fence) = open_journal(&s)?;
         let cfg = raft::Config {
             id: s.shared.me,
             election_tick: s.opts.election_ticks,
@@ -526,6 +488,53 @@ impl Group {
             }
         }
     }
+}
+
+/// A group's journal, opened and reconciled with the partition logs (a
+/// data group's), with its last applied entry and its vote fence; the
+/// commit index lowered to the last entry where the reconcile cut past it.
+fn open_journal(s: &GroupSetup) -> Result<(Journal, u64, fence::Fence), GroupError> {
+    let id = s.id;
+    let jerr = |source| GroupError::Journal { group: id, source };
+    let initial = ConfState::from((s.cluster.ids(), vec![]));
+    let (mut journal, recovered) = Journal::open(&s.dir, &initial).map_err(jerr)?;
+    tracing::info!(
+        "group {id}: journal {} opened: {} entries after the snapshot at {}{}",
+        s.dir.display(),
+        recovered.entries,
+        journal.snapshot_index(),
+        recovered
+            .cut
+            .as_ref()
+            .map(|c| format!("; cut {c}"))
+            .unwrap_or_default()
+    );
+    if let Role::Data { shard, meta, .. } = &s.role {
+        reconcile::reconcile(id, &mut journal, &s.engine, *shard, meta.as_ref())?.log(id);
+    }
+    let fence = fence::Fence::new(journal.is_new());
+    if fence.on {
+        tracing::info!(
+            "group {id}: this node's journal is new (a new cluster, or a wiped directory): it does not vote until it has caught up with a leader or a majority is known new as well"
+        );
+    }
+    let mut applied = journal.snapshot_index();
+    if let Role::Meta(sm) = &s.role {
+        let sm_applied = sm.applied_index().min(journal.last_index());
+        applied = applied.max(sm_applied);
+    }
+    // The commit index is persisted lazily (with an election's term or
+    // vote), so it may name entries the reconcile just cut (a pointer
+    // durable, its batch not: a power cut between the two). Those were
+    // never acknowledged here, and raft-rs refuses a commit past the log:
+    // lowered to the last entry, it is learnt again from the leader.
+    let mut hs = journal.hard_state().clone();
+    let commit = hs.commit.min(journal.last_index()).max(applied);
+    if commit != hs.commit {
+        hs.commit = commit;
+        journal.set_hard_state(&hs).map_err(jerr)?;
+    }
+    Ok((journal, applied, fence))
 }
 
 /// Where a group's journal lives.
