@@ -104,30 +104,18 @@ impl Replica {
             options,
         } = config;
         let node = checked_node(&engine, &cluster, me)?;
-        let listener = TcpListener::bind(node.replica).map_err(|source| StartError::Listen {
-            addr: node.replica,
-            source,
-        })?;
+        let listener = listen(node.replica)?;
         let groups = cluster.shards + 1;
         let shared = Arc::new(status::Shared::new(me, groups));
         let (txs, rxs): (Vec<_>, Vec<_>) = (0..groups)
             .map(|_| crossbeam_channel::unbounded::<Inbox>())
             .unzip();
         let stop = Arc::new(AtomicBool::new(false));
-        let peers: Vec<_> = cluster
-            .nodes
-            .iter()
-            .filter(|n| n.id != me)
-            .map(|n| (n.id, n.replica))
-            .collect();
+        let peers = peers_of(&cluster, me);
         let key = net::auth::Key::of(cluster.secret.as_ref());
         let (forwarder, mut threads) =
-            net::forward::Forwarder::start(&peers, me, node.replica.ip(), &key, &stop).map_err(
-                |source| StartError::Thread {
-                    what: "forwarder",
-                    source,
-                },
-            )?;
+            net::forward::Forwarder::start(&peers, me, node.replica.ip(), &key, &stop)
+                .map_err(thread_err("forwarder"))?;
         let handle = ReplicaHandle {
             shared: shared.clone(),
             inboxes: Arc::new(txs.clone()),
@@ -145,20 +133,15 @@ impl Replica {
             local: node.replica.ip(),
         };
         let (transport, net_threads) = net::start(listener, &peers, receivers, stop.clone())
-            .map_err(|source| StartError::Thread {
-                what: "replica network",
-                source,
-            })?;
+            .map_err(thread_err("replica network"))?;
         threads.extend(net_threads);
         let mut replica = Replica {
             handle,
             threads,
             stop,
         };
-        let (ready_tx, ready_rx) = crossbeam_channel::unbounded();
-        for (g, inbox) in rxs.into_iter().enumerate() {
-            let g = g as u32;
-            let setup = GroupSetup {
+        replica.start_groups(rxs, |g, inbox| {
+            Ok(GroupSetup {
                 id: g,
                 dir: group::journal_dir(&dir, g),
                 role: role_of(g, &engine, &meta, &txs)?,
@@ -169,10 +152,8 @@ impl Replica {
                 engine: engine.clone(),
                 cluster: cluster.clone(),
                 opts: options.clone(),
-            };
-            replica.threads.push(spawn_group(setup, ready_tx.clone())?);
-        }
-        replica.wait_ready(&ready_rx, groups)?;
+            })
+        })?;
         tracing::info!(
             "replica: node {me} of {:?}, {} data groups, peers on {}",
             cluster.ids(),
@@ -180,6 +161,23 @@ impl Replica {
             node.replica
         );
         Ok(replica)
+    }
+
+    /// Starts a thread per group (each with the inbox of `rxs` at its
+    /// index, set up by `setup`) and waits until each has opened its
+    /// journal; stops them all when one could not.
+    fn start_groups(
+        &mut self,
+        rxs: Vec<crossbeam_channel::Receiver<Inbox>>,
+        setup: impl Fn(u32, crossbeam_channel::Receiver<Inbox>) -> Result<GroupSetup, StartError>,
+    ) -> Result<(), StartError> {
+        let groups = rxs.len();
+        let (ready_tx, ready_rx) = crossbeam_channel::unbounded();
+        for (g, inbox) in rxs.into_iter().enumerate() {
+            let s = setup(g as u32, inbox)?;
+            self.threads.push(spawn_group(s, ready_tx.clone())?);
+        }
+        self.wait_ready(&ready_rx, groups)
     }
 
     /// Waits until each of the `groups` has opened its journal; stops them
@@ -281,6 +279,26 @@ fn role_of(
         applier,
         meta: meta.clone(),
     })
+}
+
+/// This node's replica port, bound.
+fn listen(addr: std::net::SocketAddr) -> Result<TcpListener, StartError> {
+    TcpListener::bind(addr).map_err(|source| StartError::Listen { addr, source })
+}
+
+/// The other nodes: id and replica address.
+fn peers_of(cluster: &ClusterConfig, me: u64) -> Vec<(u64, std::net::SocketAddr)> {
+    cluster
+        .nodes
+        .iter()
+        .filter(|n| n.id != me)
+        .map(|n| (n.id, n.replica))
+        .collect()
+}
+
+/// A thread `what` could not be started.
+fn thread_err(what: &'static str) -> impl Fn(std::io::Error) -> StartError {
+    move |source| StartError::Thread { what, source }
 }
 
 /// Opens a group; a panic while opening (raft-rs's assertions on the

@@ -280,24 +280,8 @@ pub struct Decoded {
 /// Decodes the record at the start of `buf` (a slice of the file's bytes,
 /// so context and data are zero-copy views).
 pub fn decode(buf: &Bytes) -> Result<Decoded, RecordError> {
-    if buf.len() < PREFIX_LEN {
-        return Err(RecordError::Short {
-            have: buf.len(),
-            need: PREFIX_LEN,
-        });
-    }
-    let body_len = u32_at(buf, 0) as usize;
-    if !(BODY_FIXED_LEN..=MAX_BODY).contains(&body_len) {
-        return Err(RecordError::BadLength(body_len));
-    }
-    let total = PREFIX_LEN + body_len;
-    if buf.len() < total {
-        return Err(RecordError::Short {
-            have: buf.len(),
-            need: total,
-        });
-    }
-    let body = buf.slice(PREFIX_LEN..total);
+    let (body, total) = body_of(buf)?;
+    let body_len = body.len();
     let stored = u64_at(buf, 4);
     let context_len = u32_at(&body, 25) as usize;
     if BODY_FIXED_LEN + context_len > body_len {
@@ -349,6 +333,29 @@ pub fn decode(buf: &Bytes) -> Result<Decoded, RecordError> {
         batch: is_batch,
         pointer,
     })
+}
+
+/// The body of the record at the start of `buf`, and the record's length,
+/// once its declared length is possible and all there.
+fn body_of(buf: &Bytes) -> Result<(Bytes, usize), RecordError> {
+    if buf.len() < PREFIX_LEN {
+        return Err(RecordError::Short {
+            have: buf.len(),
+            need: PREFIX_LEN,
+        });
+    }
+    let body_len = u32_at(buf, 0) as usize;
+    if !(BODY_FIXED_LEN..=MAX_BODY).contains(&body_len) {
+        return Err(RecordError::BadLength(body_len));
+    }
+    let total = PREFIX_LEN + body_len;
+    if buf.len() < total {
+        return Err(RecordError::Short {
+            have: buf.len(),
+            need: total,
+        });
+    }
+    Ok((buf.slice(PREFIX_LEN..total), total))
 }
 
 /// What of the data the record checksum covers.

@@ -525,7 +525,7 @@ mod tests {
     }
 
     #[test]
-    fn requests_and_answers_round_trip_and_cut_ones_are_refused() {
+    fn a_send_round_trips_and_a_cut_one_is_refused() {
         let origin = Origin {
             client: 7 << 70 | 3,
             session: 9,
@@ -547,7 +547,10 @@ mod tests {
             }
         );
         assert!(decode_send(&Bytes::from(body[..SEND_FIELDS - 1].to_vec())).is_none());
+    }
 
+    #[test]
+    fn answers_round_trip_and_cut_ones_are_refused() {
         let ack = AppendAck {
             base_offset: 100,
             message_count: 3,
