@@ -11,11 +11,14 @@
 //! corelog-attack login-flood --addr A --count 50 --seconds S [--source 127.0.0.2]
 //! corelog-attack garbage   --addr A --count 50   --seconds S
 //! corelog-attack stored    --addr A
+//! corelog-attack leader    --addr A --seconds S
+//! corelog-attack replica-trickle --to R1,R2,R3 --count 80 --seconds S --limit-ms L [--source 127.0.0.9]
 //! ```
 
 mod client;
 mod flood;
 mod producer;
+mod replica;
 mod swarm;
 
 use clap::{Parser, Subcommand};
@@ -89,6 +92,20 @@ enum Mode {
     Garbage,
     /// Messages stored in load/t.
     Stored,
+    /// The client address of the cluster's leader, as the node at `--addr`
+    /// names it (asked again for up to `--seconds` while none is named).
+    Leader,
+    /// From an address that is no node's, `--count` connections to each
+    /// replica port in `--to`, each declaring a first frame (half over a
+    /// handshake's, half under) and then trickling a byte a second.
+    ReplicaTrickle {
+        /// The nodes' replica addresses (loopback only), comma-separated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        to: Vec<SocketAddr>,
+        /// Where the connections come from (no node's address).
+        #[arg(long, default_value = "127.0.0.9")]
+        source: IpAddr,
+    },
 }
 
 fn main() -> std::process::ExitCode {
@@ -185,6 +202,41 @@ fn run(args: Args) -> Result<String, String> {
             args.seconds,
         )),
         Mode::Stored => format!("{{\"stored\":{}}}", stored(args.addr, &args.password)?),
+        Mode::Leader => format!(
+            "{{\"leader\":\"{}\"}}",
+            replica::leader(args.addr, &args.password, args.seconds.min(60.0))?
+        ),
+        Mode::ReplicaTrickle { to, source } => {
+            if !source.is_loopback() || to.iter().any(|a| !a.ip().is_loopback()) {
+                return Err("--to and --source must be loopback addresses".into());
+            }
+            if to.len() > 8 {
+                return Err("at most 8 replica ports".into());
+            }
+            let s = replica::run(
+                &to,
+                source,
+                args.count.min(200),
+                args.seconds.min(600.0),
+                limit,
+            );
+            format!(
+                "{{\"targets\":{},\"per_target\":{},\"opened\":{},\"closed\":{},\"closed_at_once\":{},\"closed_held\":{},\"max_close_ms\":{},\"max_close_large_ms\":{},\"overdue\":{},\"failed_to_open\":{},\"max_held_per_target\":{},\"bytes_trickled\":{},\"limit_ms\":{}}}",
+                to.len(),
+                args.count.min(200),
+                s.opened,
+                s.closed,
+                s.closed_at_once,
+                s.closed_held,
+                s.max_close_ms,
+                s.max_close_large_ms,
+                s.overdue,
+                s.failed_to_open,
+                s.max_held_per_target,
+                s.bytes_trickled,
+                args.limit_ms
+            )
+        }
     })
 }
 

@@ -3,6 +3,11 @@
 //! Iggy's SDK sends), at a fixed rate. Latency counts from each batch's
 //! scheduled time (open loop: a late batch is charged its wait), so a
 //! server that stalls shows it. `rate` 0: as fast as replies come.
+//! Consecutive batches differ (a ring of [`RING`] batches, each with its
+//! own message ids): a cluster answers a send byte-identical to the
+//! session's one before it as a repeat of it, from the first, and stores
+//! nothing (`replica/src/group/repeats.rs`), so identical batches would
+//! measure the repeat table, not replication.
 
 use crate::client::{tcp, Client, Tls};
 use hdrhistogram::Histogram;
@@ -17,6 +22,8 @@ use std::time::{Duration, Instant};
 
 pub const STREAM: &str = "load";
 pub const TOPIC: &str = "t";
+/// Distinct batches the producer cycles through.
+const RING: usize = 4;
 
 /// What to send.
 pub struct Plan {
@@ -63,10 +70,15 @@ pub fn signed_in(addr: SocketAddr, tls: Option<&Tls>, password: &str) -> Result<
 
 /// A SEND_MESSAGES payload for `load`/`t` partition 0.
 pub fn send_payload(messages: usize, bytes: usize) -> Result<Vec<u8>, String> {
+    send_payload_from(messages, bytes, 1)
+}
+
+/// A SEND_MESSAGES payload whose message ids start at `first_id`.
+fn send_payload_from(messages: usize, bytes: usize, first_id: u128) -> Result<Vec<u8>, String> {
     let body = vec![0x5au8; bytes];
     let msgs: Vec<RawMessage<'_>> = (0..messages)
         .map(|i| RawMessage {
-            id: i as u128 + 1,
+            id: first_id + i as u128,
             origin_timestamp: 1,
             headers: None,
             payload: &body,
@@ -87,7 +99,9 @@ pub fn send_payload(messages: usize, bytes: usize) -> Result<Vec<u8>, String> {
 /// Runs the plan; one JSON line.
 pub fn run(plan: &Plan) -> Result<String, String> {
     let mut c = signed_in(plan.addr, plan.tls.as_ref(), &plan.password)?;
-    let payload = send_payload(plan.batch, plan.message_bytes)?;
+    let payloads = (0..RING)
+        .map(|k| send_payload_from(plan.batch, plan.message_bytes, (k * plan.batch) as u128 + 1))
+        .collect::<Result<Vec<_>, _>>()?;
     let batch_bytes = (plan.batch * plan.message_bytes) as f64;
     let interval = if plan.rate > 0.0 {
         Some(Duration::from_secs_f64(batch_bytes / (plan.rate * 1e6)))
@@ -110,7 +124,10 @@ pub fn run(plan: &Plan) -> Result<String, String> {
             due = Instant::now();
         }
         let reply = c
-            .call(SEND_MESSAGES_CODE, &payload)
+            .call(
+                SEND_MESSAGES_CODE,
+                &payloads[(sent + errors) as usize % RING],
+            )
             .map_err(|e| format!("send: {e}"))?;
         if reply.status == 0 {
             sent += 1;
