@@ -18,6 +18,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
+mod replicated;
+mod try_append;
+pub use try_append::Full;
+
 static ENGINE_IDS: AtomicU64 = AtomicU64::new(1);
 
 /// A running engine: its shards, their threads and the directory lock.
@@ -266,23 +270,6 @@ impl Drop for Engine {
     }
 }
 
-/// A batch [`Handle::try_append`] could not queue (the shard's queue was
-/// full), handed back to its caller.
-#[derive(Debug)]
-pub struct Full(pub Batch);
-
-impl std::fmt::Display for Full {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "the shard's queue is full: a batch of {} bytes was handed back",
-            self.0.len()
-        )
-    }
-}
-
-impl std::error::Error for Full {}
-
 impl std::ops::Deref for Engine {
     type Target = Handle;
 
@@ -350,81 +337,11 @@ impl Handle {
         }
     }
 
-    /// Like [`Handle::append_admitted`], without waiting for room in the
-    /// shard's queue: when it is full the batch is handed back
-    /// ([`Full`]), so the caller applies back-pressure its own way (slow
-    /// its producer, retry later, shed load) instead of parking the
-    /// request inside its [`Reply`]. A queued batch is stored in the order
-    /// it reached the queue; an [`append`](Handle::append) parked for room
-    /// is queued when its `Reply` is polled, so a `try_append` may pass it.
-    ///
-    /// ```no_run
-    /// # fn main() -> Result<(), corelog::Error> {
-    /// # let engine = corelog::Engine::open(corelog::Config::new("/var/lib/mybroker"))?;
-    /// # let bytes: Vec<u8> = Vec::new();
-    /// let batch = corelog::Batch::admit(bytes, &corelog::Limits::default())?;
-    /// match engine.try_append(7, batch) {
-    ///     Ok(reply) => println!("stored at {}", reply.wait()?.base_offset),
-    ///     Err(corelog::Full(batch)) => { /* the shard is saturated: keep `batch`, try later */ }
-    /// }
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn try_append(&self, partition: u64, batch: Batch) -> Result<Reply<AppendAck>, Full> {
-        let declared = batch.len() as u64;
-        if declared > self.shared.limits.max_batch_bytes {
-            return Ok(Reply::failed(RequestError::Admission {
-                partition,
-                error: corelog_segment::BatchError::TooLarge {
-                    declared,
-                    max: self.shared.limits.max_batch_bytes,
-                },
-            }));
-        }
-        if self.shared.closing.load(Ordering::SeqCst) {
-            return Ok(Reply::failed(RequestError::ShuttingDown));
-        }
-        let shard = self.shard_of(partition);
-        let Some(queue) = self.shared.queues.get(shard) else {
-            return Ok(Reply::failed(RequestError::NoSuchShard {
-                shard,
-                shards: self.shards(),
-            }));
-        };
-        let (tx, rx) = oneshot::channel();
-        let req = Request::Append {
-            partition,
-            batch,
-            stamped: false,
-            reply: tx,
-        };
-        if let Some(local) = shard::local(self.shared.id, shard) {
-            local.handle(req);
-            return Ok(Reply::waiting(rx, queue.clone()));
-        }
-        match queue.try_push(req) {
-            Ok(()) => Ok(Reply::waiting(rx, queue.clone())),
-            Err(Request::Append { batch, .. }) => Err(Full(batch)),
-            Err(other) => {
-                // Only the append above is pushed here.
-                other.fail(RequestError::ShuttingDown);
-                Ok(Reply::failed(RequestError::ShuttingDown))
-            }
-        }
-    }
-
     /// Appends a batch the caller already admitted (with [`Batch::admit`]),
     /// without checking its checksums again. It must fit this engine's
     /// batch size limit.
     pub fn append_admitted(&self, partition: u64, batch: Batch) -> Reply<AppendAck> {
         self.append_checked(partition, batch, false)
-    }
-
-    /// Like [`Handle::append_stamped`], for a stamped batch the caller
-    /// already admitted (a replica's leader, which admitted the producer's
-    /// batch and stamped it with [`Batch::stamp`]): not checked again.
-    pub fn append_stamped_admitted(&self, partition: u64, batch: Batch) -> Reply<AppendAck> {
-        self.append_checked(partition, batch, true)
     }
 
     /// An admitted batch to its shard, if it fits the size limit.
@@ -445,21 +362,6 @@ impl Handle {
             stamped,
             reply,
         })
-    }
-
-    /// Appends a batch a leader already stamped, verbatim (a replica's
-    /// path): it must verify, name this partition, and continue its
-    /// offsets.
-    pub fn append_stamped(&self, partition: u64, batch: impl Into<Bytes>) -> Reply<AppendAck> {
-        match Batch::admit(batch, &self.shared.limits) {
-            Ok(batch) => self.send(self.shard_of(partition), |reply| Request::Append {
-                partition,
-                batch,
-                stamped: true,
-                reply,
-            }),
-            Err(error) => Reply::failed(RequestError::Admission { partition, error }),
-        }
     }
 
     /// Whole stored batches from `from`, up to `max_bytes` (at least one),
@@ -663,19 +565,6 @@ impl Handle {
         })
     }
 
-    /// Moves `partition`'s commit mark to `offset` (it only grows): polls
-    /// then see the acknowledged batches ending at or below it. Only for an
-    /// engine whose `LogConfig::commit_gate` is on (a replica's), where a
-    /// partition serves nothing past its mark, and nothing after it is
-    /// opened until the mark is set again.
-    pub fn set_commit_mark(&self, partition: u64, offset: u64) -> Reply<()> {
-        self.send(self.shard_of(partition), |reply| Request::SetCommitMark {
-            partition,
-            offset,
-            reply,
-        })
-    }
-
     /// Closes `partition`'s log and opens it again, recovering it from what
     /// is on disk (as [`Engine::open`] does) and answering what the
     /// recovery found and did: the way on for a partition that a failed
@@ -699,33 +588,6 @@ impl Handle {
     pub fn reopen_partition(&self, partition: u64) -> Reply<RecoveryReport> {
         self.send(self.shard_of(partition), |reply| Request::Reopen {
             partition,
-            reply,
-        })
-    }
-
-    /// Removes every message of `partition` from `from` on (where a batch
-    /// starts, at or above the commit mark), crash-safely (see
-    /// `PartitionLog::cut_suffix`): the report of the reopen that made
-    /// the cut, or `None` when nothing lay at or past `from`. Requests
-    /// for the partition sent meanwhile wait for the cut log.
-    pub fn cut_suffix(&self, partition: u64, from: u64) -> Reply<Option<RecoveryReport>> {
-        self.send(self.shard_of(partition), |reply| Request::CutSuffix {
-            partition,
-            from,
-            reply,
-        })
-    }
-
-    /// The whole batch of `partition` whose base offset is `offset`, if
-    /// one lies below the log's acknowledgement mark, committed or not (see
-    /// `PartitionLog::read_written`): a zero-copy view of the segment.
-    /// For the log's owner, such as a Raft node reading back the batches
-    /// its journal points at; readers are served by [`Handle::poll`],
-    /// which stops at the commit mark.
-    pub fn read_written(&self, partition: u64, offset: u64) -> Reply<Option<Bytes>> {
-        self.send(self.shard_of(partition), |reply| Request::ReadWritten {
-            partition,
-            offset,
             reply,
         })
     }
