@@ -6,10 +6,12 @@
 //! connection already signed in, say) delays another address's sign-in by
 //! at most one hash per busy address, not by its whole queue.
 //!
-//! Waits are bounded: an address holds at most [`PER_ADDRESS`] queued
-//! hashes and the pool [`QUEUED`] in all (past either, a hash is refused at
-//! once, [`Refused::Busy`]), and a hash that waited longer than the pool's
-//! `max_wait` before a thread took it is not done ([`Refused::Busy`] too).
+//! Waits are bounded: a hash that waited longer than the pool's `max_wait`
+//! before a thread took it is not done ([`Refused::Busy`]), and an address
+//! holds at most [`PER_ADDRESS`] queued hashes and the pool [`QUEUED`] in
+//! all (past either, a hash is refused at once, [`Refused::Busy`] too): a
+//! memory bound, above what `--max-connections-per-address` lets one host
+//! queue (a connection has one request in flight).
 
 use super::throttle::key;
 use std::collections::{HashMap, VecDeque};
@@ -19,9 +21,9 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// Hashes one address may have queued.
-pub const PER_ADDRESS: usize = 64;
+pub const PER_ADDRESS: usize = 1024;
 /// Hashes queued in all.
-pub const QUEUED: usize = 4096;
+pub const QUEUED: usize = 16384;
 
 /// Why a hash was not done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +67,8 @@ pub struct FairPool {
     shared: Arc<Shared>,
     threads: Vec<JoinHandle<()>>,
     max_wait: Duration,
+    /// Queued hashes allowed per address and in all.
+    caps: (usize, usize),
 }
 
 impl std::fmt::Debug for FairPool {
@@ -99,7 +103,15 @@ impl FairPool {
             shared,
             threads: handles,
             max_wait,
+            caps: (PER_ADDRESS, QUEUED),
         })
+    }
+
+    #[cfg(test)]
+    /// The pool with other caps on what is queued.
+    fn with_caps(mut self, per_address: usize, queued: usize) -> FairPool {
+        self.caps = (per_address, queued);
+        self
     }
 
     /// Runs `hash` on the pool in `peer`'s turn.
@@ -122,11 +134,11 @@ impl FairPool {
             if q.closed {
                 return Err(Refused::Closed);
             }
-            if q.queued >= QUEUED {
+            if q.queued >= self.caps.1 {
                 return Err(Refused::Busy);
             }
             let mine = q.by_address.entry(address).or_default();
-            if mine.len() >= PER_ADDRESS {
+            if mine.len() >= self.caps.0 {
                 return Err(Refused::Busy);
             }
             let first = mine.is_empty();
@@ -264,7 +276,12 @@ mod tests {
     /// waited past the bound is refused without being done.
     #[test]
     fn waits_are_bounded() {
-        let pool = Arc::new(FairPool::new(1, "t", Duration::from_millis(100)).expect("pool"));
+        const SHARE: usize = 16;
+        let pool = Arc::new(
+            FairPool::new(1, "t", Duration::from_millis(100))
+                .expect("pool")
+                .with_caps(SHARE, 1000),
+        );
         let gate = Arc::new(AtomicBool::new(false));
         let hold = {
             let (pool, gate) = (pool.clone(), gate.clone());
@@ -278,7 +295,7 @@ mod tests {
         };
         std::thread::sleep(Duration::from_millis(30));
         let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let waiters: Vec<_> = (0..PER_ADDRESS)
+        let waiters: Vec<_> = (0..SHARE)
             .map(|_| {
                 let (pool, done) = (pool.clone(), done.clone());
                 std::thread::spawn(move || {
