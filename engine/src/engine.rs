@@ -19,8 +19,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 
 mod replicated;
-mod try_append;
-pub use try_append::Full;
+pub(crate) mod try_append;
 
 static ENGINE_IDS: AtomicU64 = AtomicU64::new(1);
 

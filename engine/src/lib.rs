@@ -45,7 +45,8 @@ mod thread;
 pub mod cli;
 
 pub use config::{Config, OpenPartitions};
-pub use engine::{Engine, Full, Handle};
+pub use engine::try_append::Full;
+pub use engine::{Engine, Handle};
 pub use error::{Error, ErrorKind, OpenError, RequestError};
 pub use health::{Health, ShardHealth, ShardState};
 pub use queue::Reply;
