@@ -32,11 +32,13 @@ if ! command -v iptables >/dev/null; then
 fi
 iptables -L INPUT -n >/dev/null  # fails here if the kernel has no iptables
 export CARGO_TERM_COLOR=never
-cargo build -p corelog-server --tests --quiet
+# --workspace, as the README's test command builds: the same features, so
+# the binary the tests made is reused rather than every server test relinked.
+cargo test --workspace --test cluster_faults --no-run --quiet
 pass=0
 for i in $(seq 1 "$repeat"); do
     echo "== cluster fault suite, run $i of $repeat ($rounds round(s) of 5 faults)"
-    CLUSTER_ROUNDS=$rounds cargo test -p corelog-server --test cluster_faults --quiet \
+    CLUSTER_ROUNDS=$rounds cargo test --workspace --test cluster_faults --quiet \
         -- --ignored --nocapture --test-threads 1 2>&1 | grep -E '^\||^node |panicked|Row|test result' 
     st=${PIPESTATUS[0]}
     if [[ $st -ne 0 ]]; then
