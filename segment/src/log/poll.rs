@@ -6,7 +6,7 @@ use super::partition::{release_idle_maps, PartitionLog, State};
 use super::scan::{header_at, HeaderPeek};
 use super::segment::Segment;
 use crate::format::layout::BATCH_HEADER_LEN;
-use crate::format::{check, BatchRef, Limits};
+use crate::format::{check, BatchRef, Limits, Message};
 use crate::io::{Mapping, Storage};
 use std::io::{IoSlice, Write};
 use std::ops::Range;
@@ -27,11 +27,16 @@ pub enum PollFrom {
 }
 
 /// A poll's answer: whole stored batches, byte for byte as on disk, as
-/// ranges of mapped segment files (no copy). It may span segments. Holding
+/// ranges of mapped segment files (no copy). It may span segments. A poll
+/// from an offset inside a batch serves that whole batch, and
+/// [`PollReply::messages`] starts at the offset. Holding
 /// it keeps the segments mapped, even if retention deletes their files.
 pub struct PollReply {
     chunks: Vec<Chunk>,
     first_offset: u64,
+    /// The first offset the caller wants ([`PollReply::starting_at`]):
+    /// [`PollReply::messages`] begins there. Never below `first_offset`.
+    start: u64,
     next_offset: u64,
     batches: usize,
     bytes: u64,
@@ -54,6 +59,7 @@ impl std::fmt::Debug for PollReply {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PollReply")
             .field("first_offset", &self.first_offset)
+            .field("start", &self.start)
             .field("next_offset", &self.next_offset)
             .field("batches", &self.batches)
             .field("bytes", &self.bytes)
@@ -74,6 +80,7 @@ impl PollReply {
         PollReply {
             chunks: Vec::new(),
             first_offset: next_offset,
+            start: next_offset,
             next_offset,
             batches: 0,
             bytes: 0,
@@ -98,6 +105,33 @@ impl PollReply {
     /// `base_offset` of the first batch (the next offset when empty).
     pub fn first_offset(&self) -> u64 {
         self.first_offset
+    }
+
+    /// The first offset [`PollReply::messages`] yields: `first_offset`,
+    /// or later when trimmed by [`PollReply::starting_at`].
+    pub fn start_offset(&self) -> u64 {
+        self.start
+    }
+
+    /// The same reply, its messages starting at `offset`: a poll from an
+    /// offset inside a batch returns the whole batch (the stored bytes,
+    /// which [`PollReply::slices`] and [`PollReply::batches`] still give),
+    /// and this marks where the caller's messages begin, without copying.
+    /// An `offset` below the reply's first is the first; one past its end
+    /// leaves no message.
+    pub fn starting_at(mut self, offset: u64) -> PollReply {
+        self.start = offset.clamp(self.first_offset, self.next_offset);
+        self
+    }
+
+    /// The messages from [`PollReply::start_offset`] on, in order, as views
+    /// over the mapped bytes.
+    pub fn messages(&self) -> impl Iterator<Item = Message<'_>> {
+        let start = self.start;
+        self.batches()
+            .skip_while(move |b| b.next_offset() <= start)
+            .flat_map(|b| b.messages())
+            .skip_while(move |m| m.offset() < start)
     }
 
     /// The offset after the last message of the reply: where the next poll
@@ -195,7 +229,12 @@ impl<S: Storage> PartitionLog<S> {
     /// batch), without copying: see [`PollReply`]. Only batches below the
     /// visible end are served.
     pub fn poll(&self, from: PollFrom, max_bytes: u64) -> Result<PollReply, LogError> {
-        let reply = self.poll_mapped(from, max_bytes);
+        let reply = self.poll_mapped(from, max_bytes).map(|r| match from {
+            // The whole batch holding the offset is served; its messages
+            // start at the offset asked for.
+            PollFrom::Offset(o) => r.starting_at(o),
+            _ => r,
+        });
         // The reply holds the mappings it reads; the partition keeps the
         // few most recently read.
         if let Ok(mut st) = self.inner.st.try_borrow_mut() {
@@ -250,6 +289,7 @@ impl<S: Storage> PartitionLog<S> {
                 }
                 if reply.batches == 0 {
                     reply.first_offset = peek.base_offset;
+                    reply.start = peek.base_offset;
                 }
                 reply.bytes += peek.batch_length;
                 reply.batches += 1;
