@@ -28,6 +28,7 @@
 //! on itself.
 
 mod config;
+mod consume;
 mod engine;
 mod error;
 mod health;
@@ -45,6 +46,7 @@ mod thread;
 pub mod cli;
 
 pub use config::{Config, OpenPartitions};
+pub use consume::Consumer;
 pub use engine::try_append::Full;
 pub use engine::{Engine, Handle};
 pub use error::{Error, ErrorKind, OpenError, RequestError};

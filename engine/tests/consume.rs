@@ -1,0 +1,112 @@
+//! `Handle::consume`: a stream of polls from an exact offset that waits for
+//! data. Every message from the offset asked for is given once, in order,
+//! while a producer appends on another thread, on tokio and on a plain
+//! thread; an error ends the stream once; a small `max_bytes` still moves
+//! a batch at a time.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use futures::StreamExt;
+use std::time::Duration;
+
+const BATCHES: u64 = 40;
+
+/// The `(seq, index)` of every message of a stream's batches, in order.
+fn all_messages() -> Vec<(u64, u64)> {
+    (0..BATCHES)
+        .flat_map(|seq| (0..messages_in(seq)).map(move |i| (seq, i)))
+        .collect()
+}
+
+fn producer(engine: corelog::Handle, p: u64) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        for seq in 0..BATCHES {
+            engine.append(p, batch(p, seq)).wait().unwrap();
+            if seq % 8 == 0 {
+                // Let the consumer catch up and wait.
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+    })
+}
+
+fn ids(reply: &corelog::PollReply) -> Vec<(u64, u64)> {
+    reply
+        .messages()
+        .map(|m| {
+            let (_, seq, i) = decode_id(m.id());
+            assert_eq!(m.offset(), base_offset_of(seq) + i, "offset of {seq}.{i}");
+            (seq, i)
+        })
+        .collect()
+}
+
+#[test]
+fn a_consumer_on_tokio_gets_every_message_from_inside_a_batch_once_as_they_land() {
+    let _dog = Watchdog::arm("consume on tokio", Duration::from_secs(60));
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path(), 2, small_segments());
+    let p = 5;
+    engine.create_partition(p).wait().unwrap();
+    // Batch 3 holds 4 messages from offset base_offset_of(3); start at its
+    // third message.
+    let from = base_offset_of(3) + 2;
+    let expected: Vec<_> = all_messages()
+        .into_iter()
+        .filter(|&(seq, i)| base_offset_of(seq) + i >= from)
+        .collect();
+    let writer = producer(engine.handle(), p);
+    let consumer = engine
+        .consume(p, from, 2_000)
+        .max_wait(Duration::from_millis(200));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let want = expected.len();
+    let got = rt.block_on(async move {
+        let mut consumer = consumer;
+        let mut got = Vec::new();
+        while got.len() < want {
+            let reply = consumer.next().await.unwrap().unwrap();
+            assert_eq!(reply.start_offset(), from + got.len() as u64);
+            got.extend(ids(&reply));
+            assert_eq!(consumer.next_offset(), from + got.len() as u64);
+        }
+        got
+    });
+    writer.join().unwrap();
+    assert_eq!(got, expected);
+    engine.shutdown().unwrap();
+}
+
+#[test]
+fn a_consumer_on_a_thread_blocks_for_data_and_ends_once_on_shutdown() {
+    let _dog = Watchdog::arm("consume blocking", Duration::from_secs(60));
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path(), 1, small_segments());
+    let p = 2;
+    engine.create_partition(p).wait().unwrap();
+    let writer = producer(engine.handle(), p);
+    let mut consumer = engine.consume(p, 0, 1 << 20);
+    let mut got = Vec::new();
+    while got.len() < all_messages().len() {
+        got.extend(ids(&consumer.next_blocking().unwrap().unwrap()));
+    }
+    writer.join().unwrap();
+    assert_eq!(got, all_messages());
+    // Caught up: the next reply waits; shutdown ends it with one error.
+    let handle = engine.handle();
+    let waiter = std::thread::spawn(move || {
+        let first = consumer.next_blocking();
+        (first, consumer.next_blocking())
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    engine.shutdown().unwrap();
+    let (first, then) = waiter.join().unwrap();
+    assert!(
+        matches!(first, Some(Err(corelog::RequestError::ShuttingDown))),
+        "{first:?}"
+    );
+    assert!(then.is_none(), "the stream ended: {then:?}");
+    drop(handle);
+}
