@@ -323,7 +323,9 @@ impl Handle {
     /// Resolves once stored under the partition's fsync policy. Appends to
     /// one partition are stored in the order they reach its shard; from
     /// one thread, that is the order of the calls while the shard's queue
-    /// has room.
+    /// has room (a call that finds it full parks its batch in the
+    /// [`Reply`], and a later call may pass it). A [`crate::Producer`]
+    /// keeps call order through a full queue.
     pub fn append(&self, partition: u64, batch: impl Into<Bytes>) -> Reply<AppendAck> {
         match Batch::admit(batch, &self.shared.limits) {
             Ok(batch) => self.send(self.shard_of(partition), |reply| Request::Append {

@@ -35,6 +35,7 @@ mod health;
 mod lock;
 mod partitions;
 mod preallocation;
+mod produce;
 mod queue;
 mod request;
 mod shard;
@@ -51,6 +52,7 @@ pub use engine::try_append::Full;
 pub use engine::{Engine, Handle};
 pub use error::{Error, ErrorKind, OpenError, RequestError};
 pub use health::{Health, ShardHealth, ShardState};
+pub use produce::Producer;
 pub use queue::Reply;
 pub use shard::PartitionRecovery;
 

@@ -155,6 +155,18 @@ impl Future for QueueReady<'_> {
 
 /// The answer to a request, on any executor: `.await` it, or [`Reply::wait`]
 /// from a plain thread.
+///
+/// **What dropping a `Reply` does** (one rule for every request): its
+/// answer is discarded, and the request is carried out if it was *sent*
+/// and withdrawn, nothing of it done, if it was not. A request is sent
+/// when the call that made the `Reply` returns, unless its shard's queue
+/// was full; then it is parked inside the `Reply`, sent when the `Reply` is
+/// polled and the queue has room ([`Reply::is_sent`] tells which). So an
+/// append whose `Reply` is dropped unpolled is stored if the queue had
+/// room, and not stored if it was full. To never park: [`crate::Handle::try_append`];
+/// to keep call order through a full queue: [`crate::Producer`]. A reply
+/// that combines every shard's (`flush_all`, `partitions`,
+/// `enforce_retention`) sends each shard's part by the same rule.
 #[must_use = "a reply does nothing unless awaited (the request itself is already queued when there was room)"]
 pub struct Reply<T> {
     state: State<T>,
@@ -246,6 +258,71 @@ impl<T> Reply<T> {
     }
 }
 
+impl<T> Reply<T> {
+    /// Whether the request has been handed to its shard (or has failed):
+    /// false only while it is parked, waiting for room in a full queue.
+    /// This is what dropping the `Reply` decides: see [`Reply`].
+    pub fn is_sent(&self) -> bool {
+        !matches!(self.state, State::Queued { .. })
+    }
+
+    /// Ready once the request is in its shard's queue (or has failed),
+    /// without waiting for its answer: pushes a parked request when there
+    /// is room, and waits for room otherwise.
+    pub(crate) fn poll_sent(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        loop {
+            if self.is_sent() {
+                return Poll::Ready(());
+            }
+            let State::Queued {
+                queue,
+                req,
+                mut listener,
+                rx,
+            } = std::mem::replace(&mut self.state, State::Done)
+            else {
+                return Poll::Ready(());
+            };
+            let Some(r) = req.filter(|_| !queue.is_closed()) else {
+                self.state = State::Failed(Some(queue.refusal()));
+                return Poll::Ready(());
+            };
+            match queue.try_push(r) {
+                Ok(()) => {
+                    self.state = State::Waiting { rx, queue };
+                    return Poll::Ready(());
+                }
+                Err(r) => {
+                    let pending = match &mut listener {
+                        None => {
+                            // Listen, then try again: space may have been
+                            // freed before we listened.
+                            listener = Some(queue.space.listen());
+                            false
+                        }
+                        Some(l) => match Pin::new(l).poll(cx) {
+                            Poll::Ready(()) => {
+                                listener = None;
+                                false
+                            }
+                            Poll::Pending => true,
+                        },
+                    };
+                    self.state = State::Queued {
+                        queue,
+                        req: Some(r),
+                        listener,
+                        rx,
+                    };
+                    if pending {
+                        return Poll::Pending;
+                    }
+                }
+            }
+        }
+    }
+}
+
 impl<T> Unpin for Reply<T> {}
 
 impl<T> Future for Reply<T> {
@@ -260,46 +337,8 @@ impl<T> Future for Reply<T> {
                     return Poll::Ready(Err(e));
                 }
                 State::Queued { .. } => {
-                    let State::Queued {
-                        queue,
-                        req,
-                        mut listener,
-                        rx,
-                    } = std::mem::replace(&mut self.state, State::Done)
-                    else {
-                        continue;
-                    };
-                    let Some(r) = req.filter(|_| !queue.is_closed()) else {
-                        return Poll::Ready(Err(queue.refusal()));
-                    };
-                    match queue.try_push(r) {
-                        Ok(()) => self.state = State::Waiting { rx, queue },
-                        Err(r) => {
-                            let pending = match &mut listener {
-                                None => {
-                                    // Listen, then try again: space may have
-                                    // been freed before we listened.
-                                    listener = Some(queue.space.listen());
-                                    false
-                                }
-                                Some(l) => match Pin::new(l).poll(cx) {
-                                    Poll::Ready(()) => {
-                                        listener = None;
-                                        false
-                                    }
-                                    Poll::Pending => true,
-                                },
-                            };
-                            self.state = State::Queued {
-                                queue,
-                                req: Some(r),
-                                listener,
-                                rx,
-                            };
-                            if pending {
-                                return Poll::Pending;
-                            }
-                        }
+                    if self.poll_sent(cx).is_pending() {
+                        return Poll::Pending;
                     }
                 }
                 State::Waiting { rx, queue } => {

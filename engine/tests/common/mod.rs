@@ -174,3 +174,37 @@ pub fn stamped(p: u64, bytes: Vec<u8>, base_offset: u64, base_timestamp: u64) ->
             base_timestamp,
         })
 }
+
+/// A shard's thread held by a task of its own ([`hold_shard`]): it pops
+/// nothing from its queue until released, or until this is dropped (so a
+/// failed assertion does not leave the shard held).
+pub struct HeldShard(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl HeldShard {
+    pub fn release(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Drop for HeldShard {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+/// Holds shard `shard`'s thread: see [`HeldShard`].
+pub fn hold_shard(engine: &corelog::Handle, shard: usize) -> HeldShard {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let release = std::sync::Arc::new(AtomicBool::new(false));
+    let held = release.clone();
+    engine
+        .spawn_on(shard, move || async move {
+            while !held.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+        .wait()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    HeldShard(release)
+}
