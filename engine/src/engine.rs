@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 mod replicated;
 pub(crate) mod try_append;
@@ -193,7 +194,7 @@ impl Engine {
             }
         }
         if let Some(e) = failure {
-            let _ = engine.stop();
+            let _ = engine.stop(None);
             return Err(e);
         }
         engine.recovery.sort_by_key(|r| r.partition);
@@ -218,10 +219,20 @@ impl Engine {
     /// [`RequestError::CloseFailed`] when a partition's final flush or close
     /// failed (the threads are stopped and the lock released all the same).
     pub fn shutdown(mut self) -> Result<(), RequestError> {
-        self.stop()
+        self.stop(None)
     }
 
-    fn stop(&mut self) -> Result<(), RequestError> {
+    /// [`Engine::shutdown`], waiting at most `timeout` for the shards to
+    /// stop. When one has not (a request or task of its own still
+    /// running), the answer is [`RequestError::ShutdownTimedOut`] naming
+    /// it: the shards finish in the background, and the data directory
+    /// stays locked until they have, so nothing else opens it while they
+    /// may still write.
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Result<(), RequestError> {
+        self.stop(Some(timeout))
+    }
+
+    fn stop(&mut self, timeout: Option<Duration>) -> Result<(), RequestError> {
         if self.threads.is_empty() {
             self.lock = None;
             return Ok(());
@@ -229,27 +240,40 @@ impl Engine {
         if thread::on_shard_thread() {
             return Err(RequestError::WouldBlockShard);
         }
+        let started = Instant::now();
         self.handle.shared.closing.store(true, Ordering::SeqCst);
+        let within = |t: &JoinHandle<_>, q: &ShardQueue| {
+            !t.is_finished() && !q.is_closed() && timeout.is_none_or(|d| started.elapsed() < d)
+        };
         for (q, t) in self.handle.shared.queues.iter().zip(&self.threads) {
             let mut req = Request::Shutdown;
             loop {
                 match q.try_push(req) {
                     Ok(()) => break,
-                    Err(r) if !t.is_finished() && !q.is_closed() => {
+                    Err(r) if within(t, q) => {
                         req = r;
-                        std::thread::sleep(std::time::Duration::from_millis(1));
+                        std::thread::sleep(Duration::from_millis(1));
                     }
                     Err(_) => break,
                 }
             }
         }
-        let mut failures = Vec::new();
-        for (i, t) in self.threads.drain(..).enumerate() {
-            match t.join() {
-                Ok(f) => failures.extend(f),
-                Err(_) => tracing::error!("shard {i} panicked while stopping"),
+        if let Some(d) = timeout {
+            while self.threads.iter().any(|t| !t.is_finished()) && started.elapsed() < d {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let running: Vec<usize> = (0..self.threads.len())
+                .filter(|&i| !self.threads[i].is_finished())
+                .collect();
+            if !running.is_empty() {
+                self.stop_in_background();
+                return Err(RequestError::ShutdownTimedOut {
+                    running,
+                    waited: started.elapsed(),
+                });
             }
         }
+        let failures = join_shards(std::mem::take(&mut self.threads));
         for q in &self.handle.shared.queues {
             q.close();
         }
@@ -259,11 +283,48 @@ impl Engine {
             Some((partition, error)) => Err(RequestError::CloseFailed { partition, error }),
         }
     }
+
+    /// The shards that outlived a shutdown's timeout are joined on a
+    /// thread of their own, which then closes the queues and releases the
+    /// directory lock.
+    fn stop_in_background(&mut self) {
+        let threads = std::mem::take(&mut self.threads);
+        let lock = self.lock.take();
+        let shared = self.handle.shared.clone();
+        let reaper = std::thread::Builder::new()
+            .name("corelog-stop".into())
+            .spawn(move || {
+                for (partition, error) in join_shards(threads) {
+                    tracing::error!("shutdown: closing partition {partition} failed: {error}");
+                }
+                for q in &shared.queues {
+                    q.close();
+                }
+                drop(lock);
+            });
+        if let Err(e) = reaper {
+            // No thread to wait on them: keep the lock for the process's
+            // life rather than release it under running shards.
+            tracing::error!("shutdown: cannot start the thread that waits for the shards: {e}");
+        }
+    }
+}
+
+/// Joins the shard threads: the partitions whose final close failed.
+fn join_shards(threads: Vec<JoinHandle<shard::CloseFailures>>) -> shard::CloseFailures {
+    let mut failures = Vec::new();
+    for (i, t) in threads.into_iter().enumerate() {
+        match t.join() {
+            Ok(f) => failures.extend(f),
+            Err(_) => tracing::error!("shard {i} panicked while stopping"),
+        }
+    }
+    failures
 }
 
 impl Drop for Engine {
     fn drop(&mut self) {
-        if let Err(e) = self.stop() {
+        if let Err(e) = self.stop(None) {
             tracing::error!("engine shutdown: {e}");
         }
     }
@@ -409,12 +470,12 @@ impl Handle {
         partition: u64,
         from: PollFrom,
         max_bytes: u64,
-        max_wait: std::time::Duration,
+        max_wait: Duration,
     ) -> Reply<PollReply> {
-        let now = std::time::Instant::now();
+        let now = Instant::now();
         let deadline = now
             .checked_add(max_wait)
-            .unwrap_or(now + std::time::Duration::from_secs(86_400 * 365));
+            .unwrap_or(now + Duration::from_secs(86_400 * 365));
         self.send(self.shard_of(partition), |reply| Request::PollWait {
             partition,
             from,

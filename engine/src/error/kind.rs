@@ -119,9 +119,9 @@ impl RequestError {
             RequestError::UnknownPartition { .. } => ErrorKind::NotFound,
             RequestError::NoSuchShard { .. } | RequestError::WouldBlockShard => ErrorKind::Misuse,
             RequestError::Io { .. } => io_kind(self.is_no_space()),
-            RequestError::ShuttingDown | RequestError::QueueClosed { .. } => {
-                ErrorKind::ShuttingDown
-            }
+            RequestError::ShuttingDown
+            | RequestError::QueueClosed { .. }
+            | RequestError::ShutdownTimedOut { .. } => ErrorKind::ShuttingDown,
             RequestError::ShardFailed { .. } => ErrorKind::ShardFailed,
         }
     }

@@ -79,6 +79,18 @@ pub enum RequestError {
         /// why
         error: LogError,
     },
+    /// [`Engine::shutdown_timeout`](crate::Engine::shutdown_timeout): these
+    /// shards had not stopped when the time was up (a request or a task
+    /// of theirs still running: a stuck disk, a task that never ends).
+    /// They stop on their own once it ends; the data directory stays
+    /// locked until they have, so no other engine opens it meanwhile.
+    #[error("shutdown: shards {running:?} still running after {waited:?} (the directory stays locked until they stop)")]
+    ShutdownTimedOut {
+        /// the shards still running
+        running: Vec<usize>,
+        /// how long shutdown waited
+        waited: std::time::Duration,
+    },
     /// A file operation outside a partition log failed (deleting a
     /// partition's directory).
     #[error("{op} {path}: {source}", path = path.display())]

@@ -1,0 +1,61 @@
+//! `Engine::shutdown_timeout`: a shard that does not stop in time (a task
+//! of its own still running) is named in `ShutdownTimedOut` once the time is
+//! up; the directory stays locked until it stops, then is released; a
+//! shutdown whose shards stop in time is an ordinary shutdown.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use corelog::{Config, Engine, OpenError, RequestError};
+use std::time::{Duration, Instant};
+
+fn config(dir: &std::path::Path) -> Config {
+    Config {
+        shards: Some(2),
+        pin_threads: false,
+        ..Config::new(dir)
+    }
+}
+
+#[test]
+fn a_stuck_shard_is_named_and_the_directory_stays_locked_until_it_stops() {
+    let _dog = Watchdog::arm("shutdown_timeout", Duration::from_secs(60));
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(config(dir.path())).unwrap();
+    engine.append(1, batch(1, 0)).wait().unwrap();
+    let held = hold_shard(&engine, 1);
+    let started = Instant::now();
+    let err = engine
+        .shutdown_timeout(Duration::from_millis(300))
+        .unwrap_err();
+    let took = started.elapsed();
+    let RequestError::ShutdownTimedOut { running, waited } = &err else {
+        panic!("{err:?}");
+    };
+    assert_eq!(running, &vec![1], "shard 0 stopped, shard 1 is held");
+    assert!(*waited >= Duration::from_millis(300), "{waited:?}");
+    assert!(
+        took < Duration::from_secs(10),
+        "answered when the time was up: {took:?}"
+    );
+    // Shard 1 may still write: nobody else may open the directory.
+    match Engine::open(config(dir.path())) {
+        Err(OpenError::LockHeld { .. }) => {}
+        other => panic!("opened under a running shard: {other:?}"),
+    }
+    held.release();
+    // Once it stops, the lock is released and the data is all there.
+    let reopened = loop {
+        match Engine::open(config(dir.path())) {
+            Ok(e) => break e,
+            Err(OpenError::LockHeld { .. }) => std::thread::sleep(Duration::from_millis(10)),
+            Err(e) => panic!("{e}"),
+        }
+    };
+    let stats = reopened.stats(1).wait().unwrap();
+    assert_eq!(stats.next_offset, base_offset_of(1));
+    reopened
+        .shutdown_timeout(Duration::from_secs(30))
+        .expect("shards that stop in time: an ordinary shutdown");
+}
