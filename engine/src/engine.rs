@@ -7,7 +7,6 @@ use crate::preallocation;
 use crate::queue::{Reply, ShardQueue};
 use crate::request::{Request, Respond};
 use crate::shard::{self, placement, PartitionRecovery};
-use crate::thread;
 use bytes::Bytes;
 use corelog_segment::log::{AppendAck, LogStats, PollFrom, PollReply, RecoveryReport, Retention};
 use corelog_segment::{Batch, Limits};
@@ -20,6 +19,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 mod replicated;
+mod shutdown;
 pub(crate) mod try_append;
 
 static ENGINE_IDS: AtomicU64 = AtomicU64::new(1);
@@ -210,116 +210,6 @@ impl Engine {
     pub fn recovery(&self) -> &[PartitionRecovery] {
         &self.recovery
     }
-
-    /// Stops taking requests, lets every shard finish the requests it has
-    /// taken, flushes and closes every partition, stops the threads and
-    /// releases the directory lock. Requests still queued get
-    /// [`RequestError::ShuttingDown`]. Refuses to run on a shard thread
-    /// ([`RequestError::WouldBlockShard`]). Fails with
-    /// [`RequestError::CloseFailed`] when a partition's final flush or close
-    /// failed (the threads are stopped and the lock released all the same).
-    pub fn shutdown(mut self) -> Result<(), RequestError> {
-        self.stop(None)
-    }
-
-    /// [`Engine::shutdown`], waiting at most `timeout` for the shards to
-    /// stop. When one has not (a request or task of its own still
-    /// running), the answer is [`RequestError::ShutdownTimedOut`] naming
-    /// it: the shards finish in the background, and the data directory
-    /// stays locked until they have, so nothing else opens it while they
-    /// may still write.
-    pub fn shutdown_timeout(mut self, timeout: Duration) -> Result<(), RequestError> {
-        self.stop(Some(timeout))
-    }
-
-    fn stop(&mut self, timeout: Option<Duration>) -> Result<(), RequestError> {
-        if self.threads.is_empty() {
-            self.lock = None;
-            return Ok(());
-        }
-        if thread::on_shard_thread() {
-            return Err(RequestError::WouldBlockShard);
-        }
-        let started = Instant::now();
-        self.handle.shared.closing.store(true, Ordering::SeqCst);
-        let within = |t: &JoinHandle<_>, q: &ShardQueue| {
-            !t.is_finished() && !q.is_closed() && timeout.is_none_or(|d| started.elapsed() < d)
-        };
-        for (q, t) in self.handle.shared.queues.iter().zip(&self.threads) {
-            let mut req = Request::Shutdown;
-            loop {
-                match q.try_push(req) {
-                    Ok(()) => break,
-                    Err(r) if within(t, q) => {
-                        req = r;
-                        std::thread::sleep(Duration::from_millis(1));
-                    }
-                    Err(_) => break,
-                }
-            }
-        }
-        if let Some(d) = timeout {
-            while self.threads.iter().any(|t| !t.is_finished()) && started.elapsed() < d {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-            let running: Vec<usize> = (0..self.threads.len())
-                .filter(|&i| !self.threads[i].is_finished())
-                .collect();
-            if !running.is_empty() {
-                self.stop_in_background();
-                return Err(RequestError::ShutdownTimedOut {
-                    running,
-                    waited: started.elapsed(),
-                });
-            }
-        }
-        let failures = join_shards(std::mem::take(&mut self.threads));
-        for q in &self.handle.shared.queues {
-            q.close();
-        }
-        self.lock = None;
-        match failures.into_iter().next() {
-            None => Ok(()),
-            Some((partition, error)) => Err(RequestError::CloseFailed { partition, error }),
-        }
-    }
-
-    /// The shards that outlived a shutdown's timeout are joined on a
-    /// thread of their own, which then closes the queues and releases the
-    /// directory lock.
-    fn stop_in_background(&mut self) {
-        let threads = std::mem::take(&mut self.threads);
-        let lock = self.lock.take();
-        let shared = self.handle.shared.clone();
-        let reaper = std::thread::Builder::new()
-            .name("corelog-stop".into())
-            .spawn(move || {
-                for (partition, error) in join_shards(threads) {
-                    tracing::error!("shutdown: closing partition {partition} failed: {error}");
-                }
-                for q in &shared.queues {
-                    q.close();
-                }
-                drop(lock);
-            });
-        if let Err(e) = reaper {
-            // No thread to wait on them: keep the lock for the process's
-            // life rather than release it under running shards.
-            tracing::error!("shutdown: cannot start the thread that waits for the shards: {e}");
-        }
-    }
-}
-
-/// Joins the shard threads: the partitions whose final close failed.
-fn join_shards(threads: Vec<JoinHandle<shard::CloseFailures>>) -> shard::CloseFailures {
-    let mut failures = Vec::new();
-    for (i, t) in threads.into_iter().enumerate() {
-        match t.join() {
-            Ok(f) => failures.extend(f),
-            Err(_) => tracing::error!("shard {i} panicked while stopping"),
-        }
-    }
-    failures
 }
 
 impl Drop for Engine {
