@@ -509,6 +509,31 @@ impl Handle {
         }
     }
 
+    /// Each shard's counts since the engine opened (appends, polls, bytes,
+    /// failures, append latencies) with its health: read from any thread
+    /// without a request, so it answers even when a shard cannot.
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use corelog::{BatchBuilder, Config, Engine, MessageSpec};
+    /// let engine = Engine::open(Config::new(dir.path()))?;
+    /// let mut b = BatchBuilder::new();
+    /// b.push(MessageSpec { id: 1, timestamp: 1, payload: b"m", user_headers: b"" });
+    /// engine.append(1, b.build()?).wait()?;
+    /// let m = engine.metrics();
+    /// assert_eq!(m.appends(), 1);
+    /// assert!(m.append_latency().quantile_at_most(0.99).is_some());
+    /// engine.shutdown()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn metrics(&self) -> crate::Metrics {
+        crate::Metrics {
+            shards: (self.shared.queues.iter())
+                .map(|q| q.counters.read(q.health()))
+                .collect(),
+        }
+    }
+
     /// Sizes and offsets of `partition`.
     pub fn stats(&self, partition: u64) -> Reply<LogStats> {
         self.send(self.shard_of(partition), |reply| Request::Stats {

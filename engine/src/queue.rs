@@ -29,6 +29,8 @@ pub(crate) struct ShardQueue {
     closed: AtomicBool,
     /// The shard panicked: its callers get `ShardFailed`.
     failed: AtomicBool,
+    /// What the shard counts for [`crate::Handle::metrics`].
+    pub(crate) counters: crate::metrics::ShardCounters,
 }
 
 impl ShardQueue {
@@ -40,6 +42,7 @@ impl ShardQueue {
             space: Event::new(),
             closed: AtomicBool::new(false),
             failed: AtomicBool::new(false),
+            counters: crate::metrics::ShardCounters::new(),
         }
     }
 

@@ -8,6 +8,13 @@ use std::rc::Rc;
 use std::time::Instant;
 
 impl Shard {
+    /// Counts a poll's answer in the shard's metrics.
+    fn polled(&self, r: &Result<corelog_segment::log::PollReply, RequestError>) {
+        self.queue
+            .counters
+            .poll_done(r.as_ref().ok().map(|p| p.len()));
+    }
+
     pub(super) fn dispatch(self: &Rc<Self>, log: &Log, req: Request) {
         match req {
             Request::Append {
@@ -20,16 +27,22 @@ impl Shard {
                     // Its owner (a Raft group) stamps and orders what it
                     // holds: a batch written beside it would take offsets
                     // the group gives to others.
+                    self.queue.counters.append_done(Instant::now(), None);
                     let _ = reply.send(Err(RequestError::Replicated { partition }));
                     return;
                 }
+                let (started, bytes) = (Instant::now(), batch.len() as u64);
                 let fut = if stamped {
                     log.append_stamped(batch)
                 } else {
                     log.append(batch)
                 };
+                let shard = self.clone();
                 self.spawn_tracked(async move {
-                    let _ = reply.send(fut.await.map_err(RequestError::from));
+                    let r = fut.await.map_err(RequestError::from);
+                    let stored = r.as_ref().ok().map(|_| bytes);
+                    shard.queue.counters.append_done(started, stored);
+                    let _ = reply.send(r);
                 });
             }
             Request::Poll {
@@ -38,7 +51,9 @@ impl Shard {
                 reply,
                 ..
             } => {
-                let _ = reply.send(log.poll(from, max_bytes).map_err(RequestError::from));
+                let r = log.poll(from, max_bytes).map_err(RequestError::from);
+                self.polled(&r);
+                let _ = reply.send(r);
             }
             Request::PollWait {
                 partition,
@@ -67,7 +82,9 @@ impl Shard {
                     });
                 }
                 r => {
-                    let _ = reply.send(r.map_err(RequestError::from));
+                    let r = r.map_err(RequestError::from);
+                    self.polled(&r);
+                    let _ = reply.send(r);
                 }
             },
             Request::PollNext {
@@ -76,13 +93,14 @@ impl Shard {
                 reply,
                 ..
             } => {
-                let log = log.clone();
+                let (log, shard) = (log.clone(), self.clone());
                 self.spawn_tracked(async move {
-                    let _ = reply.send(
-                        log.poll_next(consumer, max_bytes)
-                            .await
-                            .map_err(RequestError::from),
-                    );
+                    let r = log
+                        .poll_next(consumer, max_bytes)
+                        .await
+                        .map_err(RequestError::from);
+                    shard.polled(&r);
+                    let _ = reply.send(r);
                 });
             }
             Request::StoreOffset {

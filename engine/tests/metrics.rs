@@ -1,0 +1,66 @@
+//! `Handle::metrics`: each shard counts what it stored and served, what it
+//! refused, and how long its appends took; read without a request.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use corelog::{PollFrom, RequestError};
+use std::time::Duration;
+
+#[test]
+fn each_shard_counts_its_appends_polls_refusals_and_latencies() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path(), 2, small_segments());
+    assert_eq!(engine.metrics().appends(), 0);
+    // Partition 0 on shard 0, 1 on shard 1: 3 appends and 5 appends.
+    let mut bytes = [0u64; 2];
+    for (p, n) in [(0u64, 3u64), (1, 5)] {
+        for seq in 0..n {
+            let b = batch(p, seq);
+            bytes[p as usize] += b.len() as u64;
+            engine.append(p, b).wait().unwrap();
+        }
+    }
+    let served = engine
+        .poll(1, PollFrom::First, 1 << 20)
+        .wait()
+        .unwrap()
+        .len();
+    let m = engine.metrics();
+    for s in &m.shards {
+        let shard = s.health.shard;
+        assert_eq!(s.appends, [3, 5][shard], "shard {shard}");
+        assert_eq!(s.appended_bytes, bytes[shard], "shard {shard}");
+        assert_eq!(s.append_errors, 0, "shard {shard}");
+        assert_eq!(s.append_latency.count(), s.appends, "shard {shard}");
+    }
+    assert_eq!(m.shards[1].polls, 1);
+    assert_eq!(m.shards[1].polled_bytes, served);
+    assert_eq!(m.shards[0].polls, 0);
+    assert_eq!(m.appends(), 8);
+    let p99 = m.append_latency().quantile_at_most(0.99).unwrap();
+    assert!(
+        p99 > Duration::ZERO && p99 < Duration::from_secs(60),
+        "{p99:?}"
+    );
+    assert_eq!(m.queued(), 0);
+    engine.shutdown().unwrap();
+}
+
+#[test]
+fn a_refusal_the_shard_makes_is_counted_as_an_error_not_an_append() {
+    let dir = tempfile::tempdir().unwrap();
+    // A replica's engine: a plain append is refused by the partition's shard.
+    let gated = corelog::LogConfig {
+        commit_gate: true,
+        ..small_segments()
+    };
+    let engine = open(dir.path(), 1, gated);
+    let err = engine.append(3, batch(3, 0)).wait().unwrap_err();
+    assert!(matches!(err, RequestError::Replicated { .. }), "{err}");
+    let s = &engine.metrics().shards[0];
+    assert_eq!((s.appends, s.appended_bytes, s.append_errors), (0, 0, 1));
+    assert_eq!(s.append_latency.count(), 0);
+    engine.shutdown().unwrap();
+}
