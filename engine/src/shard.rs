@@ -30,8 +30,10 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-/// How one partition fared when its shard opened it.
+/// How one partition fared when its shard opened it. New fields may be
+/// added.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct PartitionRecovery {
     /// The partition.
     pub partition: u64,

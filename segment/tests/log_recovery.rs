@@ -140,16 +140,11 @@ async fn whole_tail<S: Storage, D: Disk>(storage: impl Fn() -> S, disk: &D, dir:
     let stored = build(storage(), dir, &config(), 12).await;
     let before = snapshot(disk, dir);
     let (log, report) = reopen(storage(), dir, &config()).await;
-    assert_eq!(
-        report,
-        RecoveryReport {
-            segments: 3,
-            next_offset: 12,
-            batches_verified: report.batches_verified,
-            ..RecoveryReport::default()
-        },
-        "{report}"
-    );
+    let mut want = RecoveryReport::default();
+    want.segments = 3;
+    want.next_offset = 12;
+    want.batches_verified = report.batches_verified;
+    assert_eq!(report, want, "{report}");
     assert_eq!(snapshot(disk, dir), before, "a whole log is left as it is");
     assert_eq!(read_all(&log), stored);
     appends_continue_at(&log, 12).await;
@@ -166,17 +161,11 @@ async fn clean_close<S: Storage, D: Disk>(storage: impl Fn() -> S, disk: &D, dir
     assert!(disk.names(dir).contains(&CLEAN_RECORD.to_string()));
     let before = snapshot(disk, dir);
     let (log, report) = reopen(storage(), dir, &config()).await;
-    assert_eq!(
-        report,
-        RecoveryReport {
-            segments: 3,
-            next_offset: 12,
-            batches_verified: 0,
-            clean_close: CleanClose::Trusted,
-            ..RecoveryReport::default()
-        },
-        "{report}"
-    );
+    let mut want = RecoveryReport::default();
+    want.segments = 3;
+    want.next_offset = 12;
+    want.clean_close = CleanClose::Trusted;
+    assert_eq!(report, want, "{report}");
     assert_eq!(read_all(&log), stored);
     log.close().await.unwrap();
     assert_eq!(

@@ -161,14 +161,11 @@ mod tests {
     use corelog::AppendAck;
 
     fn ack(offset: u64) -> AppendAck {
-        AppendAck {
-            base_offset: offset,
-            message_count: 1,
-            segment: 0,
-            position: 0,
-            bytes: 1,
-            base_timestamp: 0,
-        }
+        let mut ack = AppendAck::default();
+        ack.base_offset = offset;
+        ack.message_count = 1;
+        ack.bytes = 1;
+        ack
     }
 
     fn send(session: u64, request: u64, batch: u64) -> SendId {

@@ -366,14 +366,14 @@ fn decode_ack(b: &[u8]) -> Result<AppendAck, ReplicaError> {
     let message_count = u32::from_le_bytes([count[0], count[1], count[2], count[3]]);
     let [segment, position, bytes, base_timestamp] =
         frame::u64s::<4>(b.get(12..).ok_or_else(cut)?).ok_or_else(cut)?;
-    Ok(AppendAck {
-        base_offset,
-        message_count,
-        segment,
-        position,
-        bytes,
-        base_timestamp,
-    })
+    let mut ack = AppendAck::default();
+    ack.base_offset = base_offset;
+    ack.message_count = message_count;
+    ack.segment = segment;
+    ack.position = position;
+    ack.bytes = bytes;
+    ack.base_timestamp = base_timestamp;
+    Ok(ack)
 }
 
 /// The count an answer's result holds.
@@ -551,14 +551,13 @@ mod tests {
 
     #[test]
     fn answers_round_trip_and_cut_ones_are_refused() {
-        let ack = AppendAck {
-            base_offset: 100,
-            message_count: 3,
-            segment: 64,
-            position: 4096,
-            bytes: 900,
-            base_timestamp: 123_456,
-        };
+        let mut ack = AppendAck::default();
+        ack.base_offset = 100;
+        ack.message_count = 3;
+        ack.segment = 64;
+        ack.position = 4096;
+        ack.bytes = 900;
+        ack.base_timestamp = 123_456;
         let whole = encode_answer(&Ok(encode_ack(&ack)));
         assert!(matches!(delivered(&whole).0, Ok(a) if a == ack));
         assert!(matches!(

@@ -27,8 +27,10 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::Waker;
 
-/// What an append stored.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What an append stored. New fields may be added: read it, or make one
+/// with `AppendAck::default()` and set its fields.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AppendAck {
     /// Offset of the batch's first message.
     pub base_offset: u64,
@@ -44,8 +46,9 @@ pub struct AppendAck {
     pub base_timestamp: u64,
 }
 
-/// A partition's size and offsets.
+/// A partition's size and offsets. New fields may be added.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LogStats {
     /// The partition id.
     pub partition: u64,

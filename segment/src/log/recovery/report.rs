@@ -41,8 +41,9 @@ pub enum CleanClose {
     NotTrusted(&'static str),
 }
 
-/// What opening a log found and did.
+/// What opening a log found and did. New fields may be added.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[non_exhaustive]
 pub struct RecoveryReport {
     /// Segments in the log after recovery.
     pub segments: usize,
