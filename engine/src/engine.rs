@@ -444,10 +444,11 @@ impl Handle {
     }
 
     /// Sets `partition`'s retention limits in place of the configuration's
-    /// (`LogConfig::retention`), for as long as the engine runs (set them
-    /// again after a restart): the shards' periodic check
+    /// (`LogConfig::retention`): the shards' periodic check
     /// (`Config::retention_check`) and [`Handle::enforce_retention`] apply
-    /// them. The partition need not be open or exist yet.
+    /// them. Kept in the partition's options (see
+    /// [`Handle::create_partition_with`]), so they hold after a restart;
+    /// for a partition that does not exist yet, until the engine stops.
     pub fn set_retention(&self, partition: u64, retention: Retention) -> Reply<()> {
         self.send(self.shard_of(partition), |reply| Request::SetRetention {
             partition,
@@ -572,6 +573,44 @@ impl Handle {
     /// Creates `partition` if it does not exist.
     pub fn create_partition(&self, partition: u64) -> Reply<()> {
         self.send(self.shard_of(partition), |reply| Request::Create {
+            partition,
+            options: None,
+            reply,
+        })
+    }
+
+    /// Creates `partition` with its own `options` over the engine's log
+    /// settings, kept in its directory and read back whenever it opens (a
+    /// restart included). For a partition that exists, its options are
+    /// replaced: retention at once, segment size and fsync policy when it
+    /// next opens ([`Handle::reopen_partition`] opens it again now).
+    ///
+    /// ```
+    /// # let dir = tempfile::tempdir().unwrap();
+    /// use corelog::{Config, Engine, FsyncPolicy, PartitionOptions};
+    /// let engine = Engine::open(Config::new(dir.path()))?;
+    /// let options = PartitionOptions::new().fsync(FsyncPolicy::Batch).segment_bytes(16 << 20);
+    /// engine.create_partition_with(3, options.clone()).wait()?;
+    /// assert_eq!(engine.partition_options(3).wait()?, options);
+    /// engine.shutdown()?;
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn create_partition_with(
+        &self,
+        partition: u64,
+        options: crate::PartitionOptions,
+    ) -> Reply<()> {
+        self.send(self.shard_of(partition), |reply| Request::Create {
+            partition,
+            options: Some(options),
+            reply,
+        })
+    }
+
+    /// The options `partition` keeps in its directory (none set if it was
+    /// created without: it follows the engine's settings).
+    pub fn partition_options(&self, partition: u64) -> Reply<crate::PartitionOptions> {
+        self.send(self.shard_of(partition), |reply| Request::Options {
             partition,
             reply,
         })

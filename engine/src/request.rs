@@ -72,6 +72,10 @@ pub(crate) enum Request {
         partition: u64,
         reply: Respond<LogStats>,
     },
+    Options {
+        partition: u64,
+        reply: Respond<crate::PartitionOptions>,
+    },
     SetCommitMark {
         partition: u64,
         offset: u64,
@@ -89,6 +93,8 @@ pub(crate) enum Request {
     },
     Create {
         partition: u64,
+        /// Options to keep in its directory (replacing any it had).
+        options: Option<crate::PartitionOptions>,
         reply: Respond<()>,
     },
     Delete {
@@ -126,6 +132,7 @@ impl Request {
             | Request::DeleteSegments { partition, .. }
             | Request::SetRetention { partition, .. }
             | Request::Stats { partition, .. }
+            | Request::Options { partition, .. }
             | Request::SetCommitMark { partition, .. }
             | Request::CutSuffix { partition, .. }
             | Request::ReadWritten { partition, .. }
@@ -154,6 +161,7 @@ impl Request {
             Request::DeleteOffset { reply, .. } => drop(reply.send(Err(e))),
             Request::DeleteSegments { reply, .. } => drop(reply.send(Err(e))),
             Request::Stats { reply, .. } => drop(reply.send(Err(e))),
+            Request::Options { reply, .. } => drop(reply.send(Err(e))),
             Request::CutSuffix { reply, .. } => drop(reply.send(Err(e))),
             Request::Reopen { reply, .. } => drop(reply.send(Err(e))),
             Request::ReadWritten { reply, .. } => drop(reply.send(Err(e))),

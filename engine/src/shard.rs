@@ -6,6 +6,8 @@
 
 mod cut;
 mod dispatch;
+mod open;
+mod options;
 mod reopen;
 
 use crate::config::{Config, OpenPartitions};
@@ -17,7 +19,7 @@ use crate::task::{Contained, YieldNow};
 use crate::thread;
 use corelog_segment::io::UringStorage;
 use corelog_segment::log::{
-    LogConfig, LogError, OpenError as LogOpenError, PartitionLog, RecoveryReport, Retention,
+    LogConfig, LogError, OpenError as LogOpenError, RecoveryReport, Retention,
 };
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
@@ -261,13 +263,7 @@ impl Shard {
             return out;
         }
         for id in ids {
-            let result = PartitionLog::open(
-                self.storage.clone(),
-                self.dir.join(id.to_string()),
-                id,
-                self.config.clone(),
-            )
-            .await;
+            let (result, _) = self.open_with_options(id).await;
             let (slot, result) = match result {
                 Ok((log, report)) => {
                     if report.changed_data() {
@@ -432,7 +428,7 @@ impl Shard {
                 if let Some(Slot::Open(log)) = self.partitions.borrow().get(&partition) {
                     log.set_retention(retention);
                 }
-                let _ = reply.send(Ok(()));
+                self.keep_retention(partition, retention, reply);
             }
             Request::Retention { reply } => {
                 let work = self.enforce_retention();
@@ -531,78 +527,6 @@ impl Shard {
                 tracing::error!("shard {shard}: a task spawned on it panicked; it was dropped")
             }
         }
-    }
-
-    fn open_partition(self: &Rc<Self>, p: u64) {
-        self.open_partition_answering(p, None);
-    }
-
-    /// Opens partition `p` (its slot `Opening`), then serves the requests
-    /// that waited; `reopened`, a reopen's reply, gets the recovery's report.
-    fn open_partition_answering(
-        self: &Rc<Self>,
-        p: u64,
-        reopened: Option<crate::request::Respond<RecoveryReport>>,
-    ) {
-        let shard = self.clone();
-        self.spawn_tracked(async move {
-            let result = PartitionLog::open(
-                shard.storage.clone(),
-                shard.dir.join(p.to_string()),
-                p,
-                shard.config.clone(),
-            )
-            .await;
-            match &result {
-                Ok((_, report)) if report.changed_data() => {
-                    tracing::warn!("partition {p} recovered: {report}");
-                }
-                Ok(_) => {}
-                Err(e) => tracing::error!("partition {p} cannot be opened: {e}"),
-            }
-            let (slot, pending) = {
-                let mut parts = shard.partitions.borrow_mut();
-                let pending = match parts.remove(&p) {
-                    Some(Slot::Opening(v)) => v,
-                    _ => Vec::new(),
-                };
-                let slot = match &result {
-                    Ok((log, _)) => Slot::Open(log.clone()),
-                    Err(e) => Slot::Failed(e.clone()),
-                };
-                parts.insert(p, slot);
-                (result, pending)
-            };
-            if let Some(reply) = reopened {
-                let _ = reply.send(match &slot {
-                    Ok((_, report)) => Ok(report.clone()),
-                    Err(e) => Err(RequestError::Unopenable {
-                        partition: p,
-                        error: e.clone(),
-                    }),
-                });
-            }
-            match slot {
-                Ok((log, _)) => {
-                    if let Some(r) = shard.retention.borrow().get(&p) {
-                        log.set_retention(*r);
-                    }
-                    shard.lru.borrow_mut().touch(p);
-                    for req in pending {
-                        shard.dispatch(&log, req);
-                    }
-                    shard.close_over_cap(p);
-                }
-                Err(e) => {
-                    for req in pending {
-                        req.fail(RequestError::Unopenable {
-                            partition: p,
-                            error: e.clone(),
-                        });
-                    }
-                }
-            }
-        });
     }
 
     /// Closes the least recently used idle partitions while more than

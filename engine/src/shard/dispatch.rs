@@ -165,8 +165,36 @@ impl Shard {
             Request::ReadWritten { offset, reply, .. } => {
                 let _ = reply.send(log.read_written(offset).map_err(RequestError::from));
             }
-            Request::Create { reply, .. } => {
+            Request::Create {
+                options: None,
+                reply,
+                ..
+            } => {
                 let _ = reply.send(Ok(()));
+            }
+            Request::Create {
+                partition,
+                options: Some(options),
+                reply,
+            } => {
+                // Kept for the next open; retention applies at once.
+                let (shard, log) = (self.clone(), log.clone());
+                self.spawn_tracked(async move {
+                    let r = shard.write_options(partition, &options).await;
+                    if r.is_ok() {
+                        shard.retention.borrow_mut().remove(&partition);
+                        log.set_retention(options.retention.unwrap_or(shard.config.retention));
+                    }
+                    let r =
+                        r.map_err(|(path, e)| RequestError::io("write partition options", path, e));
+                    let _ = reply.send(r);
+                });
+            }
+            Request::Options { partition, reply } => {
+                let shard = self.clone();
+                self.spawn_tracked(async move {
+                    let _ = reply.send(shard.options_of(partition).await);
+                });
             }
             req @ Request::Delete { .. } => {
                 let p = log.partition();
