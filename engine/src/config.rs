@@ -1,7 +1,8 @@
 //! Engine configuration.
 
-use corelog_segment::log::LogConfig;
+use corelog_segment::log::{FsyncPolicy, LogConfig};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How to run an engine.
@@ -29,8 +30,15 @@ pub struct Config {
     /// Shards (one pinned thread each). Default: one per CPU this process
     /// may run on.
     pub shards: Option<usize>,
-    /// Pin shard `i` to the `i`-th allowed CPU. Default true.
+    /// Pin shard `i` to the `i`-th allowed CPU (of [`Config::cpus`] when
+    /// set). Default true.
     pub pin_threads: bool,
+    /// The CPUs the shards are pinned to, shard `i` to `cpus[i % len]`:
+    /// an embedder keeps its own runtime's cores apart. Default: every CPU
+    /// this process may run on.
+    pub cpus: Option<Vec<usize>>,
+    /// Which shard owns a partition. Default [`Placement::modulo`].
+    pub placement: Placement,
     /// Every partition's log configuration.
     pub log: LogConfig,
     /// Requests a shard's queue holds before callers wait for room.
@@ -68,6 +76,8 @@ impl Config {
             dir: dir.into(),
             shards: None,
             pin_threads: true,
+            cpus: None,
+            placement: Placement::modulo(),
             log: LogConfig::default(),
             queue_depth: 4096,
             ring_entries: 1024,
@@ -75,5 +85,105 @@ impl Config {
             open_partitions: OpenPartitions::OnFirstRequest,
             max_open_partitions: 16_384,
         }
+    }
+}
+
+/// Builder methods: `Config::new(dir).shards(4).fsync(FsyncPolicy::Batch)`,
+/// the same settings as the fields (the struct-update form works too).
+///
+/// ```
+/// use corelog::{Config, FsyncPolicy, Placement};
+/// let config = Config::new("/var/lib/mybroker/corelog")
+///     .shards(2)
+///     .cpus(vec![2, 3])
+///     .fsync(FsyncPolicy::Batch)
+///     .placement(Placement::new(|partition, shards| (partition / 100) as usize % shards));
+/// assert_eq!(config.placement.shard_of(250, 2), 0);
+/// ```
+impl Config {
+    /// Sets [`Config::shards`].
+    pub fn shards(mut self, shards: usize) -> Config {
+        self.shards = Some(shards);
+        self
+    }
+
+    /// Sets [`Config::pin_threads`].
+    pub fn pin_threads(mut self, pin: bool) -> Config {
+        self.pin_threads = pin;
+        self
+    }
+
+    /// Sets [`Config::cpus`] (and pins the shards to them).
+    pub fn cpus(mut self, cpus: Vec<usize>) -> Config {
+        self.cpus = Some(cpus);
+        self.pin_threads = true;
+        self
+    }
+
+    /// Sets [`Config::placement`].
+    pub fn placement(mut self, placement: Placement) -> Config {
+        self.placement = placement;
+        self
+    }
+
+    /// Sets [`Config::log`].
+    pub fn log(mut self, log: LogConfig) -> Config {
+        self.log = log;
+        self
+    }
+
+    /// Sets the fsync policy of [`Config::log`].
+    pub fn fsync(mut self, policy: FsyncPolicy) -> Config {
+        self.log.fsync = policy;
+        self
+    }
+
+    /// Sets [`Config::queue_depth`].
+    pub fn queue_depth(mut self, depth: usize) -> Config {
+        self.queue_depth = depth;
+        self
+    }
+
+    /// Sets [`Config::open_partitions`].
+    pub fn open_partitions(mut self, when: OpenPartitions) -> Config {
+        self.open_partitions = when;
+        self
+    }
+
+    /// Sets [`Config::max_open_partitions`].
+    pub fn max_open_partitions(mut self, n: usize) -> Config {
+        self.max_open_partitions = n;
+        self
+    }
+}
+
+/// Which shard owns a partition: a function of the partition and the
+/// shard count, the same for the life of the engine (a result past the
+/// last shard wraps around). It may differ between runs: each run's shards
+/// open the partitions it gives them.
+#[derive(Clone)]
+pub struct Placement(Arc<dyn Fn(u64, usize) -> usize + Send + Sync>);
+
+impl Placement {
+    /// `partition % shards`: consecutive partitions on consecutive shards.
+    pub fn modulo() -> Placement {
+        Placement::new(|partition, shards| (partition % shards as u64) as usize)
+    }
+
+    /// Placement by `f(partition, shards)`.
+    pub fn new(f: impl Fn(u64, usize) -> usize + Send + Sync + 'static) -> Placement {
+        Placement(Arc::new(f))
+    }
+
+    /// The shard of `partition` among `shards`.
+    pub fn shard_of(&self, partition: u64, shards: usize) -> usize {
+        let shards = shards.max(1);
+        (self.0)(partition, shards) % shards
+    }
+}
+
+impl std::fmt::Debug for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Placement(..)")
     }
 }

@@ -6,7 +6,7 @@ use crate::lock::DirLock;
 use crate::preallocation;
 use crate::queue::{Reply, ShardQueue};
 use crate::request::{Request, Respond};
-use crate::shard::{self, placement, PartitionRecovery};
+use crate::shard::{self, PartitionRecovery};
 use bytes::Bytes;
 use corelog_segment::log::{AppendAck, LogStats, PollFrom, PollReply, RecoveryReport, Retention};
 use corelog_segment::{Batch, Limits};
@@ -113,6 +113,7 @@ struct Shared {
     queues: Vec<Arc<ShardQueue>>,
     closing: AtomicBool,
     limits: Limits,
+    placement: crate::config::Placement,
 }
 
 impl Engine {
@@ -147,11 +148,25 @@ impl Engine {
                 .map_err(|e| OpenError::io("directory sync", d.as_path(), e))?;
         }
         let lock = DirLock::acquire(&config.dir)?;
-        let cpus: Vec<usize> = core_affinity::get_core_ids()
+        let allowed: Vec<usize> = core_affinity::get_core_ids()
             .unwrap_or_default()
             .into_iter()
             .map(|c| c.id)
             .collect();
+        let cpus = match &config.cpus {
+            Some(chosen) if chosen.is_empty() => {
+                return Err(OpenError::InvalidConfig {
+                    reason: "Config::cpus is empty: name at least one CPU, or leave it unset",
+                });
+            }
+            Some(chosen) => {
+                if let Some(&cpu) = chosen.iter().find(|c| !allowed.contains(c)) {
+                    return Err(OpenError::CpuNotAllowed { cpu, allowed });
+                }
+                chosen.clone()
+            }
+            None => allowed,
+        };
         let shards = config.shards.unwrap_or(cpus.len().max(1)).max(1);
         let mut config = config;
         preallocation::fit(&mut config.log, &config.dir, shards);
@@ -165,6 +180,7 @@ impl Engine {
             queues: queues.clone(),
             closing: AtomicBool::new(false),
             limits: config.log.limits,
+            placement: config.placement.clone(),
         });
         let mut engine = Engine {
             handle: Handle { shared },
@@ -236,7 +252,7 @@ impl Handle {
 
     /// The shard that owns `partition` (`partition % shards`).
     pub fn shard_of(&self, partition: u64) -> usize {
-        placement(partition, self.shards())
+        self.shared.placement.shard_of(partition, self.shards())
     }
 
     /// The data directory.

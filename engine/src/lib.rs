@@ -48,7 +48,7 @@ mod thread;
 #[doc(hidden)]
 pub mod cli;
 
-pub use config::{Config, OpenPartitions};
+pub use config::{Config, OpenPartitions, Placement};
 pub use consume::Consumer;
 pub use engine::try_append::Full;
 pub use engine::{Engine, Handle};

@@ -51,6 +51,7 @@ pub(crate) struct Shard {
     engine: u64,
     dir: PathBuf,
     config: LogConfig,
+    placement: crate::config::Placement,
     storage: UringStorage,
     queue: Arc<ShardQueue>,
     partitions: RefCell<HashMap<u64, Slot>>,
@@ -79,11 +80,6 @@ pub(crate) fn local(engine: u64, index: usize) -> Option<Rc<Shard>> {
             .filter(|s| s.engine == engine && s.index == index)
             .cloned()
     })
-}
-
-/// Which shard owns `partition` among `shards`: `partition % shards`.
-pub(crate) fn placement(partition: u64, shards: usize) -> usize {
-    (partition % shards.max(1) as u64) as usize
 }
 
 pub(crate) struct Started {
@@ -145,6 +141,7 @@ pub(crate) fn start(
                         engine,
                         dir: config.dir.join("partitions"),
                         config: config.log.clone(),
+                        placement: config.placement.clone(),
                         storage,
                         queue,
                         partitions: RefCell::new(HashMap::new()),
@@ -249,7 +246,7 @@ impl Shard {
             Ok(rd) => rd
                 .filter_map(|e| e.ok())
                 .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
-                .filter(|id| placement(*id, shards) == self.index)
+                .filter(|id| self.placement.shard_of(*id, shards) == self.index)
                 .collect(),
             Err(_) => Vec::new(),
         };

@@ -19,6 +19,17 @@ pub enum OpenError {
         /// which setting is wrong and what it must be
         reason: &'static str,
     },
+    /// `Config::cpus` names a CPU this process may not run on (its
+    /// affinity mask, a cgroup's cpuset).
+    #[error(
+        "Config::cpus names CPU {cpu}, which this process may not run on (allowed: {allowed:?})"
+    )]
+    CpuNotAllowed {
+        /// the CPU named
+        cpu: usize,
+        /// the CPUs this process may run on
+        allowed: Vec<usize>,
+    },
     /// Another process holds the data directory.
     #[error("data directory {dir} is locked by another process{holder}", dir = dir.display(), holder = holder.map(|p| format!(" (pid {p})")).unwrap_or_default())]
     LockHeld {
