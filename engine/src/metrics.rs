@@ -150,6 +150,39 @@ impl Metrics {
     }
 }
 
+/// One line per shard: `shard 0: 12 appends (3.4 MB, 0 refused, p50 <= 64µs,
+/// p99 <= 512µs), 7 polls (3.4 MB, 0 failed), 0 of 4096 queued, running`.
+impl std::fmt::Display for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, s) in self.shards.iter().enumerate() {
+            if i > 0 {
+                f.write_str("; ")?;
+            }
+            let q = |at| match s.append_latency.quantile_at_most(at) {
+                Some(d) => format!("{d:?}"),
+                None => "-".into(),
+            };
+            write!(
+                f,
+                "shard {}: {} appends ({} B, {} refused, p50 <= {}, p99 <= {}), {} polls ({} B, {} failed), {} of {} queued, {:?}",
+                s.health.shard,
+                s.appends,
+                s.appended_bytes,
+                s.append_errors,
+                q(0.5),
+                q(0.99),
+                s.polls,
+                s.polled_bytes,
+                s.poll_errors,
+                s.health.queued,
+                s.health.capacity,
+                s.health.state,
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// A histogram of durations in power-of-two buckets of microseconds (see
 /// [`LATENCY_BUCKETS`]): cheap enough to count every append, within a
 /// factor of two.
@@ -218,5 +251,31 @@ mod tests {
         assert_eq!(h.quantile_at_most(1.0), Some(Duration::from_micros(2048)));
         h.buckets[LATENCY_BUCKETS - 1] = 1;
         assert_eq!(h.quantile_at_most(1.0), Some(Duration::MAX));
+    }
+
+    #[test]
+    fn metrics_print_a_line_per_shard() {
+        let c = ShardCounters::new();
+        c.append_done(Instant::now(), Some(100));
+        c.append_done(Instant::now(), None);
+        c.poll_done(Some(100));
+        let health = ShardHealth {
+            shard: 0,
+            state: crate::health::ShardState::Running,
+            queued: 1,
+            capacity: 8,
+        };
+        let m = Metrics {
+            shards: vec![c.read(health)],
+        };
+        let text = m.to_string();
+        assert!(
+            text.starts_with("shard 0: 1 appends (100 B, 1 refused, p50 <= "),
+            "{text}"
+        );
+        assert!(
+            text.ends_with("1 polls (100 B, 0 failed), 1 of 8 queued, Running"),
+            "{text}"
+        );
     }
 }

@@ -243,6 +243,7 @@ impl Server {
             return Ok(());
         };
         let flushed = futures_block_on(engine.flush_all());
+        tracing::info!("engine at shutdown: {}", engine.metrics());
         let stopped = engine.shutdown();
         flushed?;
         stopped?;
