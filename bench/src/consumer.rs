@@ -6,7 +6,11 @@
 //!
 //! Consumer `c` reads the partitions `p` with `p % consumers == c` from
 //! offset 0 until each reaches its target (known once producers are done),
-//! verifying every batch first unless `--no-verify`.
+//! verifying every batch first unless `--no-verify`: a consumer stream
+//! (`Handle::consume`) per partition, the thread's streams driven together.
+//! A poll's latency is from asking for the next reply to having it: with
+//! `--tail` (every partition's stream waiting at once), the wait for data
+//! and the other partitions' replies handled meanwhile included.
 
 use crate::args::Args;
 use crate::clock::now_micros;
@@ -14,7 +18,8 @@ use crate::live::Live;
 use crate::live::Totals;
 use crate::report::{histogram, Phase};
 use crate::sink::{Moved, Sink};
-use corelog::{Handle, PollFrom, PollReply};
+use corelog::{Handle, PollReply};
+use futures::StreamExt;
 use hdrhistogram::Histogram;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -71,6 +76,14 @@ pub fn run(
     out
 }
 
+/// How long a consumer's poll waits on its shard for data before it
+/// checks whether its partitions are done.
+const MAX_WAIT: Duration = Duration::from_millis(10);
+
+/// Reads every partition of `partitions` to its target through a consumer
+/// stream each (`Handle::consume`: long polls, so a caught-up partition
+/// waits on its shard instead of being polled in a loop), driven on this
+/// thread.
 fn poll_all(
     handle: &Handle,
     partitions: &[u64],
@@ -81,31 +94,38 @@ fn poll_all(
     out: &mut ConsumerResult,
 ) -> Result<(), String> {
     let limits = handle.limits();
-    let mut next: Vec<u64> = vec![0; partitions.len()];
-    let mut done = vec![false; partitions.len()];
-    while !done.iter().all(|d| *d) {
-        let mut progressed = false;
-        for (k, &p) in partitions.iter().enumerate() {
-            if done[k] {
-                continue;
+    let streams = partitions.iter().map(|&p| {
+        let consumer = handle
+            .consume(p, 0, args.poll_bytes)
+            .max_wait(MAX_WAIT)
+            .yield_empty();
+        // Ends once the partition's target (known when the producers are
+        // done) is read.
+        futures::stream::unfold(consumer, move |mut c| async move {
+            if totals.target(p).is_some_and(|t| c.next_offset() >= t) {
+                return None;
             }
             let started = Instant::now();
-            let reply = match handle
-                .poll(p, PollFrom::Offset(next[k]), args.poll_bytes)
-                .wait()
-            {
-                Ok(r) => r,
-                Err(corelog::RequestError::UnknownPartition { .. }) if args.tail => continue,
-                Err(e) => return Err(format!("poll partition {p}: {e}")),
-            };
+            let item = c.next().await?;
+            Some(((p, started, item), c))
+        })
+        .boxed()
+    });
+    // Tailing, every partition's stream waits at once and replies are
+    // handled as they land; reading back what was appended, one partition
+    // after another, one poll in flight (a poll's latency is then its own).
+    let mut all = if args.tail {
+        futures::stream::select_all(streams).boxed()
+    } else {
+        futures::stream::iter(streams).flatten().boxed()
+    };
+    futures::executor::block_on(async {
+        while let Some((p, started, item)) = all.next().await {
+            let reply = item.map_err(|e| format!("poll partition {p}: {e}"))?;
             let got = Instant::now();
             if reply.is_empty() {
-                if totals.target(p).is_some_and(|t| next[k] >= t) {
-                    done[k] = true;
-                }
                 continue;
             }
-            progressed = true;
             if !args.no_verify {
                 reply
                     .verify(&limits)
@@ -117,13 +137,9 @@ fn poll_all(
             }
             record(out, &reply, got - started);
             live.polled.fetch_add(reply.len(), Ordering::Relaxed);
-            next[k] = reply.next_offset();
         }
-        if !progressed {
-            std::thread::sleep(Duration::from_millis(1));
-        }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 fn record(out: &mut ConsumerResult, reply: &PollReply, waited: Duration) {

@@ -37,6 +37,7 @@ pub struct Consumer {
     max_wait: Duration,
     pending: Option<Reply<PollReply>>,
     ended: bool,
+    yield_empty: bool,
 }
 
 impl std::fmt::Debug for Consumer {
@@ -81,6 +82,7 @@ impl Handle {
             max_wait: Consumer::DEFAULT_MAX_WAIT,
             pending: None,
             ended: false,
+            yield_empty: false,
         }
     }
 }
@@ -94,6 +96,15 @@ impl Consumer {
     /// again (it answers as soon as data lands, whatever this is).
     pub fn max_wait(mut self, max_wait: Duration) -> Consumer {
         self.max_wait = max_wait;
+        self
+    }
+
+    /// Also yields an empty reply each time `max_wait` passes with nothing
+    /// new (Kafka's empty fetch), so a loop over the stream gets control
+    /// back to check its own stop conditions. Off by default: the stream
+    /// then yields only replies with messages.
+    pub fn yield_empty(mut self) -> Consumer {
+        self.yield_empty = true;
         self
     }
 
@@ -141,8 +152,13 @@ impl Stream for Consumer {
             };
             this.pending = None;
             match answer {
-                // Nothing new within max_wait: wait again.
-                Ok(r) if r.is_empty() || r.next_offset() <= this.next => continue,
+                // Nothing new within max_wait: wait again, or say so.
+                Ok(r) if r.is_empty() || r.next_offset() <= this.next => {
+                    if this.yield_empty {
+                        return Poll::Ready(Some(Ok(r.starting_at(this.next))));
+                    }
+                    continue;
+                }
                 Ok(r) => {
                     let r = r.starting_at(this.next);
                     this.next = r.next_offset();

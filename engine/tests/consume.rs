@@ -110,3 +110,36 @@ fn a_consumer_on_a_thread_blocks_for_data_and_ends_once_on_shutdown() {
     assert!(then.is_none(), "the stream ended: {then:?}");
     drop(handle);
 }
+
+#[test]
+fn a_consumer_that_asks_for_empty_replies_gets_one_per_max_wait() {
+    let _dog = Watchdog::arm("consume yield_empty", Duration::from_secs(60));
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path(), 1, small_segments());
+    engine.append(1, batch(1, 0)).wait().unwrap();
+    let mut consumer = engine
+        .consume(1, 0, 1 << 20)
+        .max_wait(Duration::from_millis(20))
+        .yield_empty();
+    let first = consumer.next_blocking().unwrap().unwrap();
+    assert_eq!(ids(&first).len() as u64, messages_in(0));
+    // Caught up: an empty reply at each max_wait, the position kept.
+    for _ in 0..3 {
+        let started = std::time::Instant::now();
+        let r = consumer.next_blocking().unwrap().unwrap();
+        assert!(r.is_empty() && r.messages().next().is_none());
+        assert!(
+            started.elapsed() >= Duration::from_millis(15),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(consumer.next_offset(), messages_in(0));
+    }
+    engine.append(1, batch(1, 1)).wait().unwrap();
+    let r = consumer.next_blocking().unwrap().unwrap();
+    assert_eq!(
+        ids(&r),
+        (0..messages_in(1)).map(|i| (1, i)).collect::<Vec<_>>()
+    );
+    engine.shutdown().unwrap();
+}
