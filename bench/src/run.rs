@@ -54,7 +54,7 @@ fn open_engine(args: &Args, shape: &Shape, dir: &std::path::Path) -> Result<Engi
     // All at once: each shard creates its partitions concurrently (a
     // broker's shape has thousands).
     let created: Vec<_> = (0..shape.partitions)
-        .map(|p| engine.create_partition(p))
+        .map(|p| engine.handle().create_partition(p))
         .collect();
     for c in created {
         c.wait().map_err(|e| e.to_string())?;
@@ -171,7 +171,7 @@ pub fn run(args: Args) -> Result<(), String> {
     let mut targets = HashMap::new();
     let mut stored = 0;
     for p in 0..shape.partitions {
-        let s = engine.stats(p).wait().map_err(|e| e.to_string())?;
+        let s = engine.handle().stats(p).wait().map_err(|e| e.to_string())?;
         targets.insert(p, s.next_offset);
         stored += s.bytes;
     }

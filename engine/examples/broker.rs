@@ -41,16 +41,17 @@ async fn main() -> Result<(), Box<dyn Error>> {
         pin_threads: false,
         ..Config::new(dir.path())
     })?;
+    let h = engine.handle();
 
     for p in 0..PARTITIONS {
-        engine.create_partition(p).await?;
+        h.create_partition(p).await?;
     }
 
     // A consumer per partition, from offset 0: each reply holds what
     // landed since the one before; the stream waits on the shard between.
     let mut consumers = Vec::new();
     for p in 0..PARTITIONS {
-        let mut stream = engine
+        let mut stream = h
             .consume(p, 0, 64 << 10)
             .max_wait(Duration::from_millis(500));
         consumers.push(tokio::spawn(async move {
@@ -71,7 +72,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
     // flight.
     let mut producers = Vec::new();
     for p in 0..PARTITIONS {
-        let mut producer = engine.producer(p);
+        let mut producer = h.producer(p);
         producers.push(tokio::spawn(async move {
             let mut acks = Vec::new();
             for seq in 0..BATCHES {
@@ -111,7 +112,7 @@ async fn main() -> Result<(), Box<dyn Error>> {
         );
     }
 
-    let m = engine.metrics();
+    let m = h.metrics();
     for s in &m.shards {
         println!(
             "shard {}: {} appends, {} bytes, {} polls, {} bytes served, {} queued, append p99 <= {:?}",

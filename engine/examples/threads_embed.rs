@@ -25,6 +25,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         },
         ..Config::new(dir.path())
     })?;
+    let h = engine.handle();
 
     std::thread::scope(|s| -> Result<(), corelog::Error> {
         let writers: Vec<_> = (0..WRITERS)
@@ -65,14 +66,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     })?;
 
     for partition in 0..PARTITIONS {
-        let stats = engine.stats(partition).wait()?;
+        let stats = h.stats(partition).wait()?;
         // Read the partition in pages of at most 4 KiB (whole batches).
         let (mut next, mut batches) = (0, 0);
         let mut last = String::new();
         loop {
-            let reply = engine
-                .poll(partition, PollFrom::Offset(next), 4096)
-                .wait()?;
+            let reply = h.poll(partition, PollFrom::Offset(next), 4096).wait()?;
             if reply.is_empty() {
                 break;
             }

@@ -41,10 +41,11 @@ async fn main() -> Result<(), Box<dyn Error>> {
         shards: Some(2),
         ..Config::new(dir.path())
     })?;
+    let h = engine.handle();
     println!(
         "engine on {} with {} shards",
         dir.path().display(),
-        engine.shards()
+        h.shards()
     );
 
     // Four producer tasks, two partitions: appends to one partition are
@@ -72,10 +73,8 @@ async fn main() -> Result<(), Box<dyn Error>> {
     // A consumer reads each partition from the start, verifying checksums
     // on its own thread, and remembers where it stopped.
     let consumer = 1;
-    for partition in engine.partitions().await? {
-        let reply = engine
-            .poll_verified(partition, PollFrom::First, 1 << 20)
-            .await?;
+    for partition in h.partitions().await? {
+        let reply = h.poll_verified(partition, PollFrom::First, 1 << 20).await?;
         println!(
             "partition {partition}: {} batches, {} bytes",
             reply.batch_count(),
@@ -91,12 +90,11 @@ async fn main() -> Result<(), Box<dyn Error>> {
             }
         }
         if !reply.is_empty() {
-            engine
-                .store_offset(partition, consumer, reply.next_offset() - 1)
+            h.store_offset(partition, consumer, reply.next_offset() - 1)
                 .await?;
         }
         // Where the consumer continues next time: nothing new yet.
-        let rest = engine.poll_next(partition, consumer, 1 << 20).await?;
+        let rest = h.poll_next(partition, consumer, 1 << 20).await?;
         println!(
             "partition {partition}: {} more batches for consumer {consumer}",
             rest.batch_count()

@@ -59,13 +59,14 @@ impl Handle {
     /// # let dir = tempfile::tempdir().unwrap();
     /// use corelog::{BatchBuilder, Config, Engine, MessageSpec};
     /// let engine = Engine::open(Config::new(dir.path()))?;
+    /// let h = engine.handle();
     /// let mut b = BatchBuilder::new();
     /// for id in 0..4 {
     ///     b.push(MessageSpec { id, timestamp: 1, payload: b"m", user_headers: b"" });
     /// }
-    /// engine.append(1, b.build()?).wait()?;
+    /// h.append(1, b.build()?).wait()?;
     /// // From offset 2, inside the stored batch of 0..=3.
-    /// let mut consumer = engine.consume(1, 2, 1 << 20);
+    /// let mut consumer = h.consume(1, 2, 1 << 20);
     /// let reply = consumer.next_blocking().expect("a reply")?;
     /// let offsets: Vec<u64> = reply.messages().map(|m| m.offset()).collect();
     /// assert_eq!(offsets, [2, 3]);

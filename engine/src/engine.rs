@@ -26,8 +26,9 @@ static ENGINE_IDS: AtomicU64 = AtomicU64::new(1);
 
 /// A running engine: its shards, their threads and the directory lock.
 ///
-/// Dereferences to its [`Handle`]. Dropping it shuts it down like
-/// [`Engine::shutdown`].
+/// It owns them; the API is its [`Handle`] ([`Engine::handle`]), which
+/// any thread or runtime clones and uses. Dropping the engine shuts it
+/// down like [`Engine::shutdown`].
 ///
 /// ```
 /// # fn main() -> Result<(), corelog::Error> {
@@ -36,13 +37,14 @@ static ENGINE_IDS: AtomicU64 = AtomicU64::new(1);
 ///
 /// let dir = tempfile::tempdir().unwrap();
 /// let engine = Engine::open(Config { shards: Some(1), ..Config::new(dir.path()) })?;
+/// let h = engine.handle();
 ///
 /// let mut b = BatchBuilder::new();
 /// b.push(MessageSpec { id: 1, timestamp: 1_000, payload: b"hello", user_headers: b"" });
-/// let ack = engine.append(7, b.build().unwrap()).wait()?;
+/// let ack = h.append(7, b.build().unwrap()).wait()?;
 /// assert_eq!(ack.base_offset, 0);
 ///
-/// let reply = engine.poll(7, PollFrom::Offset(0), 1 << 20).wait()?;
+/// let reply = h.poll(7, PollFrom::Offset(0), 1 << 20).wait()?;
 /// let batch = reply.batches().next().unwrap();
 /// assert_eq!(batch.messages().next().unwrap().payload(), b"hello");
 /// Ok(engine.shutdown()?)
@@ -67,6 +69,7 @@ pub struct Engine {
 /// use corelog::{BatchBuilder, Config, Engine, MessageSpec, PollFrom};
 /// let dir = tempfile::tempdir().unwrap();
 /// let engine = Engine::open(Config { shards: Some(2), ..Config::new(dir.path()) })?;
+/// let h = engine.handle();
 /// std::thread::scope(|s| {
 ///     for t in 0..4u64 {
 ///         let h = engine.handle();
@@ -77,9 +80,9 @@ pub struct Engine {
 ///         });
 ///     }
 /// });
-/// let reply = engine.poll(0, PollFrom::First, 1 << 20).wait()?;
+/// let reply = h.poll(0, PollFrom::First, 1 << 20).wait()?;
 /// assert_eq!(reply.batch_count(), 2);
-/// reply.verify(&engine.limits())?;
+/// reply.verify(&h.limits())?;
 /// # Ok(engine.shutdown()?) }
 /// ```
 ///
@@ -92,7 +95,8 @@ pub struct Engine {
 /// let engine = Engine::open(Config { shards: Some(2), ..Config::new(dir.path()) })?;
 /// let (h, (tx, rx)) = (engine.handle(), std::sync::mpsc::channel());
 /// let partition = 5;
-/// engine.spawn_on(engine.shard_of(partition), move || async move {
+/// let shard = h.shard_of(partition);
+/// engine.handle().spawn_on(shard, move || async move {
 ///     let mut b = BatchBuilder::new();
 ///     b.push(MessageSpec { id: 1, timestamp: 1, payload: b"local", user_headers: b"" });
 ///     let ack = h.append(partition, b.build().unwrap()).await;
@@ -236,14 +240,6 @@ impl Drop for Engine {
     }
 }
 
-impl std::ops::Deref for Engine {
-    type Target = Handle;
-
-    fn deref(&self) -> &Handle {
-        &self.handle
-    }
-}
-
 impl Handle {
     /// The number of shards.
     pub fn shards(&self) -> usize {
@@ -358,15 +354,16 @@ impl Handle {
     /// use corelog::{BatchBuilder, Config, Engine, MessageSpec, PollFrom};
     /// use std::time::Duration;
     /// let engine = Engine::open(Config::new(dir.path()))?;
-    /// engine.create_partition(1).wait()?;
+    /// let h = engine.handle();
+    /// h.create_partition(1).wait()?;
     /// // Nothing there yet: empty after the wait.
-    /// let reply = engine.poll_wait(1, PollFrom::Offset(0), 1 << 20, Duration::from_millis(10)).wait()?;
+    /// let reply = h.poll_wait(1, PollFrom::Offset(0), 1 << 20, Duration::from_millis(10)).wait()?;
     /// assert!(reply.is_empty());
     /// // A waiting poll answers once an append lands.
-    /// let waiting = engine.poll_wait(1, PollFrom::Offset(0), 1 << 20, Duration::from_secs(30));
+    /// let waiting = h.poll_wait(1, PollFrom::Offset(0), 1 << 20, Duration::from_secs(30));
     /// let mut b = BatchBuilder::new();
     /// b.push(MessageSpec { id: 1, timestamp: 1, payload: b"hello", user_headers: b"" });
-    /// engine.append(1, b.build()?).wait()?;
+    /// h.append(1, b.build()?).wait()?;
     /// assert_eq!(waiting.wait()?.batch_count(), 1);
     /// engine.shutdown()?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -514,9 +511,10 @@ impl Handle {
     /// ```
     /// # let dir = tempfile::tempdir().unwrap();
     /// let engine = corelog::Engine::open(corelog::Config::new(dir.path()))?;
-    /// let health = engine.health();
+    /// let h = engine.handle();
+    /// let health = h.health();
     /// assert!(health.is_healthy());
-    /// assert_eq!(health.shards.len(), engine.shards());
+    /// assert_eq!(health.shards.len(), h.shards());
     /// engine.shutdown()?;
     /// # Ok::<(), corelog::Error>(())
     /// ```
@@ -534,10 +532,11 @@ impl Handle {
     /// # let dir = tempfile::tempdir().unwrap();
     /// use corelog::{BatchBuilder, Config, Engine, MessageSpec};
     /// let engine = Engine::open(Config::new(dir.path()))?;
+    /// let h = engine.handle();
     /// let mut b = BatchBuilder::new();
     /// b.push(MessageSpec { id: 1, timestamp: 1, payload: b"m", user_headers: b"" });
-    /// engine.append(1, b.build()?).wait()?;
-    /// let m = engine.metrics();
+    /// h.append(1, b.build()?).wait()?;
+    /// let m = h.metrics();
     /// assert_eq!(m.appends(), 1);
     /// assert!(m.append_latency().quantile_at_most(0.99).is_some());
     /// engine.shutdown()?;
@@ -571,9 +570,10 @@ impl Handle {
     /// ```no_run
     /// # fn main() -> Result<(), corelog::Error> {
     /// let engine = corelog::Engine::open(corelog::Config::new("/var/lib/mybroker"))?;
-    /// if engine.stats(7).wait()?.poisoned {
+    /// let h = engine.handle();
+    /// if h.stats(7).wait()?.poisoned {
     ///     // ... free space, then:
-    ///     let report = engine.reopen_partition(7).wait()?;
+    ///     let report = h.reopen_partition(7).wait()?;
     ///     println!("partition 7 reopened: {report}");
     /// }
     /// # Ok(())
@@ -605,9 +605,10 @@ impl Handle {
     /// # let dir = tempfile::tempdir().unwrap();
     /// use corelog::{Config, Engine, FsyncPolicy, PartitionOptions};
     /// let engine = Engine::open(Config::new(dir.path()))?;
+    /// let h = engine.handle();
     /// let options = PartitionOptions::new().fsync(FsyncPolicy::Batch).segment_bytes(16 << 20);
-    /// engine.create_partition_with(3, options.clone()).wait()?;
-    /// assert_eq!(engine.partition_options(3).wait()?, options);
+    /// h.create_partition_with(3, options.clone()).wait()?;
+    /// assert_eq!(h.partition_options(3).wait()?, options);
     /// engine.shutdown()?;
     /// # Ok::<(), Box<dyn std::error::Error>>(())
     /// ```

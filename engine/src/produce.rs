@@ -26,7 +26,8 @@ use corelog_segment::Batch;
 /// # let dir = tempfile::tempdir().unwrap();
 /// use corelog::{BatchBuilder, Config, Engine, MessageSpec};
 /// let engine = Engine::open(Config::new(dir.path()))?;
-/// let mut producer = engine.producer(1);
+/// let h = engine.handle();
+/// let mut producer = h.producer(1);
 /// let mut acks = Vec::new();
 /// for id in 0..3 {
 ///     let mut b = BatchBuilder::new();

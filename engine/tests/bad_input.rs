@@ -311,9 +311,10 @@ fn cases() -> Vec<Case> {
 /// Everything the engine would tell about partition `p`: its stats and its
 /// bytes.
 fn state(engine: &Engine, p: u64) -> (u64, u64, u64, usize, Vec<u8>) {
-    let s = engine.stats(p).wait().unwrap();
+    let s = engine.handle().stats(p).wait().unwrap();
     let mut bytes = Vec::new();
     engine
+        .handle()
         .poll(p, PollFrom::First, 1 << 30)
         .wait()
         .unwrap()
@@ -323,7 +324,7 @@ fn state(engine: &Engine, p: u64) -> (u64, u64, u64, usize, Vec<u8>) {
 }
 
 fn partitions(engine: &Engine) -> Vec<u64> {
-    futures::executor::block_on(engine.partitions()).unwrap()
+    futures::executor::block_on(engine.handle().partitions()).unwrap()
 }
 
 #[test]
@@ -331,16 +332,16 @@ fn the_api_refuses_every_broken_batch_with_its_error_and_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path(), 2, LogConfig::default());
     for seed in 0..3 {
-        engine.append(4, good(seed)).wait().unwrap();
+        engine.handle().append(4, good(seed)).wait().unwrap();
     }
     let before = state(&engine, 4);
     for c in cases() {
         for p in [4u64, 9] {
             for (how, result) in [
-                ("append", engine.append(p, c.bytes.clone()).wait()),
+                ("append", engine.handle().append(p, c.bytes.clone()).wait()),
                 (
                     "append_stamped",
-                    engine.append_stamped(p, c.bytes.clone()).wait(),
+                    engine.handle().append_stamped(p, c.bytes.clone()).wait(),
                 ),
             ] {
                 match result {
@@ -372,7 +373,7 @@ fn the_api_refuses_every_broken_batch_with_its_error_and_changes_nothing() {
         );
     }
     // And the log goes on.
-    let ack = engine.append(4, good(3)).wait().unwrap();
+    let ack = engine.handle().append(4, good(3)).wait().unwrap();
     assert_eq!(ack.base_offset, before.0);
     engine.shutdown().unwrap();
 }
@@ -398,7 +399,7 @@ fn a_batch_over_the_configured_limit_is_refused_on_every_append_path() {
         });
         b.build().unwrap()
     };
-    engine.append(2, fits).wait().unwrap();
+    engine.handle().append(2, fits).wait().unwrap();
     let before = state(&engine, 2);
     let big = {
         let mut b = BatchBuilder::new();
@@ -413,14 +414,14 @@ fn a_batch_over_the_configured_limit_is_refused_on_every_append_path() {
     let declared = big.len() as u64;
     let admitted = corelog::Batch::admit(big.clone(), &Limits::default()).unwrap();
     for (how, result) in [
-        ("append", engine.append(2, big.clone()).wait()),
+        ("append", engine.handle().append(2, big.clone()).wait()),
         (
             "append_stamped",
-            engine.append_stamped(2, big.clone()).wait(),
+            engine.handle().append_stamped(2, big.clone()).wait(),
         ),
         (
             "append_admitted",
-            engine.append_admitted(2, admitted).wait(),
+            engine.handle().append_admitted(2, admitted).wait(),
         ),
     ] {
         assert!(
@@ -443,7 +444,7 @@ fn server_fields_a_producer_fills_in_are_overwritten_not_stored() {
     // server's stamp replaces them.
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path(), 1, LogConfig::default());
-    engine.append(3, good(1)).wait().unwrap();
+    engine.handle().append(3, good(1)).wait().unwrap();
     let mut odd = good(2);
     corelog::testing::segment::stamp_in_place(
         &mut odd,
@@ -455,9 +456,13 @@ fn server_fields_a_producer_fills_in_are_overwritten_not_stored() {
         &Limits::default(),
     )
     .unwrap();
-    let ack = engine.append(3, odd.clone()).wait().unwrap();
+    let ack = engine.handle().append(3, odd.clone()).wait().unwrap();
     assert_eq!(ack.base_offset, 3);
-    let reply = engine.poll(3, PollFrom::Offset(3), 1).wait().unwrap();
+    let reply = engine
+        .handle()
+        .poll(3, PollFrom::Offset(3), 1)
+        .wait()
+        .unwrap();
     let b = reply.batches().next().unwrap();
     assert_eq!((b.partition_id(), b.base_offset()), (3, 3));
     assert!(b.base_timestamp() > 1);

@@ -57,13 +57,14 @@ fn many_threads_many_partitions_offsets_continuous_no_loss_no_duplicates() {
         let mut next = 0u64;
         loop {
             let reply = engine
+                .handle()
                 .poll(p, PollFrom::Offset(next), 1 << 20)
                 .wait()
                 .unwrap();
             if reply.is_empty() {
                 break;
             }
-            reply.verify(&engine.limits()).unwrap();
+            reply.verify(&engine.handle().limits()).unwrap();
             for b in reply.batches() {
                 assert_eq!(b.base_offset(), next, "partition {p}: offsets continuous");
                 assert_eq!(b.partition_id(), p);
@@ -78,7 +79,7 @@ fn many_threads_many_partitions_offsets_continuous_no_loss_no_duplicates() {
                 next = b.next_offset();
             }
         }
-        let stats = engine.stats(p).wait().unwrap();
+        let stats = engine.handle().stats(p).wait().unwrap();
         assert_eq!(stats.next_offset, next);
     }
     let expected: u64 = (0..threads)

@@ -49,7 +49,7 @@ fn a_consumer_on_tokio_gets_every_message_from_inside_a_batch_once_as_they_land(
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path(), 2, small_segments());
     let p = 5;
-    engine.create_partition(p).wait().unwrap();
+    engine.handle().create_partition(p).wait().unwrap();
     // Batch 3 holds 4 messages from offset base_offset_of(3); start at its
     // third message.
     let from = base_offset_of(3) + 2;
@@ -59,6 +59,7 @@ fn a_consumer_on_tokio_gets_every_message_from_inside_a_batch_once_as_they_land(
         .collect();
     let writer = producer(engine.handle(), p);
     let consumer = engine
+        .handle()
         .consume(p, from, 2_000)
         .max_wait(Duration::from_millis(200));
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -85,9 +86,9 @@ fn a_consumer_on_a_thread_blocks_for_data_and_ends_once_on_shutdown() {
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path(), 1, small_segments());
     let p = 2;
-    engine.create_partition(p).wait().unwrap();
+    engine.handle().create_partition(p).wait().unwrap();
     let writer = producer(engine.handle(), p);
-    let mut consumer = engine.consume(p, 0, 1 << 20);
+    let mut consumer = engine.handle().consume(p, 0, 1 << 20);
     let mut got = Vec::new();
     while got.len() < all_messages().len() {
         got.extend(ids(&consumer.next_blocking().unwrap().unwrap()));
@@ -116,8 +117,9 @@ fn a_consumer_that_asks_for_empty_replies_gets_one_per_max_wait() {
     let _dog = Watchdog::arm("consume yield_empty", Duration::from_secs(60));
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path(), 1, small_segments());
-    engine.append(1, batch(1, 0)).wait().unwrap();
+    engine.handle().append(1, batch(1, 0)).wait().unwrap();
     let mut consumer = engine
+        .handle()
         .consume(1, 0, 1 << 20)
         .max_wait(Duration::from_millis(20))
         .yield_empty();
@@ -135,7 +137,7 @@ fn a_consumer_that_asks_for_empty_replies_gets_one_per_max_wait() {
         );
         assert_eq!(consumer.next_offset(), messages_in(0));
     }
-    engine.append(1, batch(1, 1)).wait().unwrap();
+    engine.handle().append(1, batch(1, 1)).wait().unwrap();
     let r = consumer.next_blocking().unwrap().unwrap();
     assert_eq!(
         ids(&r),

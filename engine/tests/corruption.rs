@@ -69,10 +69,10 @@ impl Pristine {
         let dir = tempfile::tempdir().unwrap();
         let engine = open(dir.path(), 1, config(OpenCheck::Tail));
         for seq in 0..BATCHES {
-            engine.append(P, batch(P, seq)).wait().unwrap();
+            engine.handle().append(P, batch(P, seq)).wait().unwrap();
         }
         let batches = read_all(&engine);
-        let next_offset = engine.stats(P).wait().unwrap().next_offset;
+        let next_offset = engine.handle().stats(P).wait().unwrap().next_offset;
         engine.shutdown().unwrap();
         let mut files = BTreeMap::new();
         let part = dir.path().join("partitions").join(P.to_string());
@@ -142,9 +142,12 @@ fn read_all(engine: &Engine) -> BTreeMap<u64, Vec<u8>> {
     let mut out = BTreeMap::new();
     let mut next = 0;
     loop {
-        let reply =
-            futures::executor::block_on(engine.poll_verified(P, PollFrom::Offset(next), 64 << 10))
-                .unwrap();
+        let reply = futures::executor::block_on(engine.handle().poll_verified(
+            P,
+            PollFrom::Offset(next),
+            64 << 10,
+        ))
+        .unwrap();
         if reply.is_empty() {
             return out;
         }
@@ -281,7 +284,7 @@ fn recovery(engine: &Engine) -> Result<corelog::RecoveryReport, LogOpenError> {
 fn walk_verified(engine: &Engine, pristine: &Pristine, what: &str) -> Option<RequestError> {
     let mut next = 0;
     loop {
-        let reply = match futures::executor::block_on(engine.poll_verified(
+        let reply = match futures::executor::block_on(engine.handle().poll_verified(
             P,
             PollFrom::Offset(next),
             8 << 10,
@@ -381,7 +384,7 @@ fn sealed_segment_damage(check: OpenCheck, salt: u64) {
                     "{what}: the message names file and position: {text}"
                 );
                 // The partition answers with the error; nothing was dropped.
-                match engine.poll(P, PollFrom::First, 1 << 20).wait() {
+                match engine.handle().poll(P, PollFrom::First, 1 << 20).wait() {
                     Err(RequestError::Unopenable { ref error, .. })
                         if open_corrupt_at(error) == Some((path, pos)) => {}
                     other => panic!("{what}: a refused partition answers {other:?}"),
@@ -480,9 +483,12 @@ fn assert_index_recovered(
     for (i, (&base, bytes)) in pristine.batches.iter().enumerate() {
         let next = offsets.get(i + 1).copied().unwrap_or(pristine.next_offset);
         for o in [base, next - 1] {
-            let reply =
-                futures::executor::block_on(engine.poll_verified(P, PollFrom::Offset(o), 1))
-                    .unwrap_or_else(|e| panic!("{what}: poll from offset {o}: {e}"));
+            let reply = futures::executor::block_on(engine.handle().poll_verified(
+                P,
+                PollFrom::Offset(o),
+                1,
+            ))
+            .unwrap_or_else(|e| panic!("{what}: poll from offset {o}: {e}"));
             assert_eq!(
                 reply.first_offset(),
                 base,
@@ -497,9 +503,12 @@ fn assert_index_recovered(
         let ts = corelog::testing::segment::check(bytes, &corelog::Limits::default())
             .unwrap()
             .base_timestamp();
-        let reply =
-            futures::executor::block_on(engine.poll_verified(P, PollFrom::Timestamp(ts), 1))
-                .unwrap_or_else(|e| panic!("{what}: poll from timestamp {ts}: {e}"));
+        let reply = futures::executor::block_on(engine.handle().poll_verified(
+            P,
+            PollFrom::Timestamp(ts),
+            1,
+        ))
+        .unwrap_or_else(|e| panic!("{what}: poll from timestamp {ts}: {e}"));
         let first_at_or_after = pristine
             .batches
             .iter()
@@ -516,7 +525,7 @@ fn assert_index_recovered(
             "{what}: poll from timestamp {ts}"
         );
     }
-    let appended = engine.append(P, batch(P, BATCHES)).wait();
+    let appended = engine.handle().append(P, batch(P, BATCHES)).wait();
     assert_eq!(
         appended.unwrap().base_offset,
         pristine.next_offset,
@@ -629,7 +638,8 @@ fn regression_a_tail_open_drops_a_garbled_index_entry_before_the_last() {
     let engine = open(root.path(), 1, config(OpenCheck::Tail));
     recovery(&engine).unwrap();
     let reply =
-        futures::executor::block_on(engine.poll_verified(P, PollFrom::Offset(asked), 1)).unwrap();
+        futures::executor::block_on(engine.handle().poll_verified(P, PollFrom::Offset(asked), 1))
+            .unwrap();
     let holding = pristine
         .batches
         .range(..=asked)

@@ -24,25 +24,35 @@ fn deleted_partition_is_gone_now_and_after_reopen() {
     let engine = Engine::open(config()).expect("open");
     for p in [3u64, 4] {
         engine
+            .handle()
             .append(p, batch(b"kept or not"))
             .wait()
             .expect("append");
     }
-    engine.delete_partition(3).wait().expect("delete");
+    engine.handle().delete_partition(3).wait().expect("delete");
     assert!(!dir.path().join("partitions/3").exists());
     assert!(matches!(
-        engine.poll(3, PollFrom::First, 1 << 20).wait(),
+        engine.handle().poll(3, PollFrom::First, 1 << 20).wait(),
         Err(RequestError::UnknownPartition { partition: 3 })
     ));
     // Deleting again, or a partition that never existed, succeeds.
-    engine.delete_partition(3).wait().expect("delete again");
-    engine.delete_partition(99).wait().expect("delete unknown");
+    engine
+        .handle()
+        .delete_partition(3)
+        .wait()
+        .expect("delete again");
+    engine
+        .handle()
+        .delete_partition(99)
+        .wait()
+        .expect("delete unknown");
     engine.shutdown().expect("shutdown");
 
     let engine = Engine::open(config()).expect("reopen");
-    let partitions = engine.partitions();
+    let partitions = engine.handle().partitions();
     assert_eq!(pollster_block(partitions).expect("list"), vec![4]);
     let reply = engine
+        .handle()
         .poll(4, PollFrom::First, 1 << 20)
         .wait()
         .expect("poll");

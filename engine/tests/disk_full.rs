@@ -198,9 +198,12 @@ fn stored(engine: &Engine) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
     let mut next = 0;
     loop {
-        let reply =
-            futures::executor::block_on(engine.poll_verified(P, PollFrom::Offset(next), 1 << 20))
-                .unwrap();
+        let reply = futures::executor::block_on(engine.handle().poll_verified(
+            P,
+            PollFrom::Offset(next),
+            1 << 20,
+        ))
+        .unwrap();
         if reply.is_empty() {
             return out;
         }
@@ -250,7 +253,7 @@ fn disk_full(m: &Mounted) {
     let mut seq = 0u64;
     while failures < 20 {
         assert!(seq < 100_000, "{kind}: the disk never filled");
-        pending.push_back((seq, engine.append(P, batch(TAG, seq))));
+        pending.push_back((seq, engine.handle().append(P, batch(TAG, seq))));
         seq += 1;
         if pending.len() < 8 {
             continue;
@@ -280,12 +283,16 @@ fn disk_full(m: &Mounted) {
         "{kind}: {} batches fit before the disk was full",
         acked.len()
     );
-    let stats = engine.stats(P).wait().unwrap();
+    let stats = engine.handle().stats(P).wait().unwrap();
     assert!(
         stats.poisoned,
         "{kind}: a failed write poisons the partition: {stats:?}"
     );
-    let e = engine.append(P, batch(TAG, seq)).wait().unwrap_err();
+    let e = engine
+        .handle()
+        .append(P, batch(TAG, seq))
+        .wait()
+        .unwrap_err();
     assert_no_space(&e, &format!("{kind}: append after the failure"));
     // While full: what was acknowledged is readable.
     assert_acked_present(&stored(&engine), &acked, &format!("{kind}, full"));
@@ -325,7 +332,7 @@ fn disk_full(m: &Mounted) {
         .unwrap_or_else(|e| panic!("{kind}: reopen after freeing space: {e}"));
     let found = stored(&engine);
     assert_acked_present(&found, &acked, &format!("{kind}, space freed"));
-    let mut next = engine.stats(P).wait().unwrap().next_offset;
+    let mut next = engine.handle().stats(P).wait().unwrap().next_offset;
     eprintln!(
         "{kind}: {} batches acknowledged before ENOSPC, {} unacknowledged kept; reopened: {report}",
         acked.len(),
@@ -333,7 +340,7 @@ fn disk_full(m: &Mounted) {
     );
     for k in 0..50 {
         let s = found.len() as u64 + k;
-        let ack = engine.append(P, batch(TAG, s)).wait().unwrap();
+        let ack = engine.handle().append(P, batch(TAG, s)).wait().unwrap();
         assert_eq!(
             ack.base_offset, next,
             "{kind}: appends go on after the reopen"
@@ -387,7 +394,7 @@ fn a_partition_poisoned_by_a_full_tmpfs_reopens_in_place_once_space_is_freed() {
     let mut seq = 0u64;
     loop {
         assert!(seq < 100_000, "the disk never filled");
-        match engine.append(P, batch(TAG, seq)).wait() {
+        match engine.handle().append(P, batch(TAG, seq)).wait() {
             Ok(ack) => acked.push((ack.base_offset, seq)),
             Err(e) => {
                 assert_no_space(&e, &format!("append of batch {seq}"));
@@ -396,21 +403,26 @@ fn a_partition_poisoned_by_a_full_tmpfs_reopens_in_place_once_space_is_freed() {
         }
         seq += 1;
     }
-    assert!(engine.stats(P).wait().unwrap().poisoned);
+    assert!(engine.handle().stats(P).wait().unwrap().poisoned);
     std::fs::remove_file(&filler).unwrap();
     // Space is free, but the poisoned partition still refuses.
-    let e = engine.append(P, batch(TAG, seq)).wait().unwrap_err();
+    let e = engine
+        .handle()
+        .append(P, batch(TAG, seq))
+        .wait()
+        .unwrap_err();
     assert!(e.to_string().contains("is poisoned"), "{e}");
 
-    let report = engine.reopen_partition(P).wait().unwrap();
+    let report = engine.handle().reopen_partition(P).wait().unwrap();
     eprintln!("reopened: {report}");
-    let stats = engine.stats(P).wait().unwrap();
+    let stats = engine.handle().stats(P).wait().unwrap();
     assert!(!stats.poisoned, "the reopen cleared the poison: {stats:?}");
     let found = stored(&engine);
     assert_acked_present(&found, &acked, "reopened in place");
     let mut next = stats.next_offset;
     for k in 0..20 {
         let ack = engine
+            .handle()
             .append(P, batch(TAG, found.len() as u64 + k))
             .wait()
             .unwrap();
@@ -420,7 +432,7 @@ fn a_partition_poisoned_by_a_full_tmpfs_reopens_in_place_once_space_is_freed() {
     assert_eq!(stored(&engine).len(), found.len() + 20);
     assert!(
         matches!(
-            engine.reopen_partition(P + 1).wait(),
+            engine.handle().reopen_partition(P + 1).wait(),
             Err(RequestError::UnknownPartition { .. })
         ),
         "no such partition"
@@ -451,7 +463,9 @@ fn preallocation_stays_a_small_share_of_free_space() {
     })
     .unwrap();
     let data_bytes: u64 = (0..32).map(|p| batch(TAG, p).len() as u64).sum();
-    let replies: Vec<_> = (0..32).map(|p| engine.append(p, batch(TAG, p))).collect();
+    let replies: Vec<_> = (0..32)
+        .map(|p| engine.handle().append(p, batch(TAG, p)))
+        .collect();
     for r in replies {
         r.wait().unwrap();
     }

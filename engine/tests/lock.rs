@@ -39,7 +39,7 @@ fn a_second_engine_in_the_same_process_is_refused() {
     let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path(), 2, LogConfig::default());
-    engine.append(0, batch(0, 0)).wait().unwrap();
+    engine.handle().append(0, batch(0, 0)).wait().unwrap();
     let second = open_again(dir.path());
     assert_lock_held(second, dir.path());
     let message = open_again(dir.path()).unwrap_err().to_string();
@@ -52,12 +52,12 @@ fn a_second_engine_in_the_same_process_is_refused() {
         "{message}"
     );
     // The refused open changed nothing: the first engine keeps working.
-    engine.append(0, batch(0, 1)).wait().unwrap();
+    engine.handle().append(0, batch(0, 1)).wait().unwrap();
     engine.shutdown().unwrap();
 
     // Released by shutdown.
     let engine = open_again(dir.path()).unwrap();
-    assert_eq!(engine.stats(0).wait().unwrap().next_offset, 1 + 2);
+    assert_eq!(engine.handle().stats(0).wait().unwrap().next_offset, 1 + 2);
     // And by drop.
     drop(engine);
     open_again(dir.path()).unwrap().shutdown().unwrap();
@@ -68,7 +68,7 @@ fn another_process_is_refused_naming_the_directory_and_the_holder() {
     let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path(), 1, LogConfig::default());
-    engine.append(0, batch(0, 0)).wait().unwrap();
+    engine.handle().append(0, batch(0, 0)).wait().unwrap();
     let d = dir.path().to_str().unwrap();
     let before = std::fs::read(dir.path().join("partitions/0/00000000000000000000.log")).unwrap();
     for args in [
@@ -97,7 +97,7 @@ fn another_process_is_refused_naming_the_directory_and_the_holder() {
     // Nothing was appended behind the engine's back.
     let after = std::fs::read(dir.path().join("partitions/0/00000000000000000000.log")).unwrap();
     assert_eq!(after, before);
-    assert_eq!(engine.stats(0).wait().unwrap().next_offset, 1);
+    assert_eq!(engine.handle().stats(0).wait().unwrap().next_offset, 1);
     engine.shutdown().unwrap();
 
     // Released: the same commands now run.
@@ -172,7 +172,7 @@ fn a_cli_run_holds_the_lock_while_it_runs_and_a_killed_one_leaves_it_free() {
     drop(stdin);
     let engine = open_again(dir.path()).unwrap();
     assert!(engine.recovery().iter().all(|r| r.result.is_ok()));
-    assert_eq!(engine.stats(3).wait().unwrap().next_offset, 1);
+    assert_eq!(engine.handle().stats(3).wait().unwrap().next_offset, 1);
     engine.shutdown().unwrap();
 }
 
@@ -189,7 +189,7 @@ fn a_finished_cli_run_leaves_the_directory_free() {
     );
     let engine = open_again(dir.path()).unwrap();
     assert_eq!(
-        engine.stats(3).wait().unwrap().next_offset,
+        engine.handle().stats(3).wait().unwrap().next_offset,
         common::messages_in(9)
     );
     engine.shutdown().unwrap();

@@ -71,7 +71,7 @@ fn ten_thousand_partitions_append_reopen_and_poll_back() {
         let replies: Vec<_> = sent
             .iter()
             .enumerate()
-            .map(|(p, b)| engine.append(p as u64, b.clone()))
+            .map(|(p, b)| engine.handle().append(p as u64, b.clone()))
             .collect();
         for (p, r) in replies.into_iter().enumerate() {
             let ack = r.wait().unwrap();
@@ -101,11 +101,12 @@ fn ten_thousand_partitions_append_reopen_and_poll_back() {
         engine.recovery().is_empty(),
         "partitions open on first request"
     );
-    let mut listed = futures::executor::block_on(engine.partitions()).unwrap();
+    let mut listed = futures::executor::block_on(engine.handle().partitions()).unwrap();
     listed.sort_unstable();
     assert_eq!(listed, (0..PARTITIONS).collect::<Vec<_>>());
     for (p, produced) in sent.iter().enumerate() {
         let reply = engine
+            .handle()
             .poll_verified(p as u64, PollFrom::First, 1 << 20)
             .wait()
             .unwrap();
@@ -123,7 +124,11 @@ fn ten_thousand_partitions_append_reopen_and_poll_back() {
     let per_partition = rss().saturating_sub(rss_before) / PARTITIONS;
     eprintln!("resident memory per open, idle partition: {per_partition} bytes");
     // Appends go on after the reopen.
-    let ack = engine.append(PARTITIONS - 1, batch(1, 1)).wait().unwrap();
+    let ack = engine
+        .handle()
+        .append(PARTITIONS - 1, batch(1, 1))
+        .wait()
+        .unwrap();
     assert_eq!(ack.base_offset, (PARTITIONS - 1) % 7 % 4 + 1);
     engine.shutdown().unwrap();
     eprintln!("opened an engine over {PARTITIONS} partitions in {opened:?}");

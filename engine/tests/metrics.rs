@@ -12,22 +12,23 @@ use std::time::Duration;
 fn each_shard_counts_its_appends_polls_refusals_and_latencies() {
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path(), 2, small_segments());
-    assert_eq!(engine.metrics().appends(), 0);
+    assert_eq!(engine.handle().metrics().appends(), 0);
     // Partition 0 on shard 0, 1 on shard 1: 3 appends and 5 appends.
     let mut bytes = [0u64; 2];
     for (p, n) in [(0u64, 3u64), (1, 5)] {
         for seq in 0..n {
             let b = batch(p, seq);
             bytes[p as usize] += b.len() as u64;
-            engine.append(p, b).wait().unwrap();
+            engine.handle().append(p, b).wait().unwrap();
         }
     }
     let served = engine
+        .handle()
         .poll(1, PollFrom::First, 1 << 20)
         .wait()
         .unwrap()
         .len();
-    let m = engine.metrics();
+    let m = engine.handle().metrics();
     for s in &m.shards {
         let shard = s.health.shard;
         assert_eq!(s.appends, [3, 5][shard], "shard {shard}");
@@ -57,9 +58,9 @@ fn a_refusal_the_shard_makes_is_counted_as_an_error_not_an_append() {
         ..small_segments()
     };
     let engine = open(dir.path(), 1, gated);
-    let err = engine.append(3, batch(3, 0)).wait().unwrap_err();
+    let err = engine.handle().append(3, batch(3, 0)).wait().unwrap_err();
     assert!(matches!(err, RequestError::Replicated { .. }), "{err}");
-    let s = &engine.metrics().shards[0];
+    let s = &engine.handle().metrics().shards[0];
     assert_eq!((s.appends, s.appended_bytes, s.append_errors), (0, 0, 1));
     assert_eq!(s.append_latency.count(), 0);
     engine.shutdown().unwrap();

@@ -41,16 +41,21 @@ fn idle_partitions_give_back_descriptors_and_mappings_and_reopen_whole() {
     })
     .unwrap();
     let sent: Vec<Vec<u8>> = (0..PARTITIONS).map(|p| batch(p, p % 5)).collect();
-    engine.append(0, sent[0].clone()).wait().unwrap();
+    engine.handle().append(0, sent[0].clone()).wait().unwrap();
     // A reply held while its partition is closed under it.
     let held = engine
+        .handle()
         .poll_verified(0, PollFrom::First, 1 << 20)
         .wait()
         .unwrap();
     for p in 1..PARTITIONS {
-        engine.append(p, sent[p as usize].clone()).wait().unwrap();
+        engine
+            .handle()
+            .append(p, sent[p as usize].clone())
+            .wait()
+            .unwrap();
         // Let the closes of idle partitions run.
-        futures::executor::block_on(engine.flush_all()).unwrap();
+        futures::executor::block_on(engine.handle().flush_all()).unwrap();
     }
     std::thread::sleep(std::time::Duration::from_millis(200));
     let fds = descriptors_under(&dir);
@@ -72,6 +77,7 @@ fn idle_partitions_give_back_descriptors_and_mappings_and_reopen_whole() {
     // Every partition reopens on its next request, whole.
     for (p, produced) in sent.iter().enumerate() {
         let reply = engine
+            .handle()
             .poll_verified(p as u64, PollFrom::First, 1 << 20)
             .wait()
             .unwrap();
@@ -83,7 +89,7 @@ fn idle_partitions_give_back_descriptors_and_mappings_and_reopen_whole() {
             "partition {p}"
         );
     }
-    let ack = engine.append(0, batch(0, 9)).wait().unwrap();
+    let ack = engine.handle().append(0, batch(0, 9)).wait().unwrap();
     assert_eq!(
         ack.base_offset,
         messages_in(0),

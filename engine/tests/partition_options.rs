@@ -27,7 +27,7 @@ fn reopen(dir: &std::path::Path) -> Engine {
 
 fn fill(engine: &Engine, p: u64, from: u64, n: u64) {
     for seq in from..from + n {
-        engine.append(p, batch(p, seq)).wait().unwrap();
+        engine.handle().append(p, batch(p, seq)).wait().unwrap();
     }
 }
 
@@ -38,27 +38,31 @@ fn options_given_at_creation_hold_after_a_restart() {
     let own = PartitionOptions::new()
         .segment_bytes(8 << 10)
         .fsync(FsyncPolicy::Batch);
-    engine.create_partition_with(1, own.clone()).wait().unwrap();
-    engine.create_partition(2).wait().unwrap();
+    engine
+        .handle()
+        .create_partition_with(1, own.clone())
+        .wait()
+        .unwrap();
+    engine.handle().create_partition(2).wait().unwrap();
     fill(&engine, 1, 0, 40);
     fill(&engine, 2, 0, 40);
-    let small = engine.stats(1).wait().unwrap();
+    let small = engine.handle().stats(1).wait().unwrap();
     assert!(small.segments > 3, "8 KiB segments: {small:?}");
     assert!(small.syncs > 0, "fsync=batch syncs: {small:?}");
-    let plain = engine.stats(2).wait().unwrap();
+    let plain = engine.handle().stats(2).wait().unwrap();
     assert_eq!(plain.segments, 1, "the engine's 1 GiB segments: {plain:?}");
     assert_eq!(plain.syncs, 0, "the engine's fsync=never: {plain:?}");
     engine.shutdown().unwrap();
 
     let engine = reopen(dir.path());
-    assert_eq!(engine.partition_options(1).wait().unwrap(), own);
+    assert_eq!(engine.handle().partition_options(1).wait().unwrap(), own);
     assert_eq!(
-        engine.partition_options(2).wait().unwrap(),
+        engine.handle().partition_options(2).wait().unwrap(),
         PartitionOptions::new()
     );
-    let before = engine.stats(1).wait().unwrap();
+    let before = engine.handle().stats(1).wait().unwrap();
     fill(&engine, 1, 40, 40);
-    let after = engine.stats(1).wait().unwrap();
+    let after = engine.handle().stats(1).wait().unwrap();
     assert!(
         after.segments >= before.segments + 3,
         "still 8 KiB segments after the restart: {before:?} then {after:?}"
@@ -75,26 +79,32 @@ fn a_retention_set_while_running_holds_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let engine = reopen(dir.path());
     engine
+        .handle()
         .create_partition_with(1, PartitionOptions::new().segment_bytes(8 << 10))
         .wait()
         .unwrap();
     fill(&engine, 1, 0, 60);
-    let full = engine.stats(1).wait().unwrap();
+    let full = engine.handle().stats(1).wait().unwrap();
     let keep = Retention {
         max_age: None,
         max_bytes: Some(20 << 10),
     };
-    engine.set_retention(1, keep).wait().unwrap();
+    engine.handle().set_retention(1, keep).wait().unwrap();
     engine.shutdown().unwrap();
 
     // Set once, before the restart: enforced after it.
     let engine = reopen(dir.path());
     assert_eq!(
-        engine.partition_options(1).wait().unwrap().retention,
+        engine
+            .handle()
+            .partition_options(1)
+            .wait()
+            .unwrap()
+            .retention,
         Some(keep)
     );
-    let deleted = engine.enforce_retention().wait().unwrap();
-    let left = engine.stats(1).wait().unwrap();
+    let deleted = engine.handle().enforce_retention().wait().unwrap();
+    let left = engine.handle().stats(1).wait().unwrap();
     assert!(
         !deleted.is_empty(),
         "nothing deleted: {full:?} then {left:?}"
@@ -109,6 +119,7 @@ fn a_damaged_options_file_is_named_and_the_data_is_left_alone() {
     let dir = tempfile::tempdir().unwrap();
     let engine = reopen(dir.path());
     engine
+        .handle()
         .create_partition_with(4, PartitionOptions::new().fsync(FsyncPolicy::Batch))
         .wait()
         .unwrap();
@@ -137,7 +148,7 @@ fn a_damaged_options_file_is_named_and_the_data_is_left_alone() {
     let before = listing(&pdir);
 
     let engine = reopen(dir.path());
-    let err = engine.append(4, batch(4, 5)).wait().unwrap_err();
+    let err = engine.handle().append(4, batch(4, 5)).wait().unwrap_err();
     assert!(matches!(err, RequestError::Unopenable { .. }), "{err}");
     let text = err.to_string();
     assert!(

@@ -14,21 +14,21 @@ fn a_deleted_offset_is_gone_and_says_whether_it_was_there() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let engine = open(tmp.path(), 2, small_segments());
-    engine.append(3, batch(0, 0)).wait().unwrap();
-    engine.store_offset(3, 7, 0).wait().unwrap();
-    engine.store_offset(3, 8, 0).wait().unwrap();
-    assert!(engine.delete_offset(3, 7).wait().unwrap());
-    assert!(!engine.delete_offset(3, 7).wait().unwrap());
-    assert_eq!(engine.load_offset(3, 7).wait().unwrap(), None);
-    assert_eq!(engine.load_offset(3, 8).wait().unwrap(), Some(0));
+    engine.handle().append(3, batch(0, 0)).wait().unwrap();
+    engine.handle().store_offset(3, 7, 0).wait().unwrap();
+    engine.handle().store_offset(3, 8, 0).wait().unwrap();
+    assert!(engine.handle().delete_offset(3, 7).wait().unwrap());
+    assert!(!engine.handle().delete_offset(3, 7).wait().unwrap());
+    assert_eq!(engine.handle().load_offset(3, 7).wait().unwrap(), None);
+    assert_eq!(engine.handle().load_offset(3, 8).wait().unwrap(), Some(0));
     assert!(matches!(
-        engine.delete_offset(99, 7).wait(),
+        engine.handle().delete_offset(99, 7).wait(),
         Err(corelog::RequestError::UnknownPartition { partition: 99 })
     ));
     engine.shutdown().unwrap();
     let engine = open(tmp.path(), 2, small_segments());
-    assert_eq!(engine.load_offset(3, 7).wait().unwrap(), None);
-    assert_eq!(engine.load_offset(3, 8).wait().unwrap(), Some(0));
+    assert_eq!(engine.handle().load_offset(3, 7).wait().unwrap(), None);
+    assert_eq!(engine.handle().load_offset(3, 8).wait().unwrap(), Some(0));
     engine.shutdown().unwrap();
 }
 
@@ -44,10 +44,10 @@ fn sealing_at_once() -> LogConfig {
 /// Appends `n` batches to `p`; returns the partition's segment count.
 fn fill(engine: &Engine, p: u64, n: u64) -> usize {
     for seq in 0..n {
-        engine.append(p, batch(p, seq)).wait().unwrap();
+        engine.handle().append(p, batch(p, seq)).wait().unwrap();
     }
-    engine.flush(p).wait().unwrap();
-    engine.stats(p).wait().unwrap().segments
+    engine.handle().flush(p).wait().unwrap();
+    engine.handle().stats(p).wait().unwrap().segments
 }
 
 #[test]
@@ -57,18 +57,22 @@ fn deleting_segments_removes_the_oldest_sealed_ones() {
     let engine = open(tmp.path(), 2, sealing_at_once());
     let segments = fill(&engine, 5, 60);
     assert!(segments >= 4, "{segments} segments");
-    let before = engine.stats(5).wait().unwrap();
-    let deleted = engine.delete_segments(5, 2).wait().unwrap();
+    let before = engine.handle().stats(5).wait().unwrap();
+    let deleted = engine.handle().delete_segments(5, 2).wait().unwrap();
     assert_eq!(deleted.len(), 2);
-    let after = engine.stats(5).wait().unwrap();
+    let after = engine.handle().stats(5).wait().unwrap();
     assert_eq!(after.segments, segments - 2);
     assert!(after.first_offset > before.first_offset);
     assert_eq!(after.next_offset, before.next_offset);
-    let first = engine.poll_verified(5, PollFrom::First, 0).wait().unwrap();
+    let first = engine
+        .handle()
+        .poll_verified(5, PollFrom::First, 0)
+        .wait()
+        .unwrap();
     assert_eq!(first.first_offset(), after.first_offset);
     // Asking for more than there are leaves the active segment.
-    engine.delete_segments(5, 1000).wait().unwrap();
-    assert_eq!(engine.stats(5).wait().unwrap().segments, 1);
+    engine.handle().delete_segments(5, 1000).wait().unwrap();
+    assert_eq!(engine.handle().stats(5).wait().unwrap().segments, 1);
     engine.shutdown().unwrap();
 }
 
@@ -93,16 +97,20 @@ fn retention_set_per_partition_applies_to_it_alone_and_survives_a_close() {
         max_age: None,
         max_bytes: Some(1),
     };
-    engine.set_retention(1, limits).wait().unwrap();
+    engine.handle().set_retention(1, limits).wait().unwrap();
     // Partition 1 is reopened by this request (2 was used last).
-    engine.stats(2).wait().unwrap();
-    engine.stats(1).wait().unwrap();
-    engine.stats(2).wait().unwrap();
+    engine.handle().stats(2).wait().unwrap();
+    engine.handle().stats(1).wait().unwrap();
+    engine.handle().stats(2).wait().unwrap();
     std::thread::sleep(Duration::from_millis(100));
-    engine.enforce_retention().wait().unwrap();
-    engine.stats(1).wait().unwrap();
-    engine.enforce_retention().wait().unwrap();
-    assert_eq!(engine.stats(1).wait().unwrap().segments, 1, "limited");
-    assert_eq!(engine.stats(2).wait().unwrap().segments, unlimited);
+    engine.handle().enforce_retention().wait().unwrap();
+    engine.handle().stats(1).wait().unwrap();
+    engine.handle().enforce_retention().wait().unwrap();
+    assert_eq!(
+        engine.handle().stats(1).wait().unwrap().segments,
+        1,
+        "limited"
+    );
+    assert_eq!(engine.handle().stats(2).wait().unwrap().segments, unlimited);
     engine.shutdown().unwrap();
 }

@@ -24,10 +24,10 @@ fn a_placement_function_decides_the_owning_shard_and_may_change_between_runs() {
     let all_on_one = || Placement::new(|_, _| 1);
     let engine = Engine::open(config(dir.path()).placement(all_on_one())).unwrap();
     for p in 0..6 {
-        assert_eq!(engine.shard_of(p), 1);
-        engine.append(p, batch(p, 0)).wait().unwrap();
+        assert_eq!(engine.handle().shard_of(p), 1);
+        engine.handle().append(p, batch(p, 0)).wait().unwrap();
     }
-    let m = engine.metrics();
+    let m = engine.handle().metrics();
     assert_eq!((m.shards[0].appends, m.shards[1].appends), (0, 6));
     engine.shutdown().unwrap();
 
@@ -50,7 +50,7 @@ fn a_placement_function_decides_the_owning_shard_and_may_change_between_runs() {
         (0..6).map(|p| (p, p as usize % 2)).collect::<Vec<_>>()
     );
     for p in 0..6 {
-        let ack = engine.append(p, batch(p, 1)).wait().unwrap();
+        let ack = engine.handle().append(p, batch(p, 1)).wait().unwrap();
         assert_eq!(
             ack.base_offset,
             base_offset_of(1),
@@ -67,6 +67,7 @@ fn shards_are_pinned_to_the_cpus_named_and_a_cpu_not_allowed_is_refused() {
     for shard in 0..2 {
         let (tx, rx) = std::sync::mpsc::channel();
         engine
+            .handle()
             .spawn_on(shard, move || async move {
                 let cpus: Vec<usize> = core_affinity::get_core_ids()
                     .unwrap_or_default()

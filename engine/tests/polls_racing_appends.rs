@@ -158,7 +158,7 @@ fn race(fsync: FsyncPolicy, batches: u64) {
         },
     );
     for p in 0..PARTITIONS {
-        engine.create_partition(p).wait().unwrap();
+        engine.handle().create_partition(p).wait().unwrap();
     }
     let progress = Progress {
         issued: (0..PARTITIONS).map(|_| AtomicU64::new(0)).collect(),
@@ -185,7 +185,7 @@ fn race(fsync: FsyncPolicy, batches: u64) {
         }
     });
     for p in 0..PARTITIONS {
-        let stats = engine.stats(p).wait().unwrap();
+        let stats = engine.handle().stats(p).wait().unwrap();
         assert_eq!(stats.next_offset, base_offset_of(batches));
         assert!(
             stats.segments > 1,

@@ -30,9 +30,9 @@ fn a_producer_keeps_call_order_through_a_full_queue() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine(dir.path());
     let p = 3;
-    engine.create_partition(p).wait().unwrap();
-    let release = hold_shard(&engine, 0);
-    let mut producer = engine.producer(p);
+    engine.handle().create_partition(p).wait().unwrap();
+    let release = hold_shard(&engine.handle(), 0);
+    let mut producer = engine.handle().producer(p);
     let sender = std::thread::spawn(move || {
         (0..SENDS)
             .map(|seq| producer.send_blocking(batch(1, seq)))
@@ -63,10 +63,10 @@ fn a_dropped_reply_is_carried_out_if_sent_and_withdrawn_if_parked() {
     let dir = tempfile::tempdir().unwrap();
     let engine = engine(dir.path());
     let p = 4;
-    engine.create_partition(p).wait().unwrap();
-    let release = hold_shard(&engine, 0);
+    engine.handle().create_partition(p).wait().unwrap();
+    let release = hold_shard(&engine.handle(), 0);
     let replies: Vec<_> = (0..DEPTH as u64 + 3)
-        .map(|seq| engine.append(p, batch(2, seq)))
+        .map(|seq| engine.handle().append(p, batch(2, seq)))
         .collect();
     let sent = replies.iter().filter(|r| r.is_sent()).count();
     assert_eq!(sent, DEPTH, "the queue's depth is sent, the rest parked");
@@ -75,7 +75,7 @@ fn a_dropped_reply_is_carried_out_if_sent_and_withdrawn_if_parked() {
     release.release();
     // The next append lands right after the sent ones: the parked ones
     // were never stored.
-    let next = engine.append(p, batch(3, 0)).wait().unwrap();
+    let next = engine.handle().append(p, batch(3, 0)).wait().unwrap();
     assert_eq!(
         next.base_offset,
         base_offset_of(DEPTH as u64),

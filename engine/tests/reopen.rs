@@ -12,7 +12,7 @@ use corelog::{Batch, BatchError, Engine, Limits, LogConfig, PollFrom, RequestErr
 /// Appends batches `from..to` of stream `p` to partition `p`.
 fn append_range(engine: &Engine, p: u64, from: u64, to: u64) {
     let replies: Vec<_> = (from..to)
-        .map(|seq| (seq, engine.append(p, batch(p, seq))))
+        .map(|seq| (seq, engine.handle().append(p, batch(p, seq))))
         .collect();
     for (seq, r) in replies {
         let ack = r.wait().unwrap();
@@ -29,9 +29,12 @@ fn check_contents(engine: &Engine, p: u64, n: u64) {
     let mut next = 0;
     let mut seq = 0;
     loop {
-        let reply =
-            futures::executor::block_on(engine.poll_verified(p, PollFrom::Offset(next), 8 << 10))
-                .unwrap();
+        let reply = futures::executor::block_on(engine.handle().poll_verified(
+            p,
+            PollFrom::Offset(next),
+            8 << 10,
+        ))
+        .unwrap();
         if reply.is_empty() {
             break;
         }
@@ -48,7 +51,7 @@ fn check_contents(engine: &Engine, p: u64, n: u64) {
 }
 
 fn partitions(engine: &Engine) -> Vec<u64> {
-    futures::executor::block_on(engine.partitions()).unwrap()
+    futures::executor::block_on(engine.handle().partitions()).unwrap()
 }
 
 const WRITTEN: [u64; 5] = [0, 1, 2, 3, 4];
@@ -57,8 +60,8 @@ const EMPTY: u64 = 10;
 /// Partitions 0..5 with `40 + 10 p` batches each (several segments), and
 /// an empty partition made by `create_partition`.
 fn populate(engine: &Engine) {
-    engine.create_partition(EMPTY).wait().unwrap();
-    engine.create_partition(EMPTY).wait().unwrap();
+    engine.handle().create_partition(EMPTY).wait().unwrap();
+    engine.handle().create_partition(EMPTY).wait().unwrap();
     for p in WRITTEN {
         append_range(engine, p, 0, 40 + 10 * p);
     }
@@ -75,7 +78,7 @@ fn reopen_with_the_same_placement_finds_every_partition_and_continues_offsets() 
     populate(&engine);
     assert_eq!(partitions(&engine), vec![0, 1, 2, 3, 4, EMPTY]);
     for p in WRITTEN {
-        let stats = engine.stats(p).wait().unwrap();
+        let stats = engine.handle().stats(p).wait().unwrap();
         let n = batches_of(p);
         assert_eq!(stats.partition, p);
         assert_eq!(stats.first_offset, 0);
@@ -88,9 +91,9 @@ fn reopen_with_the_same_placement_finds_every_partition_and_continues_offsets() 
         assert!(stats.segments > 1, "partition {p} rotated: {stats:?}");
         assert!(!stats.poisoned);
     }
-    let empty = engine.stats(EMPTY).wait().unwrap();
+    let empty = engine.handle().stats(EMPTY).wait().unwrap();
     assert_eq!((empty.next_offset, empty.bytes, empty.appends), (0, 0, 0));
-    engine.store_offset(2, 7, 5).wait().unwrap();
+    engine.handle().store_offset(2, 7, 5).wait().unwrap();
     engine.shutdown().unwrap();
 
     let engine = open(dir.path(), 2, small_segments());
@@ -118,7 +121,7 @@ fn reopen_with_the_same_placement_finds_every_partition_and_continues_offsets() 
     }
     assert_eq!(partitions(&engine), vec![0, 1, 2, 3, 4, EMPTY]);
     assert_eq!(
-        engine.load_offset(2, 7).wait().unwrap(),
+        engine.handle().load_offset(2, 7).wait().unwrap(),
         Some(5),
         "consumer offsets survive"
     );
@@ -128,7 +131,11 @@ fn reopen_with_the_same_placement_finds_every_partition_and_continues_offsets() 
         append_range(&engine, p, batches_of(p), batches_of(p) + 3);
         check_contents(&engine, p, batches_of(p) + 3);
     }
-    let ack = engine.append(EMPTY, batch(EMPTY, 0)).wait().unwrap();
+    let ack = engine
+        .handle()
+        .append(EMPTY, batch(EMPTY, 0))
+        .wait()
+        .unwrap();
     assert_eq!(ack.base_offset, 0);
     engine.shutdown().unwrap();
 }
@@ -143,7 +150,7 @@ fn reopen_with_another_shard_count_finds_every_partition() {
     let mut extra = 0;
     for shards in [3, 1, 4] {
         let engine = open(dir.path(), shards, small_segments());
-        assert_eq!(engine.shards(), shards);
+        assert_eq!(engine.handle().shards(), shards);
         let found: Vec<(u64, usize)> = engine
             .recovery()
             .iter()
@@ -160,7 +167,7 @@ fn reopen_with_another_shard_count_finds_every_partition() {
         assert!(engine.recovery().iter().all(|r| r.result.is_ok()));
         assert_eq!(partitions(&engine), vec![0, 1, 2, 3, 4, EMPTY]);
         for p in WRITTEN {
-            assert_eq!(engine.shard_of(p), (p % shards as u64) as usize);
+            assert_eq!(engine.handle().shard_of(p), (p % shards as u64) as usize);
             check_contents(&engine, p, batches_of(p) + extra);
             append_range(&engine, p, batches_of(p) + extra, batches_of(p) + extra + 2);
         }
@@ -175,15 +182,18 @@ fn consumer_offsets_and_poll_next_through_the_engine() {
     let engine = open(dir.path(), 2, small_segments());
     append_range(&engine, 3, 0, 20);
     // No stored offset: from the first batch.
-    assert_eq!(engine.load_offset(3, 1).wait().unwrap(), None);
-    let first = engine.poll_next(3, 1, 1).wait().unwrap();
+    assert_eq!(engine.handle().load_offset(3, 1).wait().unwrap(), None);
+    let first = engine.handle().poll_next(3, 1, 1).wait().unwrap();
     assert_eq!((first.first_offset(), first.batch_count()), (0, 1));
     // After the stored offset: from the batch holding the next one, which
     // may start before it (batches are served whole).
     for stored in [0, 1, 5, 6, base_offset_of(19) - 1] {
-        engine.store_offset(3, 1, stored).wait().unwrap();
-        assert_eq!(engine.load_offset(3, 1).wait().unwrap(), Some(stored));
-        let reply = engine.poll_next(3, 1, 1).wait().unwrap();
+        engine.handle().store_offset(3, 1, stored).wait().unwrap();
+        assert_eq!(
+            engine.handle().load_offset(3, 1).wait().unwrap(),
+            Some(stored)
+        );
+        let reply = engine.handle().poll_next(3, 1, 1).wait().unwrap();
         let b = reply.batches().next().unwrap();
         assert!(
             b.base_offset() <= stored + 1 && stored + 1 < b.next_offset(),
@@ -192,30 +202,36 @@ fn consumer_offsets_and_poll_next_through_the_engine() {
     }
     // Consumers are independent.
     engine
+        .handle()
         .store_offset(3, 2, base_offset_of(20) - 1)
         .wait()
         .unwrap();
     assert!(
-        engine.poll_next(3, 2, 1 << 20).wait().unwrap().is_empty(),
+        engine
+            .handle()
+            .poll_next(3, 2, 1 << 20)
+            .wait()
+            .unwrap()
+            .is_empty(),
         "consumer 2 read everything"
     );
     assert_eq!(
-        engine.load_offset(3, 1).wait().unwrap(),
+        engine.handle().load_offset(3, 1).wait().unwrap(),
         Some(base_offset_of(19) - 1)
     );
     engine.shutdown().unwrap();
 
     let engine = open(dir.path(), 3, small_segments());
     assert_eq!(
-        engine.load_offset(3, 1).wait().unwrap(),
+        engine.handle().load_offset(3, 1).wait().unwrap(),
         Some(base_offset_of(19) - 1)
     );
     assert_eq!(
-        engine.load_offset(3, 2).wait().unwrap(),
+        engine.handle().load_offset(3, 2).wait().unwrap(),
         Some(base_offset_of(20) - 1)
     );
     append_range(&engine, 3, 20, 21);
-    let reply = engine.poll_next(3, 2, 1 << 20).wait().unwrap();
+    let reply = engine.handle().poll_next(3, 2, 1 << 20).wait().unwrap();
     assert_eq!(
         (reply.first_offset(), reply.batch_count()),
         (base_offset_of(20), 1),
@@ -241,27 +257,41 @@ fn requests_for_a_missing_partition_are_unknown_and_create_nothing() {
         PollFrom::Offset(0),
         PollFrom::Timestamp(0),
     ] {
-        unknown(engine.poll(8, from, 1 << 20).wait().map(drop), "poll");
         unknown(
-            futures::executor::block_on(engine.poll_verified(8, from, 1 << 20)).map(drop),
+            engine.handle().poll(8, from, 1 << 20).wait().map(drop),
+            "poll",
+        );
+        unknown(
+            futures::executor::block_on(engine.handle().poll_verified(8, from, 1 << 20)).map(drop),
             "poll_verified",
         );
     }
     unknown(
-        engine.poll_next(8, 1, 1 << 20).wait().map(drop),
+        engine.handle().poll_next(8, 1, 1 << 20).wait().map(drop),
         "poll_next",
     );
-    unknown(engine.stats(8).wait().map(drop), "stats");
-    unknown(engine.load_offset(8, 1).wait().map(drop), "load_offset");
-    unknown(engine.store_offset(8, 1, 0).wait(), "store_offset");
-    unknown(engine.flush(8).wait(), "flush");
-    let err = engine.poll(8, PollFrom::First, 1).wait().unwrap_err();
+    unknown(engine.handle().stats(8).wait().map(drop), "stats");
+    unknown(
+        engine.handle().load_offset(8, 1).wait().map(drop),
+        "load_offset",
+    );
+    unknown(engine.handle().store_offset(8, 1, 0).wait(), "store_offset");
+    unknown(engine.handle().flush(8).wait(), "flush");
+    let err = engine
+        .handle()
+        .poll(8, PollFrom::First, 1)
+        .wait()
+        .unwrap_err();
     assert_eq!(err.to_string(), "partition 8 does not exist");
     assert_eq!(partitions(&engine), vec![1]);
     assert!(!dir.path().join("partitions/8").exists());
     // A partition that exists but holds nothing answers with an empty reply.
-    engine.create_partition(8).wait().unwrap();
-    let reply = engine.poll(8, PollFrom::First, 1 << 20).wait().unwrap();
+    engine.handle().create_partition(8).wait().unwrap();
+    let reply = engine
+        .handle()
+        .poll(8, PollFrom::First, 1 << 20)
+        .wait()
+        .unwrap();
     assert!(reply.is_empty());
     assert_eq!(reply.next_offset(), 0);
     engine.shutdown().unwrap();
@@ -320,7 +350,7 @@ fn refused_batches_store_nothing() {
     let engine = open(dir.path(), 2, LogConfig::default());
     // Into a new partition: it is not even created.
     for (what, bytes, expected) in broken_batches() {
-        match engine.append(5, bytes).wait() {
+        match engine.handle().append(5, bytes).wait() {
             Err(RequestError::Admission {
                 partition: 5,
                 error,
@@ -330,16 +360,16 @@ fn refused_batches_store_nothing() {
     }
     assert_eq!(partitions(&engine), Vec::<u64>::new());
     assert!(matches!(
-        engine.poll(5, PollFrom::First, 1).wait(),
+        engine.handle().poll(5, PollFrom::First, 1).wait(),
         Err(RequestError::UnknownPartition { partition: 5 })
     ));
 
     // Into an existing partition: nothing changes, the next good batch
     // takes the next offset.
     append_range(&engine, 5, 0, 1);
-    let before = engine.stats(5).wait().unwrap();
+    let before = engine.handle().stats(5).wait().unwrap();
     for (what, bytes, expected) in broken_batches() {
-        match engine.append(5, bytes).wait() {
+        match engine.handle().append(5, bytes).wait() {
             Err(RequestError::Admission {
                 partition: 5,
                 error,
@@ -347,7 +377,7 @@ fn refused_batches_store_nothing() {
             other => panic!("{what}: {other:?}"),
         }
     }
-    let after = engine.stats(5).wait().unwrap();
+    let after = engine.handle().stats(5).wait().unwrap();
     assert_eq!(
         (after.next_offset, after.bytes, after.appends),
         (before.next_offset, before.bytes, before.appends)
@@ -379,7 +409,7 @@ fn append_admitted_refuses_a_batch_over_the_engine_limit() {
     };
     // Admitted elsewhere, under the default limit.
     let admitted = Batch::admit(big.clone(), &Limits::default()).unwrap();
-    match engine.append_admitted(3, admitted).wait() {
+    match engine.handle().append_admitted(3, admitted).wait() {
         Err(RequestError::Admission {
             partition: 3,
             error:
@@ -393,7 +423,7 @@ fn append_admitted_refuses_a_batch_over_the_engine_limit() {
         other => panic!("{other:?}"),
     }
     assert!(matches!(
-        engine.append(3, big).wait(),
+        engine.handle().append(3, big).wait(),
         Err(RequestError::Admission {
             partition: 3,
             error: BatchError::TooLarge { .. }
@@ -409,15 +439,27 @@ fn a_replica_stores_stamped_batches_verbatim_and_refuses_ones_that_do_not_contin
     let leader = open(leader_dir.path(), 2, LogConfig::default());
     let replica = open(replica_dir.path(), 3, LogConfig::default());
     append_range(&leader, 4, 0, 6);
-    let reply = leader.poll(4, PollFrom::First, 1 << 20).wait().unwrap();
+    let reply = leader
+        .handle()
+        .poll(4, PollFrom::First, 1 << 20)
+        .wait()
+        .unwrap();
     let stamped: Vec<Vec<u8>> = reply.batches().map(|b| b.as_bytes().to_vec()).collect();
     assert_eq!(stamped.len(), 6);
     for (seq, b) in stamped.iter().enumerate() {
-        let ack = replica.append_stamped(4, b.clone()).wait().unwrap();
+        let ack = replica
+            .handle()
+            .append_stamped(4, b.clone())
+            .wait()
+            .unwrap();
         assert_eq!(ack.base_offset, base_offset_of(seq as u64));
         assert_eq!(u64::from(ack.message_count), messages_in(seq as u64));
     }
-    let copy = replica.poll(4, PollFrom::First, 1 << 20).wait().unwrap();
+    let copy = replica
+        .handle()
+        .poll(4, PollFrom::First, 1 << 20)
+        .wait()
+        .unwrap();
     let mut leader_bytes = Vec::new();
     reply.write_to(&mut leader_bytes).unwrap();
     let mut replica_bytes = Vec::new();
@@ -427,21 +469,21 @@ fn a_replica_stores_stamped_batches_verbatim_and_refuses_ones_that_do_not_contin
         "stored byte for byte as the leader stamped them"
     );
 
-    let before = replica.stats(4).wait().unwrap();
+    let before = replica.handle().stats(4).wait().unwrap();
     // A batch already stored does not continue the log.
     assert!(matches!(
-        replica.append_stamped(4, stamped[2].clone()).wait(),
+        replica.handle().append_stamped(4, stamped[2].clone()).wait(),
         Err(RequestError::Append(AppendError::OffsetMismatch { expected, found })) if expected == base_offset_of(6) && found == base_offset_of(2)
     ));
     // A producer batch is stamped for partition 0, not 4.
     assert!(matches!(
-        replica.append_stamped(4, batch(4, 6)).wait(),
+        replica.handle().append_stamped(4, batch(4, 6)).wait(),
         Err(RequestError::Append(AppendError::PartitionMismatch {
             expected: 4,
             found: 0
         }))
     ));
-    let after = replica.stats(4).wait().unwrap();
+    let after = replica.handle().stats(4).wait().unwrap();
     assert_eq!(
         (after.next_offset, after.bytes),
         (before.next_offset, before.bytes)
@@ -471,7 +513,11 @@ fn a_refused_replicated_batch_does_not_create_its_partition() {
         .unwrap();
         bytes
     };
-    let err = engine.append_stamped(9, stamped(9, 5)).wait().unwrap_err();
+    let err = engine
+        .handle()
+        .append_stamped(9, stamped(9, 5))
+        .wait()
+        .unwrap_err();
     assert!(
         matches!(
             err,
@@ -482,7 +528,11 @@ fn a_refused_replicated_batch_does_not_create_its_partition() {
         ),
         "{err}"
     );
-    let err = engine.append_stamped(9, stamped(8, 0)).wait().unwrap_err();
+    let err = engine
+        .handle()
+        .append_stamped(9, stamped(8, 0))
+        .wait()
+        .unwrap_err();
     assert!(
         matches!(
             err,
@@ -495,7 +545,11 @@ fn a_refused_replicated_batch_does_not_create_its_partition() {
     );
     assert!(partitions(&engine).is_empty());
     assert!(!dir.path().join("partitions/9").exists());
-    let ack = engine.append_stamped(9, stamped(9, 0)).wait().unwrap();
+    let ack = engine
+        .handle()
+        .append_stamped(9, stamped(9, 0))
+        .wait()
+        .unwrap();
     assert_eq!(ack.base_offset, 0);
     engine.shutdown().unwrap();
 }

@@ -103,6 +103,7 @@ fn tasks_on_the_shards_use_the_same_handle() {
     for shard in 0..2 {
         let (h, tx) = (engine.handle(), tx.clone());
         engine
+            .handle()
             .spawn_on(shard, move || async move {
                 // Blocking would stall the shard: refused.
                 let blocked = h.stats(0).wait();
@@ -139,7 +140,7 @@ fn tasks_on_the_shards_use_the_same_handle() {
             10 + shard
         );
     }
-    let mut parts = futures::executor::block_on(engine.partitions()).unwrap();
+    let mut parts = futures::executor::block_on(engine.handle().partitions()).unwrap();
     parts.sort_unstable();
     assert_eq!(parts, vec![10, 11, 20, 21]);
     engine.shutdown().unwrap();
@@ -182,24 +183,24 @@ fn a_panicking_task_on_a_shard_ends_alone() {
     for how in 0..3 {
         // Appends to shard 0 in flight around the panic.
         for _ in 0..50 {
-            replies.push((seq, engine.append(0, batch(0, seq))));
+            replies.push((seq, engine.handle().append(0, batch(0, seq))));
             seq += 1;
         }
         let h = engine.handle();
         match how {
-            0 => engine.spawn_on(0, || -> std::future::Ready<()> {
+            0 => engine.handle().spawn_on(0, || -> std::future::Ready<()> {
                 panic!("deliberate panic starting a task on a shard (this test expects it)")
             }),
-            1 => engine.spawn_on(0, move || async move {
+            1 => engine.handle().spawn_on(0, move || async move {
                 h.append(0, batch(1, 0)).await.unwrap();
                 panic!("deliberate panic in a task on a shard (this test expects it)");
             }),
-            _ => engine.spawn_on(0, || PanicsWhenDropped),
+            _ => engine.handle().spawn_on(0, || PanicsWhenDropped),
         }
         .wait()
         .unwrap();
         for _ in 0..50 {
-            replies.push((seq, engine.append(0, batch(0, seq))));
+            replies.push((seq, engine.handle().append(0, batch(0, seq))));
             seq += 1;
         }
     }
@@ -208,13 +209,13 @@ fn a_panicking_task_on_a_shard_ends_alone() {
             .unwrap_or_else(|e| panic!("append {seq} around the panics: {e}"));
     }
     // The shard still serves its partition.
-    let stats = engine.stats(0).wait().unwrap();
+    let stats = engine.handle().stats(0).wait().unwrap();
     assert_eq!(stats.appends, seq + 1, "every append, and the task's one");
-    engine.spawn_on(0, || async {}).wait().unwrap();
+    engine.handle().spawn_on(0, || async {}).wait().unwrap();
     engine.shutdown().unwrap();
     let engine = open(dir.path(), 2, LogConfig::default());
     assert_eq!(
-        engine.stats(0).wait().unwrap().next_offset,
+        engine.handle().stats(0).wait().unwrap().next_offset,
         stats.next_offset
     );
     engine.shutdown().unwrap();

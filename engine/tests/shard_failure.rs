@@ -17,19 +17,19 @@ fn a_panicking_shard_answers_its_callers_shard_failed_and_the_others_go_on() {
     // Partition 0 on shard 0, partition 1 on shard 1.
     let engine = open(dir.path(), 2, small_segments());
     for p in [0u64, 1] {
-        engine.append(p, batch(p, 0)).wait().unwrap();
+        engine.handle().append(p, batch(p, 0)).wait().unwrap();
     }
     // Held by shard 0 when it dies: a poll waiting for data.
-    let held = engine.poll_wait(
+    let held = engine.handle().poll_wait(
         0,
         PollFrom::Offset(base_offset_of(1)),
         1 << 20,
         Duration::from_secs(600),
     );
     std::thread::sleep(Duration::from_millis(20));
-    engine.inject_shard_panic(0);
+    engine.handle().inject_shard_panic(0);
     // Queued behind the panic.
-    let queued = engine.append(0, batch(0, 1));
+    let queued = engine.handle().append(0, batch(0, 1));
     let is_failed = |r: Result<_, RequestError>| match r {
         Err(RequestError::ShardFailed { shard: 0 }) => {}
         Err(e) => panic!("expected ShardFailed {{ shard: 0 }}, got: {e}"),
@@ -38,13 +38,13 @@ fn a_panicking_shard_answers_its_callers_shard_failed_and_the_others_go_on() {
     is_failed(held.wait().map(|_| ()));
     is_failed(queued.wait().map(|_| ()));
     // Later requests: at once.
-    is_failed(engine.append(0, batch(0, 2)).wait().map(|_| ()));
-    is_failed(engine.stats(0).wait().map(|_| ()));
+    is_failed(engine.handle().append(0, batch(0, 2)).wait().map(|_| ()));
+    is_failed(engine.handle().stats(0).wait().map(|_| ()));
     // The other shard is untouched.
-    let ack = engine.append(1, batch(1, 1)).wait().unwrap();
+    let ack = engine.handle().append(1, batch(1, 1)).wait().unwrap();
     assert_eq!(ack.base_offset, base_offset_of(1));
     // And the engine says which one failed.
-    let health = engine.health();
+    let health = engine.handle().health();
     assert!(!health.is_healthy());
     assert_eq!(health.failed().collect::<Vec<_>>(), vec![0]);
     assert_eq!(health.shards[1].state, corelog::ShardState::Running);
@@ -52,10 +52,15 @@ fn a_panicking_shard_answers_its_callers_shard_failed_and_the_others_go_on() {
 
     // What shard 0 acknowledged is there after a reopen.
     let engine = open(dir.path(), 2, small_segments());
-    let reply = engine.poll(0, PollFrom::First, 1 << 20).wait().unwrap();
+    let reply = engine
+        .handle()
+        .poll(0, PollFrom::First, 1 << 20)
+        .wait()
+        .unwrap();
     assert_eq!(reply.batch_count(), 1);
     assert_eq!(
         engine
+            .handle()
             .poll(1, PollFrom::First, 1 << 20)
             .wait()
             .unwrap()

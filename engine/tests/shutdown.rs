@@ -82,10 +82,10 @@ fn poll_until_refused(h: &Handle, stop: &AtomicBool) {
 /// Everything stored in `dir`, as (partition, base_offset) → (writer, seq).
 fn stored(engine: &Engine) -> Acked {
     let mut out = Acked::new();
-    for p in futures::executor::block_on(engine.partitions()).unwrap() {
+    for p in futures::executor::block_on(engine.handle().partitions()).unwrap() {
         let mut next = 0;
         loop {
-            let reply = futures::executor::block_on(engine.poll_verified(
+            let reply = futures::executor::block_on(engine.handle().poll_verified(
                 p,
                 PollFrom::Offset(next),
                 1 << 20,
@@ -241,7 +241,7 @@ fn a_handle_outliving_its_engine_refuses_every_request() {
 
     // The directory is free again, and the acknowledged batch is there.
     let engine = open(dir.path(), 1, LogConfig::default());
-    assert_eq!(engine.stats(1).wait().unwrap().next_offset, 1);
+    assert_eq!(engine.handle().stats(1).wait().unwrap().next_offset, 1);
     engine.shutdown().unwrap();
 }
 
@@ -255,6 +255,7 @@ fn shutdown_completes_while_a_task_on_a_shard_keeps_appending() {
     let (h, a) = (engine.handle(), acked.clone());
     // Partition 1 lives on shard 1: the task's appends skip the queue.
     engine
+        .handle()
         .spawn_on(1, move || async move {
             let mut seq = 0;
             let outcome: Result<(), RequestError> = loop {
@@ -283,7 +284,7 @@ fn shutdown_completes_while_a_task_on_a_shard_keeps_appending() {
     }
     let acked = acked.load(Ordering::SeqCst);
     let engine = open(dir.path(), 2, LogConfig::default());
-    let stats = engine.stats(1).wait().unwrap();
+    let stats = engine.handle().stats(1).wait().unwrap();
     // Every acknowledged append survived; at most the one in flight when
     // the task stopped joined them.
     assert!(

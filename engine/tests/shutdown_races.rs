@@ -34,11 +34,11 @@ fn refused(e: &RequestError) -> bool {
 /// checked continuous and byte for byte against `batch(tag, seq)`.
 fn stored(engine: &Engine) -> BTreeMap<u64, Vec<(u64, u64, u64)>> {
     let mut out = BTreeMap::new();
-    for p in futures::executor::block_on(engine.partitions()).unwrap() {
+    for p in futures::executor::block_on(engine.handle().partitions()).unwrap() {
         let mut v = Vec::new();
         let mut next = 0;
         loop {
-            let reply = futures::executor::block_on(engine.poll_verified(
+            let reply = futures::executor::block_on(engine.handle().poll_verified(
                 p,
                 PollFrom::Offset(next),
                 1 << 20,
@@ -332,7 +332,7 @@ fn mixed_through_shutdown(after: u64) {
     })
     .unwrap();
     for p in 0..PARTITIONS {
-        engine.create_partition(p).wait().unwrap();
+        engine.handle().create_partition(p).wait().unwrap();
     }
     let answered = AtomicU64::new(0);
     let confirmed: Vec<Confirmed> = std::thread::scope(|s| {
@@ -365,7 +365,7 @@ fn mixed_through_shutdown(after: u64) {
         }
         for (&(p, consumer), &v) in &c.offsets {
             assert_eq!(
-                reopened.load_offset(p, consumer).wait().unwrap(),
+                reopened.handle().load_offset(p, consumer).wait().unwrap(),
                 Some(v),
                 "consumer {consumer}'s offset in partition {p}"
             );

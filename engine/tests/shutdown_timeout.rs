@@ -23,8 +23,8 @@ fn a_stuck_shard_is_named_and_the_directory_stays_locked_until_it_stops() {
     let _dog = Watchdog::arm("shutdown_timeout", Duration::from_secs(60));
     let dir = tempfile::tempdir().unwrap();
     let engine = Engine::open(config(dir.path())).unwrap();
-    engine.append(1, batch(1, 0)).wait().unwrap();
-    let held = hold_shard(&engine, 1);
+    engine.handle().append(1, batch(1, 0)).wait().unwrap();
+    let held = hold_shard(&engine.handle(), 1);
     let started = Instant::now();
     let err = engine
         .shutdown_timeout(Duration::from_millis(300))
@@ -53,7 +53,7 @@ fn a_stuck_shard_is_named_and_the_directory_stays_locked_until_it_stops() {
             Err(e) => panic!("{e}"),
         }
     };
-    let stats = reopened.stats(1).wait().unwrap();
+    let stats = reopened.handle().stats(1).wait().unwrap();
     assert_eq!(stats.next_offset, base_offset_of(1));
     reopened
         .shutdown_timeout(Duration::from_secs(30))

@@ -450,6 +450,7 @@ fn a_batch_of_another_partition_is_damage_not_data() {
     })
     .unwrap();
     let e = engine
+        .handle()
         .poll(P + 1, corelog::PollFrom::First, 1 << 20)
         .wait()
         .unwrap_err();

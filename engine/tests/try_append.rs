@@ -25,12 +25,13 @@ fn a_full_queue_hands_the_batch_back_and_what_was_queued_is_stored_in_order() {
     })
     .unwrap();
     let p = 3;
-    engine.append(p, batch(1, 0)).wait().unwrap();
+    engine.handle().append(p, batch(1, 0)).wait().unwrap();
 
     // The shard's thread held by a task of its own: it pops nothing.
     let release = Arc::new(AtomicBool::new(false));
     let held = release.clone();
     engine
+        .handle()
         .spawn_on(0, move || async move {
             while !held.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(1));
@@ -43,12 +44,12 @@ fn a_full_queue_hands_the_batch_back_and_what_was_queued_is_stored_in_order() {
     let admit = |seq| Batch::admit(batch(1, seq), &Limits::default()).unwrap();
     let mut queued = Vec::new();
     for seq in 1..=DEPTH as u64 {
-        match engine.try_append(p, admit(seq)) {
+        match engine.handle().try_append(p, admit(seq)) {
             Ok(reply) => queued.push(reply),
             Err(Full(_)) => panic!("batch {seq} refused with {} queued", queued.len()),
         }
     }
-    let Err(Full(back)) = engine.try_append(p, admit(DEPTH as u64 + 1)) else {
+    let Err(Full(back)) = engine.handle().try_append(p, admit(DEPTH as u64 + 1)) else {
         panic!("a full queue took another batch");
     };
     assert_eq!(
@@ -65,7 +66,13 @@ fn a_full_queue_hands_the_batch_back_and_what_was_queued_is_stored_in_order() {
         next += messages_in(i as u64 + 1);
     }
     // Room again: the handed-back batch goes in after them.
-    let ack = engine.try_append(p, back).ok().unwrap().wait().unwrap();
+    let ack = engine
+        .handle()
+        .try_append(p, back)
+        .ok()
+        .unwrap()
+        .wait()
+        .unwrap();
     assert_eq!(ack.base_offset, next);
     engine.shutdown().unwrap();
 }

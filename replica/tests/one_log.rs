@@ -183,7 +183,7 @@ fn a_restart_cuts_a_written_batch_the_journal_does_not_point_at() {
     // The stray batch, written where the next send would go.
     {
         let engine = open_engine(dirs[fi].path(), &cluster, &opts);
-        let stats = engine.stats(1).wait().expect("stats");
+        let stats = engine.handle().stats(1).wait().expect("stats");
         let end = stats.end_offset;
         let stray = corelog::Batch::admit(batch(99, 2), &corelog::Limits::default())
             .expect("admit")
@@ -193,6 +193,7 @@ fn a_restart_cuts_a_written_batch_the_journal_does_not_point_at() {
                 base_timestamp: stats.last_timestamp + 1,
             });
         engine
+            .handle()
             .append_stamped(1, stray)
             .wait()
             .expect("stray written");
@@ -320,6 +321,7 @@ fn a_version_02_journal_is_converted_at_open() {
                 let kind = match d.pointer {
                     Some(p) => {
                         d.entry.data = engine
+                            .handle()
                             .read_written(1, p.base_offset)
                             .wait()
                             .expect("read")
@@ -341,8 +343,11 @@ fn a_version_02_journal_is_converted_at_open() {
     }
     assert_eq!(rewritten, 3, "one pointer record per send");
     let last = acks.last().expect("acks").base_offset;
-    engine.cut_suffix(1, last).wait().expect("cut");
-    assert_eq!(engine.stats(1).wait().expect("stats").end_offset, last);
+    engine.handle().cut_suffix(1, last).wait().expect("cut");
+    assert_eq!(
+        engine.handle().stats(1).wait().expect("stats").end_offset,
+        last
+    );
     engine.shutdown().expect("shutdown");
 
     let node = Node::start(1, dir.path(), &cluster, opts);
@@ -374,8 +379,8 @@ fn a_restart_that_cuts_an_entry_below_the_persisted_commit_starts_and_catches_up
     // pointer in the journal, and a hard state naming it committed.
     {
         let engine = open_engine(dirs[fi].path(), &cluster, &opts);
-        let end = engine.stats(1).wait().expect("stats").end_offset;
-        let cut = engine.cut_suffix(1, end - 2).wait().expect("cut");
+        let end = engine.handle().stats(1).wait().expect("stats").end_offset;
+        let cut = engine.handle().cut_suffix(1, end - 2).wait().expect("cut");
         assert!(cut.is_some(), "the last batch was cut");
         engine.shutdown().expect("shutdown");
     }

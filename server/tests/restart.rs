@@ -106,7 +106,7 @@ async fn partitions_no_topic_holds_are_deleted_at_start() {
     // What a crash between creating a topic's partitions and recording the
     // topic leaves: a partition in the engine that no topic holds.
     let engine = corelog::Engine::open(corelog::Config::new(dir.path())).expect("engine");
-    engine.create_partition(77).wait().expect("orphan");
+    engine.handle().create_partition(77).wait().expect("orphan");
     engine.shutdown().expect("shutdown");
     assert!(dir.path().join("partitions/77").exists());
 

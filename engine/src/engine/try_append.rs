@@ -40,9 +40,10 @@ impl Handle {
     /// ```no_run
     /// # fn main() -> Result<(), corelog::Error> {
     /// # let engine = corelog::Engine::open(corelog::Config::new("/var/lib/mybroker"))?;
+    /// # let h = engine.handle();
     /// # let bytes: Vec<u8> = Vec::new();
     /// let batch = corelog::Batch::admit(bytes, &corelog::Limits::default())?;
-    /// match engine.try_append(7, batch) {
+    /// match h.try_append(7, batch) {
     ///     Ok(reply) => println!("stored at {}", reply.wait()?.base_offset),
     ///     Err(corelog::Full(batch)) => { /* the shard is saturated: keep `batch`, try later */ }
     /// }

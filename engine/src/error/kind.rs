@@ -13,12 +13,13 @@ use corelog_segment::BatchError;
 /// # let dir = tempfile::tempdir().unwrap();
 /// use corelog::{Config, Engine, ErrorKind, PollFrom};
 /// let engine = Engine::open(Config::new(dir.path()))?;
-/// let err = engine.poll(9, PollFrom::First, 1 << 20).wait().unwrap_err();
+/// let h = engine.handle();
+/// let err = h.poll(9, PollFrom::First, 1 << 20).wait().unwrap_err();
 /// assert_eq!(err.kind(), ErrorKind::NotFound);
 /// assert_eq!(err.partition(), Some(9));
 /// assert!(!err.is_retryable());
 /// // A batch that is no batch: refused, and the error says why.
-/// let err = engine.append(9, &b"not a batch"[..]).wait().unwrap_err();
+/// let err = h.append(9, &b"not a batch"[..]).wait().unwrap_err();
 /// assert_eq!(err.kind(), ErrorKind::BadBatch);
 /// assert!(err.bad_batch().is_some());
 /// engine.shutdown()?;

@@ -153,7 +153,9 @@ impl Server {
             None => None,
         };
         apply_retention(&engine, &metadata)?;
-        let max_request = config.limits.resolve(engine.limits().max_batch_bytes)?;
+        let max_request = config
+            .limits
+            .resolve(engine.handle().limits().max_batch_bytes)?;
         let (listener, addr) = bind(config.listen)?;
         let cluster = replica
             .as_ref()
@@ -187,7 +189,7 @@ impl Server {
             "corelog-server listening on {addr}{}, data in {}, {} shards, fsync={}",
             if config.tls.is_some() { " (TLS)" } else { "" },
             config.dir.display(),
-            engine.shards(),
+            engine.handle().shards(),
             config.fsync
         );
         Ok(Server {
@@ -242,8 +244,8 @@ impl Server {
         let Some(engine) = self.engine.take() else {
             return Ok(());
         };
-        let flushed = futures_block_on(engine.flush_all());
-        tracing::info!("engine at shutdown: {}", engine.metrics());
+        let flushed = futures_block_on(engine.handle().flush_all());
+        tracing::info!("engine at shutdown: {}", engine.handle().metrics());
         let stopped = engine.shutdown();
         flushed?;
         stopped?;
@@ -449,11 +451,11 @@ fn delete_orphans(
 ) -> Result<(), corelog::RequestError> {
     let catalog = metadata.snapshot();
     let held: std::collections::HashSet<u64> = catalog.all_partitions().collect();
-    for p in engine.partitions().wait()? {
+    for p in engine.handle().partitions().wait()? {
         let unknown_yet = cluster && p >= catalog.next_partition;
         if !held.contains(&p) && !unknown_yet {
             tracing::warn!("deleting partition {p}: no topic holds it");
-            engine.delete_partition(p).wait()?;
+            engine.handle().delete_partition(p).wait()?;
         }
     }
     Ok(())

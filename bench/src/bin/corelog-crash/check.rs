@@ -62,6 +62,7 @@ impl Harness {
         };
         let marker = producer_batch(cycle, MARKER);
         let ack = engine
+            .handle()
             .append(p, marker.clone())
             .wait()
             .map_err(|e| format!("after cycle {cycle}: appending after the reopen: {e}"))?;
@@ -71,8 +72,12 @@ impl Harness {
                 ack.base_offset
             ));
         }
-        let reply = pollster_block(engine.poll_verified(p, PollFrom::Offset(next), 1 << 20))
-            .map_err(|e| format!("after cycle {cycle}: reading the new batch back: {e}"))?;
+        let reply = pollster_block(engine.handle().poll_verified(
+            p,
+            PollFrom::Offset(next),
+            1 << 20,
+        ))
+        .map_err(|e| format!("after cycle {cycle}: reading the new batch back: {e}"))?;
         let Some(b) = reply.batches().next() else {
             return Err(format!(
                 "after cycle {cycle}: the new batch at {next} is not readable"
@@ -119,14 +124,15 @@ impl Harness {
         let mut fresh: Vec<Known> = Vec::new();
         let mut stored_per_pending = vec![0u64; self.pending.len()];
         loop {
-            let reply =
-                match pollster_block(engine.poll_verified(p, PollFrom::Offset(next), 1 << 20)) {
-                    Ok(r) => r,
-                    Err(RequestError::UnknownPartition { .. }) if next == 0 => break,
-                    Err(e) => {
-                        return Err(format!("after cycle {cycle}: poll at offset {next}: {e}"))
-                    }
-                };
+            let reply = match pollster_block(engine.handle().poll_verified(
+                p,
+                PollFrom::Offset(next),
+                1 << 20,
+            )) {
+                Ok(r) => r,
+                Err(RequestError::UnknownPartition { .. }) if next == 0 => break,
+                Err(e) => return Err(format!("after cycle {cycle}: poll at offset {next}: {e}")),
+            };
             if reply.is_empty() {
                 break;
             }
@@ -243,6 +249,7 @@ impl Harness {
             ));
         }
         let stats = engine
+            .handle()
             .stats(p)
             .wait()
             .map(|s| s.next_offset)

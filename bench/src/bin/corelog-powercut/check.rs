@@ -141,6 +141,7 @@ fn walk(engine: &Engine, p: u64, pj: &PartitionJournal, t: &mut Tally) -> Result
     let mut seq = 0u64;
     loop {
         let reply = match engine
+            .handle()
             .poll_verified(p, PollFrom::Offset(next), 1 << 20)
             .wait()
         {
@@ -186,7 +187,7 @@ fn walk(engine: &Engine, p: u64, pj: &PartitionJournal, t: &mut Tally) -> Result
             return Err(format!("partition {p}: {seq} batches stored, {sent} sent"));
         }
     }
-    let stats = match engine.stats(p).wait() {
+    let stats = match engine.handle().stats(p).wait() {
         Ok(s) => s.next_offset,
         Err(RequestError::UnknownPartition { .. }) => 0,
         Err(e) => return Err(format!("partition {p}: stats: {e}")),
@@ -205,6 +206,7 @@ fn walk(engine: &Engine, p: u64, pj: &PartitionJournal, t: &mut Tally) -> Result
 fn append_after(engine: &Engine, p: u64, next: u64) -> Result<(), String> {
     let marker = producer_batch(p, MARKER);
     let ack = engine
+        .handle()
         .append(p, marker.clone())
         .wait()
         .map_err(|e| format!("partition {p}: appending after recovery: {e}"))?;
@@ -215,6 +217,7 @@ fn append_after(engine: &Engine, p: u64, next: u64) -> Result<(), String> {
         ));
     }
     let reply = engine
+        .handle()
         .poll_verified(p, PollFrom::Offset(next), 1 << 20)
         .wait()
         .map_err(|e| format!("partition {p}: reading the new batch back: {e}"))?;

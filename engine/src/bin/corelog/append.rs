@@ -151,9 +151,10 @@ pub(crate) fn append(a: AppendArgs) -> Result<Exit, CliError> {
         };
         let end = incoming.start + incoming.bytes.len() as u64;
         match Batch::admit(incoming.bytes, &limits) {
-            Ok(batch) => {
-                pending.push_back((incoming.index, engine.append_admitted(a.partition, batch)))
-            }
+            Ok(batch) => pending.push_back((
+                incoming.index,
+                engine.handle().append_admitted(a.partition, batch),
+            )),
             Err(e) => {
                 refused = Some(format!(
                     "batch {} (stdin bytes {}..{end}): {e}",
