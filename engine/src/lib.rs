@@ -52,7 +52,7 @@ pub use config::{Config, OpenPartitions, Placement};
 pub use consume::Consumer;
 pub use engine::try_append::Full;
 pub use engine::{Engine, Handle};
-pub use error::{Error, ErrorKind, OpenError, RequestError};
+pub use error::{Error, ErrorKind, OpenError, RequestError, ShutdownError};
 pub use health::{Health, ShardHealth, ShardState};
 pub use metrics::{LatencyHistogram, Metrics, ShardMetrics, LATENCY_BUCKETS};
 pub use partition_options::{OptionsError, PartitionOptions};

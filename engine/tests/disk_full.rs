@@ -298,7 +298,7 @@ fn disk_full(m: &Mounted) {
     assert_acked_present(&stored(&engine), &acked, &format!("{kind}, full"));
     // The poisoned partition's final flush fails: shutdown says so.
     match engine.shutdown() {
-        Err(RequestError::CloseFailed { partition, error }) => {
+        Err(corelog::ShutdownError::CloseFailed { partition, error }) => {
             assert_eq!(partition, P, "{kind}");
             assert!(error.is_no_space(), "{kind}: {error}");
         }

@@ -220,14 +220,6 @@ fn table() -> Vec<(RequestError, ErrorKind, Option<u64>)> {
             None,
         ),
         (
-            RequestError::CloseFailed {
-                partition: 7,
-                error: log_io(false),
-            },
-            K::Io,
-            p,
-        ),
-        (
             RequestError::Io {
                 op: "remove",
                 path: "/d/7".into(),
@@ -262,6 +254,47 @@ fn every_variant_has_its_kind_and_names_its_partition() {
             kind == ErrorKind::BadBatch,
             "{e:?}"
         );
+    }
+}
+
+#[test]
+fn every_shutdown_error_has_its_kind_and_names_its_partition() {
+    use corelog::ShutdownError as S;
+    use ErrorKind as K;
+    let table = [
+        (
+            S::CloseFailed {
+                partition: 7,
+                error: log_io(false),
+            },
+            K::Io,
+            Some(7),
+        ),
+        (
+            S::CloseFailed {
+                partition: 8,
+                error: log_io(true),
+            },
+            K::NoSpace,
+            Some(8),
+        ),
+        (
+            S::TimedOut {
+                running: vec![1],
+                waited: std::time::Duration::from_secs(1),
+            },
+            K::ShuttingDown,
+            None,
+        ),
+        (S::WouldBlockShard, K::Misuse, None),
+    ];
+    for (e, kind, partition) in table {
+        assert_eq!(e.kind(), kind, "{e:?}");
+        assert_eq!(e.partition(), partition, "{e:?}");
+        assert!(matches!(
+            corelog::Error::from(e),
+            corelog::Error::Shutdown(_)
+        ));
     }
 }
 

@@ -1,5 +1,5 @@
 //! `Engine::shutdown_timeout`: a shard that does not stop in time (a task
-//! of its own still running) is named in `ShutdownTimedOut` once the time is
+//! of its own still running) is named in `ShutdownError::TimedOut` once the time is
 //! up; the directory stays locked until it stops, then is released; a
 //! shutdown whose shards stop in time is an ordinary shutdown.
 #![allow(clippy::unwrap_used)]
@@ -7,7 +7,7 @@
 mod common;
 
 use common::*;
-use corelog::{Config, Engine, OpenError, RequestError};
+use corelog::{Config, Engine, OpenError, ShutdownError};
 use std::time::{Duration, Instant};
 
 fn config(dir: &std::path::Path) -> Config {
@@ -30,7 +30,7 @@ fn a_stuck_shard_is_named_and_the_directory_stays_locked_until_it_stops() {
         .shutdown_timeout(Duration::from_millis(300))
         .unwrap_err();
     let took = started.elapsed();
-    let RequestError::ShutdownTimedOut { running, waited } = &err else {
+    let ShutdownError::TimedOut { running, waited } = &err else {
         panic!("{err:?}");
     };
     assert_eq!(running, &vec![1], "shard 0 stopped, shard 1 is held");

@@ -2,7 +2,7 @@
 //! limit, and what happens to shards that outlive it.
 
 use super::Engine;
-use crate::error::RequestError;
+use crate::error::ShutdownError;
 use crate::queue::ShardQueue;
 use crate::request::Request;
 use crate::shard;
@@ -15,31 +15,31 @@ impl Engine {
     /// Stops taking requests, lets every shard finish the requests it has
     /// taken, flushes and closes every partition, stops the threads and
     /// releases the directory lock. Requests still queued get
-    /// [`RequestError::ShuttingDown`]. Refuses to run on a shard thread
-    /// ([`RequestError::WouldBlockShard`]). Fails with
-    /// [`RequestError::CloseFailed`] when a partition's final flush or close
+    /// [`RequestError::ShuttingDown`](crate::RequestError::ShuttingDown). Refuses to run on a shard thread
+    /// ([`ShutdownError::WouldBlockShard`]). Fails with
+    /// [`ShutdownError::CloseFailed`] when a partition's final flush or close
     /// failed (the threads are stopped and the lock released all the same).
-    pub fn shutdown(mut self) -> Result<(), RequestError> {
+    pub fn shutdown(mut self) -> Result<(), ShutdownError> {
         self.stop(None)
     }
 
     /// [`Engine::shutdown`], waiting at most `timeout` for the shards to
     /// stop. When one has not (a request or task of its own still
-    /// running), the answer is [`RequestError::ShutdownTimedOut`] naming
+    /// running), the answer is [`ShutdownError::TimedOut`] naming
     /// it: the shards finish in the background, and the data directory
     /// stays locked until they have, so nothing else opens it while they
     /// may still write.
-    pub fn shutdown_timeout(mut self, timeout: Duration) -> Result<(), RequestError> {
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Result<(), ShutdownError> {
         self.stop(Some(timeout))
     }
 
-    pub(super) fn stop(&mut self, timeout: Option<Duration>) -> Result<(), RequestError> {
+    pub(super) fn stop(&mut self, timeout: Option<Duration>) -> Result<(), ShutdownError> {
         if self.threads.is_empty() {
             self.lock = None;
             return Ok(());
         }
         if thread::on_shard_thread() {
-            return Err(RequestError::WouldBlockShard);
+            return Err(ShutdownError::WouldBlockShard);
         }
         let started = Instant::now();
         self.handle.shared.closing.store(true, Ordering::SeqCst);
@@ -68,7 +68,7 @@ impl Engine {
                 .collect();
             if !running.is_empty() {
                 self.stop_in_background();
-                return Err(RequestError::ShutdownTimedOut {
+                return Err(ShutdownError::TimedOut {
                     running,
                     waited: started.elapsed(),
                 });
@@ -81,7 +81,7 @@ impl Engine {
         self.lock = None;
         match failures.into_iter().next() {
             None => Ok(()),
-            Some((partition, error)) => Err(RequestError::CloseFailed { partition, error }),
+            Some((partition, error)) => Err(ShutdownError::CloseFailed { partition, error }),
         }
     }
 

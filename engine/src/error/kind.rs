@@ -106,7 +106,7 @@ impl RequestError {
         match self {
             RequestError::Admission { .. } => ErrorKind::BadBatch,
             RequestError::Append(e) => append_kind(e),
-            RequestError::Storage(e) | RequestError::CloseFailed { error: e, .. } => log_kind(e),
+            RequestError::Storage(e) => log_kind(e),
             RequestError::CommitMark(_) | RequestError::Replicated { .. } => ErrorKind::Replication,
             RequestError::Cut(CutError::Log { source, .. }) => log_kind(source),
             RequestError::Cut(_) => ErrorKind::Replication,
@@ -120,9 +120,9 @@ impl RequestError {
             RequestError::UnknownPartition { .. } => ErrorKind::NotFound,
             RequestError::NoSuchShard { .. } | RequestError::WouldBlockShard => ErrorKind::Misuse,
             RequestError::Io { .. } => io_kind(self.is_no_space()),
-            RequestError::ShuttingDown
-            | RequestError::QueueClosed { .. }
-            | RequestError::ShutdownTimedOut { .. } => ErrorKind::ShuttingDown,
+            RequestError::ShuttingDown | RequestError::QueueClosed { .. } => {
+                ErrorKind::ShuttingDown
+            }
             RequestError::ShardFailed { .. } => ErrorKind::ShardFailed,
         }
     }
@@ -141,8 +141,7 @@ impl RequestError {
             RequestError::Admission { partition, .. }
             | RequestError::Unopenable { partition, .. }
             | RequestError::UnknownPartition { partition }
-            | RequestError::Replicated { partition }
-            | RequestError::CloseFailed { partition, .. } => Some(*partition),
+            | RequestError::Replicated { partition } => Some(*partition),
             RequestError::Append(
                 AppendError::Poisoned { partition, .. } | AppendError::Closed { partition },
             )
@@ -168,6 +167,27 @@ impl RequestError {
         match self {
             RequestError::Admission { error, .. }
             | RequestError::Append(AppendError::TooLarge(error)) => Some(error),
+            _ => None,
+        }
+    }
+}
+
+impl super::ShutdownError {
+    /// What kind of failure this is: a partition's final close as its
+    /// storage error's kind, a timeout as `ShuttingDown`, a call from a
+    /// shard's thread as `Misuse`.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            super::ShutdownError::CloseFailed { error, .. } => log_kind(error),
+            super::ShutdownError::TimedOut { .. } => ErrorKind::ShuttingDown,
+            super::ShutdownError::WouldBlockShard => ErrorKind::Misuse,
+        }
+    }
+
+    /// The partition whose final close failed, when that is the failure.
+    pub fn partition(&self) -> Option<u64> {
+        match self {
+            super::ShutdownError::CloseFailed { partition, .. } => Some(*partition),
             _ => None,
         }
     }

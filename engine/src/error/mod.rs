@@ -7,10 +7,12 @@
 mod kind;
 mod open;
 mod request;
+mod shutdown;
 
 pub use kind::ErrorKind;
 pub use open::OpenError;
 pub use request::RequestError;
+pub use shutdown::ShutdownError;
 
 use corelog_segment::log::LogError;
 
@@ -24,6 +26,9 @@ pub enum Error {
     /// A request to a running engine failed.
     #[error(transparent)]
     Request(#[from] RequestError),
+    /// The engine did not shut down cleanly.
+    #[error(transparent)]
+    Shutdown(#[from] ShutdownError),
     /// A batch could not be built ([`BatchBuilder::build`](crate::BatchBuilder::build)).
     #[error(transparent)]
     Build(#[from] corelog_segment::BuildError),

@@ -68,29 +68,6 @@ pub enum RequestError {
         /// how many the engine has
         shards: usize,
     },
-    /// [`Engine::shutdown`](crate::Engine::shutdown): a partition's final
-    /// flush or close failed (the first such partition; every failure is
-    /// logged). What it had acknowledged under a durable policy is durable;
-    /// what it had not may be lost.
-    #[error("shutdown: closing partition {partition} failed: {error}")]
-    CloseFailed {
-        /// the partition
-        partition: u64,
-        /// why
-        error: LogError,
-    },
-    /// [`Engine::shutdown_timeout`](crate::Engine::shutdown_timeout): these
-    /// shards had not stopped when the time was up (a request or a task
-    /// of theirs still running: a stuck disk, a task that never ends).
-    /// They stop on their own once it ends; the data directory stays
-    /// locked until they have, so no other engine opens it meanwhile.
-    #[error("shutdown: shards {running:?} still running after {waited:?} (the directory stays locked until they stop)")]
-    ShutdownTimedOut {
-        /// the shards still running
-        running: Vec<usize>,
-        /// how long shutdown waited
-        waited: std::time::Duration,
-    },
     /// A file operation outside a partition log failed (deleting a
     /// partition's directory).
     #[error("{op} {path}: {source}", path = path.display())]
@@ -120,8 +97,7 @@ pub enum RequestError {
         /// the shard
         shard: usize,
     },
-    /// A blocking call ([`Reply::wait`](crate::Reply::wait),
-    /// [`Engine::shutdown`](crate::Engine::shutdown)) was made on a shard
+    /// A blocking call ([`Reply::wait`](crate::Reply::wait)) was made on a shard
     /// thread, where blocking would stall the shard (and could deadlock it).
     #[error("blocking wait called on a shard thread; await the future instead")]
     WouldBlockShard,
@@ -145,9 +121,7 @@ impl RequestError {
     pub fn is_no_space(&self) -> bool {
         match self {
             RequestError::Append(e) => e.is_no_space(),
-            RequestError::Storage(e) | RequestError::CloseFailed { error: e, .. } => {
-                e.is_no_space()
-            }
+            RequestError::Storage(e) => e.is_no_space(),
             RequestError::Cut(CutError::Log { source, .. }) => source.is_no_space(),
             RequestError::Unopenable { error, .. } => error.is_no_space(),
             RequestError::Io { source, .. } => source.kind() == std::io::ErrorKind::StorageFull,

@@ -85,9 +85,12 @@ pub enum ServerError {
     /// The engine could not be opened.
     #[error("engine: {0}")]
     Open(#[from] corelog::OpenError),
-    /// A request to the engine (the final flush, the shutdown) failed.
+    /// A request to the engine (the final flush) failed.
     #[error("engine: {0}")]
     Engine(#[from] corelog::RequestError),
+    /// The engine did not shut down cleanly.
+    #[error("engine: {0}")]
+    Shutdown(#[from] corelog::ShutdownError),
     /// The catalog cannot be read.
     #[error(transparent)]
     Metadata(#[from] MetadataError),

@@ -179,7 +179,7 @@ pub(crate) fn append(a: AppendArgs) -> Result<Exit, CliError> {
             }
         }
     }
-    engine.shutdown()?;
+    engine.shutdown().map_err(corelog::Error::from)?;
     if let Some(e) = storage_error {
         eprintln!("corelog append: {e}");
         return Ok(Exit::Failure);
