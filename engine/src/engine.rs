@@ -18,7 +18,7 @@ use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-mod replicated;
+pub(crate) mod replicated;
 mod shutdown;
 pub(crate) mod try_append;
 

@@ -48,6 +48,13 @@ mod thread;
 #[doc(hidden)]
 pub mod cli;
 
+/// For the owner of replicated partitions (a Raft group): appends of
+/// batches its leader stamped, the commit mark, the suffix cut, reads past
+/// the mark. A broker that does not replicate needs none of it.
+pub mod replication {
+    pub use crate::engine::replicated::ReplicaLog;
+}
+
 pub use config::{Config, OpenPartitions, Placement};
 pub use consume::Consumer;
 pub use engine::try_append::Full;

@@ -17,6 +17,7 @@
 mod common;
 
 use common::{corelog, open, serial};
+use corelog::replication::ReplicaLog;
 use corelog::testing::segment::set_origin_timestamp;
 use corelog::{
     BatchBuilder, BatchError, Engine, Limits, LogConfig, MessageSpec, PollFrom, RequestError,

@@ -8,6 +8,7 @@
 mod common;
 
 use common::*;
+use corelog::replication::ReplicaLog;
 use corelog::{FsyncPolicy, LogConfig, PollFrom};
 use std::time::Duration;
 

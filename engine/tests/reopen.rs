@@ -6,6 +6,7 @@
 mod common;
 
 use common::{base_offset_of, batch, decode_id, messages_in, open, small_segments};
+use corelog::replication::ReplicaLog;
 use corelog::AppendError;
 use corelog::{Batch, BatchError, Engine, Limits, LogConfig, PollFrom, RequestError};
 

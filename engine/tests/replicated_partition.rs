@@ -1,6 +1,6 @@
 //! A replica's partitions through the engine (`LogConfig::commit_gate`):
-//! polls stop at the commit mark its owner moves (`Handle::set_commit_mark`),
-//! the uncommitted suffix is cut crash-safely (`Handle::cut_suffix`) while
+//! polls stop at the commit mark its owner moves (`ReplicaLog::set_commit_mark`),
+//! the uncommitted suffix is cut crash-safely (`ReplicaLog::cut_suffix`) while
 //! requests sent meanwhile wait for the cut log, refusals are errors a
 //! caller matches, and both hold across a restart.
 #![allow(clippy::unwrap_used)]
@@ -8,6 +8,7 @@
 mod common;
 
 use common::*;
+use corelog::replication::ReplicaLog;
 use corelog::{CommitMarkError, CutError, FsyncPolicy, LogConfig, PollFrom, RequestError};
 
 fn gated() -> LogConfig {

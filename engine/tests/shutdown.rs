@@ -7,6 +7,7 @@
 mod common;
 
 use common::{batch, decode_id, open, small_segments, Watchdog};
+use corelog::replication::ReplicaLog;
 use corelog::{
     AppendAck, Batch, Config, Engine, FsyncPolicy, Handle, LogConfig, PollFrom, Reply, RequestError,
 };

@@ -14,6 +14,7 @@
 //! its snapshot) and counts as applied.
 
 use crate::inbox::{Applied, Done, Inbox};
+use corelog::replication::ReplicaLog;
 use corelog::RequestError;
 use crossbeam_channel::Sender;
 use futures_channel::mpsc::{UnboundedReceiver, UnboundedSender};

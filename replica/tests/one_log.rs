@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use corelog::replication::ReplicaLog;
 use corelog_replica::{ReplicaError, ReplicaOptions};
 use std::time::Duration;
 

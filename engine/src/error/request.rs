@@ -46,7 +46,7 @@ pub enum RequestError {
     },
     /// A producer batch sent to a replicated partition (one whose log has
     /// a commit mark, `LogConfig::commit_gate`): only its Raft group
-    /// appends there, stamped ([`Handle::append_stamped`](crate::Handle::append_stamped)); send it
+    /// appends there, stamped ([`ReplicaLog::append_stamped`](crate::replication::ReplicaLog::append_stamped)); send it
     /// through the replica. Nothing was stored.
     #[error("partition {partition} is replicated: append through its replica, not to the engine")]
     Replicated {

@@ -1,6 +1,7 @@
 //! Helpers shared by the engine's integration tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
+use corelog::replication::ReplicaLog;
 use corelog::{BatchBuilder, Config, Engine, LogConfig, MessageSpec};
 use std::io::Write;
 use std::path::Path;

@@ -33,6 +33,7 @@ use crate::command::Command;
 use crate::error::GroupError;
 use crate::journal::{Journal, Pointer};
 use crate::machine::MetaMachine;
+use corelog::replication::ReplicaLog;
 use corelog::{Batch, Handle, RequestError};
 use std::collections::BTreeMap;
 

@@ -18,6 +18,7 @@ use super::{Group, Role};
 use crate::error::GroupError;
 use crate::net::fetch;
 use bytes::Bytes;
+use corelog::replication::ReplicaLog;
 use raft::eraftpb::Snapshot;
 use std::sync::atomic::Ordering;
 

@@ -16,6 +16,7 @@ use super::{Group, Role};
 use crate::command::Command;
 use crate::error::GroupError;
 use crate::journal::{Kind, Pointer};
+use corelog::replication::ReplicaLog;
 use corelog::{AppendAck, AppendError, Batch, RequestError};
 use raft::eraftpb::Entry;
 use std::collections::{BTreeMap, HashMap};

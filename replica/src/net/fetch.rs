@@ -7,6 +7,7 @@
 
 use super::frame::{self, Kind};
 use bytes::Bytes;
+use corelog::replication::ReplicaLog;
 use corelog::PollFrom;
 use std::io::Write;
 use std::net::{SocketAddr, TcpStream};
