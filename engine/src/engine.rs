@@ -221,7 +221,7 @@ impl Engine {
         Ok(engine)
     }
 
-    /// A handle to the engine (the same as dereferencing it).
+    /// The engine's API: a handle any thread or runtime clones and uses.
     pub fn handle(&self) -> Handle {
         self.handle.clone()
     }
