@@ -2,9 +2,10 @@
 //! budget, and the per-lane results.
 
 use crate::live::Live;
-use crate::report::Phase;
+use crate::report::{histogram, Phase};
 use bytes::{Bytes, BytesMut};
 use corelog::AppendAck;
+use hdrhistogram::Histogram;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -67,6 +68,11 @@ pub fn reclaim(keep: Bytes) -> BytesMut {
 #[derive(Debug)]
 pub struct LaneResult {
     pub phase: Phase,
+    /// Of the append latency: how late each batch was sent after it was
+    /// due (the producer's own wake-up and pacing), ns.
+    pub late: Histogram<u64>,
+    /// The rest: from the append call to its acknowledgement in hand, ns.
+    pub service: Histogram<u64>,
     pub last_ack: Option<Instant>,
     pub error: Option<String>,
 }
@@ -75,26 +81,31 @@ impl LaneResult {
     pub fn new() -> LaneResult {
         LaneResult {
             phase: Phase::new("append"),
+            late: histogram(),
+            service: histogram(),
             last_ack: None,
             error: None,
         }
     }
 
     /// Records an acknowledged append that was due at `due` (see
-    /// `schedule`) and acknowledged at `acked`.
+    /// `schedule`), sent at `sent` and acknowledged at `acked`.
     pub fn acked(
         &mut self,
         ctx: &RunCtx,
         ack: &AppendAck,
         due: Instant,
+        sent: Instant,
         acked: Instant,
         measured: bool,
     ) {
         if measured {
-            let _ = self
-                .phase
-                .latency
-                .record(acked.saturating_duration_since(due).as_nanos().max(1) as u64);
+            let ns = |from: Instant, to: Instant| {
+                to.saturating_duration_since(from).as_nanos().max(1) as u64
+            };
+            let _ = self.phase.latency.record(ns(due, acked));
+            let _ = self.late.record(ns(due, sent));
+            let _ = self.service.record(ns(sent, acked));
             self.phase.bytes += ack.bytes;
             self.phase.messages += u64::from(ack.message_count);
             self.phase.batches += 1;
@@ -111,6 +122,8 @@ impl LaneResult {
 
     pub fn merge(&mut self, other: LaneResult) {
         self.phase.merge(&other.phase);
+        let _ = self.late.add(&other.late);
+        let _ = self.service.add(&other.service);
         self.last_ack = self.last_ack.max(other.last_ack);
         if self.error.is_none() {
             self.error = other.error;

@@ -96,12 +96,13 @@ async fn lane(
             break;
         };
         let due = pacer.wait(len).await;
+        let sent = Instant::now();
         let bytes = ctx.prepare(std::mem::take(&mut pool[i]));
         let keep = bytes.clone();
         let p = partitions[next % partitions.len()];
         next += 1;
         match handle.append(p, bytes).await {
-            Ok(ack) => result.acked(&ctx, &ack, due, Instant::now(), measured),
+            Ok(ack) => result.acked(&ctx, &ack, due, sent, Instant::now(), measured),
             Err(e) => {
                 result.failed(&ctx, p, e);
                 break;

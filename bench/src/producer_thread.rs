@@ -37,6 +37,8 @@ struct Pending {
     reply: Reply<AppendAck>,
     partition: u64,
     due: Instant,
+    /// When `append` was called (its admission included).
+    sent: Instant,
     measured: bool,
     /// The sent buffer, taken back once the write released it.
     keep: Bytes,
@@ -126,10 +128,12 @@ fn send_due(ctx: &RunCtx, handle: &Handle, lanes: &mut [Lane], schedule: &mut Sc
         let bytes = ctx.prepare(std::mem::take(&mut lane.pool[i]));
         let partition = lane.partitions[lane.next % lane.partitions.len()];
         lane.next += 1;
+        let sent = Instant::now();
         lane.pending = Some(Pending {
             reply: handle.append(partition, bytes.clone()),
             partition,
             due,
+            sent,
             measured,
             keep: bytes,
             buf: i,
@@ -159,7 +163,7 @@ fn poll_pending(
             continue;
         };
         match r {
-            Ok(ack) => result.acked(ctx, &ack, p.due, acked, p.measured),
+            Ok(ack) => result.acked(ctx, &ack, p.due, p.sent, acked, p.measured),
             Err(e) => result.failed(ctx, p.partition, e),
         }
         // The reply is dropped: the write is done with the buffer.

@@ -166,6 +166,7 @@ pub fn run(args: Args) -> Result<(), String> {
         errors.extend(r.error.clone());
         appended.merge(r);
     }
+    let split = (appended.late, appended.service);
     let mut append = appended.phase;
     append.seconds = (appended.last_ack.unwrap_or(measure_from) - measure_from).as_secs_f64();
     let mut targets = HashMap::new();
@@ -226,6 +227,7 @@ pub fn run(args: Args) -> Result<(), String> {
     sampler_stop.store(true, Ordering::Relaxed);
     let series = sampler.join().unwrap_or_default();
     pb.finish_and_clear();
+    let on_shard = engine.handle().metrics().append_latency();
     engine.shutdown().map_err(|e| e.to_string())?;
     let reopen = match args.reopen {
         true => Some(crate::reopen::measure(
@@ -242,6 +244,9 @@ pub fn run(args: Args) -> Result<(), String> {
         total,
         duration,
         append,
+        append_late: split.0,
+        append_service: split.1,
+        on_shard,
         poll,
         e2e,
         served,

@@ -17,6 +17,13 @@ pub struct Summary<'a> {
     pub total: Option<u64>,
     pub duration: Option<f64>,
     pub append: Phase,
+    /// The append latency's two parts: sent late after the due time, and
+    /// from the call to the acknowledgement in hand.
+    pub append_late: Histogram<u64>,
+    pub append_service: Histogram<u64>,
+    /// The engine's own count of its appends (warm-up included): from the
+    /// shard taking each to its answer, in power-of-two buckets.
+    pub on_shard: corelog::LatencyHistogram,
     pub poll: Phase,
     pub e2e: Histogram<u64>,
     /// Bytes that arrived through the consumers' sockets.
@@ -37,6 +44,18 @@ impl Summary<'_> {
         println!(
             "append latency: from each batch's scheduled send ({})",
             schedule::describe(args.rate)
+        );
+        print_latency_row("  sent late", &self.append_late);
+        print_latency_row("  call->ack", &self.append_service);
+        let q = |at| match self.on_shard.quantile_at_most(at) {
+            Some(d) => format!("{d:?}"),
+            None => "-".into(),
+        };
+        println!(
+            "append split: sent late (the producer's pacing and wake-up) + call->ack (admission, the queue, the shard, the reply, the producer's wake-up); on the shard alone, the engine's own count (warm-up included, power-of-two buckets): p50 <= {}, p99 <= {}, p99.9 <= {}",
+            q(0.5),
+            q(0.99),
+            q(0.999)
         );
         if let Some(r) = &self.reopen {
             r.print();
@@ -128,6 +147,10 @@ impl Summary<'_> {
             "latency_from": schedule::LATENCY_FROM,
             "schedule": schedule::describe(args.rate),
             "append": self.append.json(),
+            "append_split": {
+                "sent_late_us": latency_json(&self.append_late),
+                "call_to_ack_us": latency_json(&self.append_service),
+            },
             "poll": poll,
             "end_to_end": { "latency_us": latency_json(&self.e2e) },
             "xxh3_gb_per_s": (self.xxh3 > 0.0).then_some(self.xxh3 / 1e9),
