@@ -18,7 +18,9 @@
 # Iggy cluster against a 3-node corelog cluster and one corelog-server, iggy-bench, and
 # corelog's failover time; scripts/bench_cluster.sh, which says what it needs), syncs (group commit
 # across partitions: side by side against one at a time), prealloc (durable appends with
-# preallocation in steps, whole segments, none), admission (criterion: admission against XXH3).
+# preallocation in steps, whole segments, none), admission (criterion: admission against XXH3),
+# tail (an append's latency at half load split into the producer's lateness and call-to-ack,
+# against fio at the same rate; OUT=docs/bench/tail.md).
 # Results: $OUT (default docs/bench/results.md).
 # After a run of the default set into the default file, the README's block between the
 # "bench.sh results" markers is replaced by that file, as it is.
@@ -196,6 +198,53 @@ for s in $SCENARIOS; do
       fi
       row value "append p99, \`fsync=$pol\`, same rate, producers on the shards (µs)" "$s99" - - "µs"
     done
+    ;;
+  tail)
+    # Issue 34's shape: 1 shard, 1 producer thread, 1 partition, 10 x 1000 B batches,
+    # fsync=never, at half of this shape's own peak, 1 GB from a quiet machine (fresh: write-back
+    # drained, caches dropped). Each run's latency is split: how late the producer sent each batch
+    # after it was due (its own pacing and wake-up), and from the append call to the ack in hand
+    # (admission, queue, shard, write, reply, wake-up). fio in the same pattern, moments apart:
+    # one psync job, 10 KiB writes at the same byte rate (its clat: the write call alone).
+    T="--shards 1 --producers 1 --partitions 1 --message-size 1000 --messages-per-batch 10 --no-poll --fsync never"
+    pk=""
+    for _ in $(seq "$REPS"); do pk+=" $(bench append.mb_per_s $T --total-bytes 1GB --warmup 0)"; done
+    peak=$(median $pk); rate=$((peak / 2))
+    p50=""; p99=""; p999=""; mx=""; l99=""; l999=""; s50=""; s99=""; s999=""; f50=""; f99=""; f999=""; d99=""
+    for _ in $(seq "$REPS"); do
+      bench append.mb_per_s $T --rate "$rate" --total-bytes 1GB --warmup 0.5 >/dev/null
+      p50+=" $(jget "$JSON_DIR/b.json" append.latency_us.p50)"
+      p99+=" $(jget "$JSON_DIR/b.json" append.latency_us.p99)"
+      p999+=" $(jget "$JSON_DIR/b.json" append.latency_us.p999)"
+      mx+=" $(jget "$JSON_DIR/b.json" append.latency_us.max)"
+      l99+=" $(jget "$JSON_DIR/b.json" append_split.sent_late_us.p99)"
+      l999+=" $(jget "$JSON_DIR/b.json" append_split.sent_late_us.p999)"
+      s50+=" $(jget "$JSON_DIR/b.json" append_split.call_to_ack_us.p50)"
+      s99+=" $(jget "$JSON_DIR/b.json" append_split.call_to_ack_us.p99)"
+      s999+=" $(jget "$JSON_DIR/b.json" append_split.call_to_ack_us.p999)"
+      fresh
+      fio --name=tail --directory="$DATA_DIR" --ioengine=psync --rw=write --bs=10k --size=1000m \
+          --rate="$((rate * 1000000))" --numjobs=1 --output-format=json --output="$JSON_DIR/fio.json" >/dev/null
+      read -r a b c < <(python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["jobs"][0]["write"]["clat_ns"]["percentile"]
+print(p["50.000000"]/1e3, p["99.000000"]/1e3, p["99.900000"]/1e3)' "$JSON_DIR/fio.json")
+      f50+=" $a"; f99+=" $b"; f999+=" $c"
+      # The default shape (every shard, its producers and partitions), at the same half rate.
+      bench append.mb_per_s --message-size 1000 --messages-per-batch 10 --no-poll --fsync never --rate "$rate" --total-bytes 1GB --warmup 0.5 >/dev/null
+      d99+=" $(jget "$JSON_DIR/b.json" append.latency_us.p99)"
+    done
+    S="1 shard, 1 producer, 10 × 1000 B, \`fsync=never\`, $rate of $peak MB/s"
+    row value "append p50 at half of peak, from schedule ($S) (µs)" "$p50" - - "µs"
+    row value "append p99, same (µs)" "$p99" "<=" 200 "µs"
+    row value "append p99.9, same (µs)" "$p999" "<=" 1000 "µs"
+    row value "append max, same (µs)" "$mx" "<=" 5000 "µs"
+    row value "of it, sent late after due (the producer's pacing and wake-up): p99 (µs)" "$l99" - - "µs"
+    row value "of it, sent late: p99.9 (µs)" "$l999" - - "µs"
+    row value "of it, call to ack (admission, queue, shard, write, reply, wake-up): p50 (µs)" "$s50" - - "µs"
+    row ratio "append p99 from schedule (µs)" "fio psync, 10 KiB writes at the same rate: clat p99" "$f99" "$p99" "<=" 5
+    row ratio "call to ack p99 (µs)" "fio clat p99" "$f99" "$s99" "<=" 5
+    row ratio "call to ack p99.9 (µs)" "fio clat p99.9" "$f999" "$s999"
+    row ratio "call to ack p50 (µs)" "fio clat p50" "$f50" "$s50"
+    row value "append p99, the default shape (every shard, its producers), $rate MB/s (µs)" "$d99" "<=" 500 "µs"
     ;;
   peers)
     # Peers a user might pick instead (built with --features peers): walrus-rust and the
