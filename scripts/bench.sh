@@ -211,7 +211,16 @@ for s in $SCENARIOS; do
     for _ in $(seq "$REPS"); do pk+=" $(bench append.mb_per_s $T --total-bytes 1GB --warmup 0)"; done
     peak=$(median $pk); rate=$((peak / 2))
     p50=""; p99=""; p999=""; mx=""; l99=""; l999=""; s50=""; s99=""; s999=""; f50=""; f99=""; f999=""; d99=""
+    b50=""; b99=""; b999=""; bmx=""; bs50=""
     for _ in $(seq "$REPS"); do
+      # The same, the producer a busy thread: it spins for sends due within 300 µs and while
+      # its append is in flight (--spin-us), so neither its pacing nor the reply wakes it.
+      bench append.mb_per_s $T --rate "$rate" --total-bytes 1GB --warmup 0.5 --spin-us 300 >/dev/null
+      b50+=" $(jget "$JSON_DIR/b.json" append.latency_us.p50)"
+      b99+=" $(jget "$JSON_DIR/b.json" append.latency_us.p99)"
+      b999+=" $(jget "$JSON_DIR/b.json" append.latency_us.p999)"
+      bmx+=" $(jget "$JSON_DIR/b.json" append.latency_us.max)"
+      bs50+=" $(jget "$JSON_DIR/b.json" append_split.call_to_ack_us.p50)"
       bench append.mb_per_s $T --rate "$rate" --total-bytes 1GB --warmup 0.5 >/dev/null
       p50+=" $(jget "$JSON_DIR/b.json" append.latency_us.p50)"
       p99+=" $(jget "$JSON_DIR/b.json" append.latency_us.p99)"
@@ -245,6 +254,11 @@ print(p["50.000000"]/1e3, p["99.000000"]/1e3, p["99.900000"]/1e3)' "$JSON_DIR/fi
     row ratio "call to ack p99.9 (µs)" "fio clat p99.9" "$f999" "$s999"
     row ratio "call to ack p50 (µs)" "fio clat p50" "$f50" "$s50"
     row value "append p99, the default shape (every shard, its producers), $rate MB/s (µs)" "$d99" "<=" 500 "µs"
+    row value "append p50 from schedule, the producer spinning (\`--spin-us 300\`: no wake-ups) (µs)" "$b50" - - "µs"
+    row value "append p99, same (µs)" "$b99" "<=" 200 "µs"
+    row value "append p99.9, same (µs)" "$b999" "<=" 1000 "µs"
+    row value "append max, same (µs)" "$bmx" "<=" 5000 "µs"
+    row ratio "call to ack p50, the producer spinning (µs)" "fio clat p50" "$f50" "$bs50"
     ;;
   peers)
     # Peers a user might pick instead (built with --features peers): walrus-rust and the

@@ -149,6 +149,12 @@ pub struct Args {
     /// header, and serve every byte unless --serve none).
     #[arg(long)]
     pub no_verify: bool,
+    /// Producer threads wait by spinning instead of sleeping when their
+    /// next send is due within this many µs, and while an append they
+    /// wait for is in flight: a busy thread's latency (no wake-up), for a
+    /// core each. 0 (default): they sleep.
+    #[arg(long, default_value_t = 0)]
+    pub spin_us: u64,
     /// Consumers tail the partitions while producers append (end-to-end
     /// latency is then live) instead of reading everything afterwards.
     #[arg(long)]

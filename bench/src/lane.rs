@@ -24,6 +24,8 @@ pub struct RunCtx {
     /// stamps its own batches on its own machine; re-timing here walks every
     /// frame, which with 100-byte messages costs about 5% of a core.
     pub retime: bool,
+    /// `--spin-us`: how close a due send is waited for by spinning.
+    pub spin: std::time::Duration,
 }
 
 impl RunCtx {

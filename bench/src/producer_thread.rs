@@ -102,10 +102,19 @@ pub fn run(
         let now = Instant::now();
         let due = schedule.peek(now);
         let free_lane = lanes.iter().any(|l| l.pending.is_none());
+        let spin = ctx.spin;
         if sending && free_lane && due > now {
-            std::thread::park_timeout(due - now);
+            if due - now <= spin {
+                std::hint::spin_loop();
+            } else {
+                std::thread::park_timeout(due - now - spin);
+            }
         } else if in_flight {
-            std::thread::park();
+            if spin.is_zero() {
+                std::thread::park();
+            } else {
+                std::thread::yield_now();
+            }
         }
     }
     result
@@ -172,3 +181,4 @@ fn poll_pending(
     }
     progressed
 }
+

@@ -106,6 +106,7 @@ pub fn run(args: Args) -> Result<(), String> {
         total,
         per_producer_rate: args.rate.map(|mbps| mbps * 1e6 / shape.producers as f64),
         retime: !args.no_poll && shape.consumers > 0,
+        spin: Duration::from_micros(args.spin_us),
     });
     let handle = engine.handle();
     let prx = start_producers(&args, &shape, &ctx, &handle)?;
