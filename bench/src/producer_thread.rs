@@ -181,4 +181,3 @@ fn poll_pending(
     }
     progressed
 }
-
