@@ -96,6 +96,16 @@ impl Shard {
                 let e = super::options::open_error("write partition options", path, e);
                 return (Err(e), None);
             }
+            // Written: that create is answered by the open alone.
+            if let Some(Slot::Opening(pending)) = self.partitions.borrow_mut().get_mut(&p) {
+                let written = pending.iter_mut().find_map(|r| match r {
+                    Request::Create { options, .. } if options.is_some() => Some(options),
+                    _ => None,
+                });
+                if let Some(options) = written {
+                    *options = None;
+                }
+            }
         }
         let (config, retention) = match self.partition_config(p).await {
             Ok(c) => c,
