@@ -89,8 +89,8 @@ impl Producer {
     }
 
     /// Queues `batch` only if its shard's queue has room, else hands it
-    /// back ([`Full`]): back-pressure without waiting, order kept (a batch
-    /// handed back was not queued, so nothing passes it).
+    /// back ([`Full`]): back-pressure without waiting. A batch handed back
+    /// was not queued: to keep call order, send it again before the next.
     pub fn try_send(&mut self, batch: Batch) -> Result<Reply<AppendAck>, Full> {
         self.handle.try_append(self.partition, batch)
     }
