@@ -59,3 +59,48 @@ fn a_stuck_shard_is_named_and_the_directory_stays_locked_until_it_stops() {
         .shutdown_timeout(Duration::from_secs(30))
         .expect("shards that stop in time: an ordinary shutdown");
 }
+
+/// A stuck shard whose queue is full cannot take the shutdown request when
+/// the time is up: it is handed to it later, once it has room, so the
+/// shard stops and the directory is released after all.
+#[test]
+fn a_stuck_shard_with_a_full_queue_still_stops_and_releases_the_directory() {
+    let _dog = Watchdog::arm("shutdown_timeout, full queue", Duration::from_secs(60));
+    let dir = tempfile::tempdir().unwrap();
+    let depth = 4;
+    let engine = Engine::open(Config {
+        queue_depth: depth,
+        ..config(dir.path())
+    })
+    .unwrap();
+    let h = engine.handle();
+    let p = 1; // on shard 1
+    assert_eq!(h.shard_of(p), 1);
+    let held = hold_shard(&h, 1);
+    let queued: Vec<_> = (0..depth as u64)
+        .map(|seq| h.append(p, batch(p, seq)))
+        .collect();
+    assert!(queued.iter().all(|r| r.is_sent()), "the queue is full now");
+    let err = engine
+        .shutdown_timeout(Duration::from_millis(200))
+        .unwrap_err();
+    assert!(matches!(err, ShutdownError::TimedOut { .. }), "{err:?}");
+    held.release();
+    // The queued appends are carried out, then the shard stops.
+    for r in queued {
+        r.wait().unwrap();
+    }
+    let started = Instant::now();
+    let reopened = loop {
+        match Engine::open(config(dir.path())) {
+            Ok(e) => break e,
+            Err(OpenError::LockHeld { .. }) if started.elapsed() < Duration::from_secs(20) => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(e) => panic!("the directory was not released: {e}"),
+        }
+    };
+    let stats = reopened.handle().stats(p).wait().unwrap();
+    assert_eq!(stats.next_offset, base_offset_of(depth as u64));
+    reopened.shutdown().unwrap();
+}

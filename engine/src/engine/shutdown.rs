@@ -8,6 +8,7 @@ use crate::request::Request;
 use crate::shard;
 use crate::thread;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -46,18 +47,19 @@ impl Engine {
         let within = |t: &JoinHandle<_>, q: &ShardQueue| {
             !t.is_finished() && !q.is_closed() && timeout.is_none_or(|d| started.elapsed() < d)
         };
+        let mut told = Vec::with_capacity(self.threads.len());
         for (q, t) in self.handle.shared.queues.iter().zip(&self.threads) {
             let mut req = Request::Shutdown;
-            loop {
+            told.push(loop {
                 match q.try_push(req) {
-                    Ok(()) => break,
+                    Ok(()) => break true,
                     Err(r) if within(t, q) => {
                         req = r;
                         std::thread::sleep(Duration::from_millis(1));
                     }
-                    Err(_) => break,
+                    Err(_) => break false,
                 }
-            }
+            });
         }
         if let Some(d) = timeout {
             while self.threads.iter().any(|t| !t.is_finished()) && started.elapsed() < d {
@@ -67,7 +69,7 @@ impl Engine {
                 .filter(|&i| !self.threads[i].is_finished())
                 .collect();
             if !running.is_empty() {
-                self.stop_in_background();
+                self.stop_in_background(told);
                 return Err(ShutdownError::TimedOut {
                     running,
                     waited: started.elapsed(),
@@ -85,28 +87,43 @@ impl Engine {
         }
     }
 
-    /// The shards that outlived a shutdown's timeout are joined on a
-    /// thread of their own, which then closes the queues and releases the
-    /// directory lock.
-    fn stop_in_background(&mut self) {
+    /// The shards that outlived a shutdown's timeout are stopped on a
+    /// thread of their own: it hands each the shutdown request it could not
+    /// take yet (its queue was full), joins them, then closes the queues
+    /// and releases the directory lock.
+    fn stop_in_background(&mut self, told: Vec<bool>) {
         let threads = std::mem::take(&mut self.threads);
-        let lock = self.lock.take();
-        let shared = self.handle.shared.clone();
+        // Shared with the thread, so that the lock outlives a thread that
+        // could not start.
+        let lock = Arc::new(Mutex::new(self.lock.take()));
+        let (shared, held) = (self.handle.shared.clone(), lock.clone());
         let reaper = std::thread::Builder::new()
             .name("corelog-stop".into())
             .spawn(move || {
+                let untold = shared.queues.iter().zip(&threads).zip(&told);
+                for ((q, t), _) in untold.filter(|(_, told)| !**told) {
+                    let mut req = Request::Shutdown;
+                    while !t.is_finished() && !q.is_closed() {
+                        match q.try_push(req) {
+                            Ok(()) => break,
+                            Err(r) => req = r,
+                        }
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                }
                 for (partition, error) in join_shards(threads) {
                     tracing::error!("shutdown: closing partition {partition} failed: {error}");
                 }
                 for q in &shared.queues {
                     q.close();
                 }
-                drop(lock);
+                drop(held.lock().ok().and_then(|mut l| l.take()));
             });
         if let Err(e) = reaper {
             // No thread to wait on them: keep the lock for the process's
             // life rather than release it under running shards.
             tracing::error!("shutdown: cannot start the thread that waits for the shards: {e}");
+            std::mem::forget(lock);
         }
     }
 }
