@@ -20,6 +20,7 @@ pub(crate) struct ShardCounters {
     appends: AtomicU64,
     appended_bytes: AtomicU64,
     append_errors: AtomicU64,
+    appends_in_flight: AtomicU64,
     polls: AtomicU64,
     polled_bytes: AtomicU64,
     poll_errors: AtomicU64,
@@ -32,6 +33,7 @@ impl ShardCounters {
             appends: AtomicU64::new(0),
             appended_bytes: AtomicU64::new(0),
             append_errors: AtomicU64::new(0),
+            appends_in_flight: AtomicU64::new(0),
             polls: AtomicU64::new(0),
             polled_bytes: AtomicU64::new(0),
             poll_errors: AtomicU64::new(0),
@@ -39,9 +41,16 @@ impl ShardCounters {
         }
     }
 
+    /// The shard took an append; its answer is to come
+    /// ([`ShardCounters::append_done`]).
+    pub(crate) fn append_taken(&self) {
+        self.appends_in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// An append the shard took at `started` has its answer: `Some(bytes)`
     /// stored, `None` refused or failed.
     pub(crate) fn append_done(&self, started: Instant, stored: Option<u64>) {
+        self.appends_in_flight.fetch_sub(1, Ordering::Relaxed);
         match stored {
             Some(bytes) => {
                 self.appends.fetch_add(1, Ordering::Relaxed);
@@ -75,6 +84,7 @@ impl ShardCounters {
             appends: get(&self.appends),
             appended_bytes: get(&self.appended_bytes),
             append_errors: get(&self.append_errors),
+            appends_in_flight: get(&self.appends_in_flight),
             polls: get(&self.polls),
             polled_bytes: get(&self.polled_bytes),
             poll_errors: get(&self.poll_errors),
@@ -102,6 +112,9 @@ pub struct ShardMetrics {
     pub appended_bytes: u64,
     /// Appends refused or failed (the caller had an error).
     pub append_errors: u64,
+    /// Appends the shard has taken and not yet answered (being written,
+    /// or waiting for their fsync).
+    pub appends_in_flight: u64,
     /// Polls answered (waiting polls once, when answered).
     pub polls: u64,
     /// Bytes the polls served (by reference: nothing was copied).
@@ -150,8 +163,9 @@ impl Metrics {
     }
 }
 
-/// One line per shard: `shard 0: 12 appends (3.4 MB, 0 refused, p50 <= 64µs,
-/// p99 <= 512µs), 7 polls (3.4 MB, 0 failed), 0 of 4096 queued, running`.
+/// One line per shard: `shard 0: 12 appends (3400000 B, 0 refused, 0 in
+/// flight, p50 <= 64µs, p99 <= 512µs), 7 polls (3400000 B, 0 failed), 0 of
+/// 4096 queued, Running`.
 impl std::fmt::Display for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         for (i, s) in self.shards.iter().enumerate() {
@@ -164,11 +178,12 @@ impl std::fmt::Display for Metrics {
             };
             write!(
                 f,
-                "shard {}: {} appends ({} B, {} refused, p50 <= {}, p99 <= {}), {} polls ({} B, {} failed), {} of {} queued, {:?}",
+                "shard {}: {} appends ({} B, {} refused, {} in flight, p50 <= {}, p99 <= {}), {} polls ({} B, {} failed), {} of {} queued, {:?}",
                 s.health.shard,
                 s.appends,
                 s.appended_bytes,
                 s.append_errors,
+                s.appends_in_flight,
                 q(0.5),
                 q(0.99),
                 s.polls,
@@ -256,6 +271,9 @@ mod tests {
     #[test]
     fn metrics_print_a_line_per_shard() {
         let c = ShardCounters::new();
+        c.append_taken();
+        c.append_taken();
+        c.append_taken();
         c.append_done(Instant::now(), Some(100));
         c.append_done(Instant::now(), None);
         c.poll_done(Some(100));
@@ -268,9 +286,10 @@ mod tests {
         let m = Metrics {
             shards: vec![c.read(health)],
         };
+        assert_eq!(m.shards[0].appends_in_flight, 1);
         let text = m.to_string();
         assert!(
-            text.starts_with("shard 0: 1 appends (100 B, 1 refused, p50 <= "),
+            text.starts_with("shard 0: 1 appends (100 B, 1 refused, 1 in flight, p50 <= "),
             "{text}"
         );
         assert!(

@@ -35,6 +35,7 @@ fn each_shard_counts_its_appends_polls_refusals_and_latencies() {
         assert_eq!(s.appended_bytes, bytes[shard], "shard {shard}");
         assert_eq!(s.append_errors, 0, "shard {shard}");
         assert_eq!(s.append_latency.count(), s.appends, "shard {shard}");
+        assert_eq!(s.appends_in_flight, 0, "every append answered: shard {shard}");
     }
     assert_eq!(m.shards[1].polls, 1);
     assert_eq!(m.shards[1].polled_bytes, served);
@@ -62,6 +63,7 @@ fn a_refusal_the_shard_makes_is_counted_as_an_error_not_an_append() {
     assert!(matches!(err, RequestError::Replicated { .. }), "{err}");
     let s = &engine.handle().metrics().shards[0];
     assert_eq!((s.appends, s.appended_bytes, s.append_errors), (0, 0, 1));
+    assert_eq!(s.appends_in_flight, 0);
     assert_eq!(s.append_latency.count(), 0);
     engine.shutdown().unwrap();
 }

@@ -23,6 +23,7 @@ impl Shard {
                 stamped,
                 reply,
             } => {
+                self.queue.counters.append_taken();
                 if !stamped && log.commit_mark().is_some() {
                     // Its owner (a Raft group) stamps and orders what it
                     // holds: a batch written beside it would take offsets
