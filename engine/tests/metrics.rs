@@ -35,7 +35,10 @@ fn each_shard_counts_its_appends_polls_refusals_and_latencies() {
         assert_eq!(s.appended_bytes, bytes[shard], "shard {shard}");
         assert_eq!(s.append_errors, 0, "shard {shard}");
         assert_eq!(s.append_latency.count(), s.appends, "shard {shard}");
-        assert_eq!(s.appends_in_flight, 0, "every append answered: shard {shard}");
+        assert_eq!(
+            s.appends_in_flight, 0,
+            "every append answered: shard {shard}"
+        );
     }
     assert_eq!(m.shards[1].polls, 1);
     assert_eq!(m.shards[1].polled_bytes, served);
