@@ -186,6 +186,21 @@ pub enum GroupError {
         /// the engine's error
         source: Box<corelog::RequestError>,
     },
+    /// The group's persister thread could not start.
+    #[error("group {group}: no thread to persist its entries: {source}")]
+    PersisterThread {
+        /// the group
+        group: u32,
+        /// the error
+        source: std::io::Error,
+    },
+    /// The group's persister thread is gone (it stopped on an error,
+    /// logged where it happened).
+    #[error("group {group}: its persister stopped")]
+    PersisterStopped {
+        /// the group
+        group: u32,
+    },
     /// An uncommitted suffix could not be cut from a partition's log.
     #[error("group {group}: cutting partition {partition} from offset {offset}: {source}")]
     Cut {

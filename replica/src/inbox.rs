@@ -2,7 +2,8 @@
 //! its compaction's flush, and what applying an entry answers.
 
 use crate::command::{Command, Origin};
-use crate::error::ReplicaError;
+use crate::error::{GroupError, ReplicaError};
+use crate::journal::sync_ticket::SyncTicket;
 use bytes::Bytes;
 use corelog::{AppendAck, Batch, RequestError};
 use futures_channel::oneshot;
@@ -26,8 +27,24 @@ pub(crate) enum Inbox {
         term: u64,
         result: Applied,
     },
+    /// The persister is done with every `Ready` up to a number
+    /// (`group/persist.rs`).
+    Persisted(Persisted),
     /// Stop the loop.
     Stop,
+}
+
+/// What the persister hands back to the loop: every job up to `number`
+/// is persisted, or `result` says why not.
+pub(crate) struct Persisted {
+    pub number: u64,
+    /// The engine's acknowledgement of each batch written: entry index,
+    /// term, acknowledgement.
+    pub acks: Vec<(u64, u64, AppendAck)>,
+    pub msgs: Vec<Message>,
+    /// The sync that ran, for the journal to record.
+    pub ticket: Option<SyncTicket>,
+    pub result: Result<(), GroupError>,
 }
 
 impl std::fmt::Debug for Inbox {
@@ -37,6 +54,7 @@ impl std::fmt::Debug for Inbox {
             Inbox::Propose(_) => write!(f, "Propose"),
             Inbox::Applied { index, .. } => write!(f, "Applied({index})"),
             Inbox::Flushed { index, .. } => write!(f, "Flushed({index})"),
+            Inbox::Persisted(p) => write!(f, "Persisted({})", p.number),
             Inbox::Stop => write!(f, "Stop"),
         }
     }

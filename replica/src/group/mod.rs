@@ -2,12 +2,15 @@
 //! `RawNode` and journal, steps messages from peers, proposes what the
 //! handle sends, ticks, and handles each `Ready` in the order raft-rs
 //! asks: send the leader's messages, install a snapshot, apply committed
-//! entries, append new entries to the journal, record the hard state,
-//! `fdatasync` (under `sync`), send the messages that wait for
-//! persistence, advance.
+//! entries, issue new entries' batches to their partition logs and write
+//! their journal records, record the hard state; then the persister
+//! (`persist.rs`) waits for the writes and the `fdatasync` (under `sync`)
+//! off the loop, and when it hands the `Ready` back the loop sends the
+//! messages that waited for persistence and tells raft-rs
+//! (`advance_append_async`, `on_persist_ready`).
 //!
-//! Group commit comes for free: every proposal that arrived since the last
-//! `Ready` is written and synced together.
+//! Group commit comes for free: every proposal that arrived while the last
+//! sync ran is written and synced together.
 
 mod applying;
 mod confirmation;
@@ -17,6 +20,7 @@ mod fencing;
 mod lease;
 mod overwritten;
 mod peers;
+mod persist;
 mod propose;
 mod reconcile;
 mod repeats;
@@ -26,7 +30,7 @@ mod write;
 use crate::apply::ApplyItem;
 use crate::config::{ClusterConfig, ReplicaOptions};
 use crate::error::{GroupError, ReplicaError};
-use crate::inbox::{Inbox, Proposal};
+use crate::inbox::{Inbox, Persisted, Proposal};
 use crate::journal::storage::JournalStorage;
 use crate::journal::Journal;
 use crate::machine::MetaMachine;
@@ -142,6 +146,15 @@ pub(crate) struct Group {
     /// this node may say it holds entries, with the journal's synced
     /// index).
     written: u64,
+    /// The group's persister thread (`persist.rs`).
+    persister: persist::Persister,
+    /// `Ready`s handed to the persister and not yet handed back: each
+    /// one's number and last entry (0 for none; lowered when a later
+    /// `Ready` replaces entries).
+    inflight: VecDeque<(u64, u64)>,
+    /// A snapshot installed by the `Ready` numbered so: applied for
+    /// raft-rs once that `Ready` is persisted.
+    snapshot_applied: Option<(u64, u64)>,
 }
 
 impl Group {
@@ -167,6 +180,7 @@ impl Group {
         let logger = slog::Logger::root(crate::slog_drain::TracingDrain { group: id }, slog::o!());
         let raw = RawNode::new(&cfg, store.clone(), &logger)
             .map_err(|source| GroupError::Raft { group: id, source })?;
+        let persister = persist::Persister::start(id, s.engine.clone(), s.inbox_tx.clone())?;
         Ok(Group {
             id,
             raw,
@@ -196,6 +210,9 @@ impl Group {
             admitted: BTreeMap::new(),
             acks: BTreeMap::new(),
             written,
+            persister,
+            inflight: VecDeque::new(),
+            snapshot_applied: None,
         })
     }
 
@@ -278,6 +295,12 @@ impl Group {
             Inbox::Flushed { index, ends } => {
                 if let Err(e) = self.on_flushed(index, ends) {
                     tracing::error!("group {}: compaction: {e}", self.id);
+                }
+            }
+            Inbox::Persisted(p) => {
+                if let Err(e) = self.on_persisted(p) {
+                    tracing::error!("{e}; this group stops on this node");
+                    return false;
                 }
             }
             Inbox::Stop => return false,
@@ -364,17 +387,25 @@ impl Group {
             self.lease.answered(&rs.request_ctx, window_ms);
         }
         if !rd.snapshot().is_empty() {
+            // Every write before it lands first: the install cuts the
+            // partition logs and takes the journal's place.
+            self.persister.barrier()?;
             let snap = rd.snapshot().clone();
             self.install_snapshot(&snap)?;
+            // raft-rs counts it applied once it counts it persisted.
+            self.snapshot_applied = Some((rd.number(), snap.get_metadata().index));
         }
         let committed = rd.take_committed_entries();
+        let applied_to = committed.last().map(|e| e.index);
         self.apply_entries(committed)?;
-        let mut writes = None;
-        if !rd.entries().is_empty() {
+        let mut pending = Vec::new();
+        let mut last = 0;
+        if let Some(first) = rd.entries().first().map(|e| e.index) {
             self.fail_overwritten(rd.entries());
+            self.lower_written(first);
             // The batches go to their partitions' logs, the journal takes
-            // pointers to them; both are awaited before any
-            // acknowledgement below.
+            // pointers to them; the persister waits for both before any
+            // acknowledgement (`persist.rs`).
             let w = self.write_batches(rd.entries())?;
             // write_batches took every admitted batch of these entries
             // and says how each is journaled.
@@ -382,28 +413,83 @@ impl Group {
                 .wl()
                 .append_as(rd.entries(), |e| w.kind(e))
                 .map_err(jerr)?;
-            writes = Some(w);
+            pending = w.pending;
+            last = rd.entries().last().map_or(0, |e| e.index);
         }
         if let Some(hs) = rd.hs() {
             self.store.wl().set_hard_state(hs).map_err(jerr)?;
             self.status().term.store(hs.term, Ordering::Relaxed);
         }
-        if self.opts.sync {
-            self.store.wl().sync().map_err(jerr)?;
+        let ticket = match self.opts.sync {
+            true => Some(self.store.wl().sync_ticket().map_err(jerr)?),
+            false => None,
+        };
+        let job = persist::Job {
+            number: rd.number(),
+            pending,
+            ticket,
+            msgs: rd.take_persisted_messages(),
+        };
+        self.inflight.push_back((job.number, last));
+        self.persister.submit(job)?;
+        self.raw.advance_append_async(rd);
+        if let Some(index) = applied_to {
+            self.raw.advance_apply_to(index);
         }
-        if let Some(w) = writes {
-            self.await_writes(w)?;
+        self.publish_indexes();
+        Ok(())
+    }
+
+    /// Entries from `first` on replace what the journal holds there (a
+    /// new leader's log differs): nothing from `first` on counts as
+    /// written until the writes of the new entries are done.
+    fn lower_written(&mut self, first: u64) {
+        if first > self.store.rl().last_index() {
+            return;
         }
-        self.send_persisted(rd.take_persisted_messages());
-        let mut light = self.raw.advance(rd);
-        if let Some(commit) = light.commit_index() {
-            let mut hs = self.store.rl().hard_state().clone();
-            hs.commit = commit;
-            self.store.wl().set_hard_state(&hs).map_err(jerr)?;
+        let kept = first - 1;
+        self.written = self.written.min(kept);
+        for (_, last) in self.inflight.iter_mut() {
+            *last = (*last).min(kept);
         }
-        self.send(light.take_messages());
-        self.apply_entries(light.take_committed_entries())?;
-        self.raw.advance_apply();
+    }
+
+    /// The persister is done with every `Ready` up to `p.number`: the
+    /// batches are written, the journal synced; raft-rs hears it, and the
+    /// messages waiting for it go.
+    fn on_persisted(&mut self, p: Persisted) -> Result<(), GroupError> {
+        p.result?;
+        for (index, term, ack) in p.acks {
+            // Only a send waiting here needs it; leadership may move
+            // before the entry commits (a transfer to the metadata
+            // group's leader), and the send is answered all the same.
+            if self.waiters.get(&index).is_some_and(|w| w.term == term) {
+                self.acks.insert(index, ack);
+            }
+        }
+        while let Some(&(number, last)) = self.inflight.front() {
+            if number > p.number {
+                break;
+            }
+            self.inflight.pop_front();
+            self.written = self.written.max(last);
+        }
+        if let Some(t) = &p.ticket {
+            self.store.wl().synced_by(t);
+        }
+        self.send_persisted(p.msgs);
+        self.raw.on_persist_ready(p.number);
+        if let Some((number, index)) = self.snapshot_applied {
+            if number <= p.number {
+                self.snapshot_applied = None;
+                self.raw.advance_apply_to(index);
+            }
+        }
+        self.publish_indexes();
+        Ok(())
+    }
+
+    fn publish_indexes(&self) {
         let st = self.status();
         st.commit
             .store(self.raw.raft.raft_log.committed, Ordering::Relaxed);
@@ -411,7 +497,6 @@ impl Group {
             .store(self.store.rl().last_index(), Ordering::Relaxed);
         st.synced
             .store(self.store.rl().synced_index(), Ordering::Relaxed);
-        Ok(())
     }
 
     fn send(&self, msgs: Vec<Message>) {

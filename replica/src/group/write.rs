@@ -12,12 +12,13 @@
 //! partition logs (`cut_suffix`, crash-safe) before the journal cuts its
 //! pointers; `reconcile.rs` reconciles the two after a crash between.
 
+use super::persist::Pending;
 use super::{Group, Role};
 use crate::command::Command;
 use crate::error::GroupError;
 use crate::journal::{Kind, Pointer};
 use corelog::replication::ReplicaLog;
-use corelog::{AppendAck, AppendError, Batch, RequestError};
+use corelog::{Batch, RequestError};
 use raft::eraftpb::Entry;
 use std::collections::{BTreeMap, HashMap};
 
@@ -26,16 +27,8 @@ use std::collections::{BTreeMap, HashMap};
 pub(super) struct Writes {
     /// How each entry is journaled (a pointer record for a written batch).
     kinds: HashMap<u64, Kind>,
-    pending: Vec<Pending>,
-    /// The last entry's index.
-    last: u64,
-}
-
-struct Pending {
-    index: u64,
-    partition: u64,
-    pointer: Pointer,
-    reply: corelog::Reply<AppendAck>,
+    /// The writes to wait for (`persist.rs`).
+    pub(super) pending: Vec<Pending>,
 }
 
 impl Writes {
@@ -54,7 +47,6 @@ impl Group {
         let mut writes = Writes {
             kinds: HashMap::new(),
             pending: Vec::new(),
-            last: ents.last().map_or(self.written, |e| e.index),
         };
         let Role::Data { meta, .. } = &self.role else {
             return Ok(writes);
@@ -95,64 +87,13 @@ impl Group {
             writes.kinds.insert(e.index, Kind::Pointer(pointer));
             writes.pending.push(Pending {
                 index: e.index,
+                term: e.term,
                 partition,
                 pointer,
                 reply: self.engine.append_stamped_admitted(partition, batch),
             });
         }
         Ok(writes)
-    }
-
-    /// Waits for the batches `write_batches` issued: each is in its
-    /// partition's log (under `fsync=batch`, durably) when this returns,
-    /// and so are the entries up to the last one given (`written`).
-    /// Each acknowledgement is kept for the send waiting on it here.
-    pub(super) fn await_writes(&mut self, writes: Writes) -> Result<(), GroupError> {
-        let last = writes.last;
-        for p in writes.pending {
-            let ack = match p.reply.wait() {
-                Ok(ack) => Some(ack),
-                // Below the log's end: stored before, by a snapshot's
-                // fetch; it must be this very batch.
-                Err(RequestError::Append(AppendError::OffsetMismatch { expected, found }))
-                    if found < expected && self.holds(p.partition, &p.pointer) =>
-                {
-                    None
-                }
-                Err(source) => {
-                    return Err(GroupError::Write {
-                        group: self.id,
-                        partition: p.partition,
-                        index: p.index,
-                        source: Box::new(source),
-                    })
-                }
-            };
-            if let Some(ack) = ack {
-                // Only a send waiting here needs it; leadership may move
-                // before the entry commits (a transfer to the metadata
-                // group's leader), and the send is answered all the same.
-                if self.waiters.contains_key(&p.index) {
-                    self.acks.insert(p.index, ack);
-                }
-            }
-        }
-        self.written = last;
-        Ok(())
-    }
-
-    /// Whether `partition`'s log holds the batch `pointer` names.
-    pub(super) fn holds(&self, partition: u64, pointer: &Pointer) -> bool {
-        match self
-            .engine
-            .read_written(partition, pointer.base_offset)
-            .wait()
-        {
-            Ok(Some(bytes)) => {
-                Batch::admit(bytes, &self.engine.limits()).is_ok_and(|b| pointer.names(b.as_ref()))
-            }
-            _ => false,
-        }
     }
 
     /// Cuts from the partition logs the batches of the journal's entries

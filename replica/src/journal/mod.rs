@@ -39,6 +39,7 @@ pub mod record;
 mod recover;
 pub mod state;
 pub mod storage;
+pub mod sync_ticket;
 
 use bytes::Bytes;
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
@@ -182,6 +183,9 @@ pub struct Journal {
     unsynced: bool,
     /// The last index a completed sync made durable.
     synced_index: u64,
+    /// Bumped whenever entries are cut or replaced (a conflicting suffix,
+    /// a snapshot): a sync ticket taken before then vouches for nothing.
+    cuts: u64,
 }
 
 impl Journal {
@@ -219,6 +223,7 @@ impl Journal {
             retained: 0,
             unsynced: false,
             synced_index: 0,
+            cuts: 0,
         };
         let recovered = j.recover()?;
         // What recovery kept may be in the page cache only (a process
@@ -410,6 +415,7 @@ impl Journal {
         let cut: u64 = self.entries.range(keep..).map(record::len).sum();
         self.retained -= cut;
         self.synced_index = self.synced_index.min(index - 1);
+        self.cuts += 1;
         self.entries.truncate(keep);
         self.positions.truncate(keep);
         self.pointers.truncate(keep);
@@ -588,6 +594,7 @@ impl Journal {
         next.hard.commit = next.hard.commit.max(m.index);
         next.write(&self.dir)?;
         self.state = next;
+        self.cuts += 1;
         self.entries.clear();
         self.positions.clear();
         self.pointers.clear();
