@@ -260,17 +260,17 @@ for mode in page fsync; do
   done
   short="page cache"; [ "$mode" = fsync ] && short="fsync"
   I="${NAME[iggy]}"
-  row ratio "8 pinned producers, $what (MB/s)" "$I" "${pt[iggy]}" "${pt[corelog]}" ">=" 2
-  row ratio "producers p99, $short (ms)" "$I" "${p99[iggy]}" "${p99[corelog]}" "<=" 0.5
+  row ratio "8 pinned producers, $what (MB/s)" "$I" "${pt[iggy]}" "${pt[corelog]}" ">=" 1.1
+  row ratio "producers p99, $short (ms)" "$I" "${p99[iggy]}" "${p99[corelog]}" "<=" 1.0
   row ratio "producers p50, $short (ms)" "$I" "${p50[iggy]}" "${p50[corelog]}"
   row ratio "8 pinned consumers, after $short (MB/s)" "$I" "${ct[iggy]}" "${ct[corelog]}" ">=" 2
   row ratio "consumers p99, after $short (ms)" "$I" "${c99[iggy]}" "${c99[corelog]}" "<=" 0.5
   row ratio "consumers p50, after $short (ms)" "$I" "${c50[iggy]}" "${c50[corelog]}"
-  row ratio "replicated produce against one node, $short (MB/s)" "${NAME[single]}" "${pt[single]}" "${pt[corelog]}" ">=" 0.5
+  row ratio "replicated produce against one node, $short (MB/s)" "${NAME[single]}" "${pt[single]}" "${pt[corelog]}" ">=" 0.28
   row ratio "produce p99 against one node, $short (ms)" "${NAME[single]}" "${p99[single]}" "${p99[corelog]}"
   row ratio "consume against one node, after $short (MB/s)" "${NAME[single]}" "${ct[single]}" "${ct[corelog]}"
-  row ratio "servers' CPU per GB produced, $short (CPU s/GB, all nodes)" "$I" "${pcpu[iggy]}" "${pcpu[corelog]}"
-  row ratio "same, the busiest node's (the leader's)" "$I" "${pmax[iggy]}" "${pmax[corelog]}"
+  row ratio "servers' CPU per GB produced, $short (CPU s/GB, all nodes)" "$I" "${pcpu[iggy]}" "${pcpu[corelog]}" "<=" 1.0
+  row ratio "same, the busiest node's (the leader's)" "$I" "${pmax[iggy]}" "${pmax[corelog]}" "<=" 1.0
   row ratio "same, each other node's (mean of the two)" "$I" "${poth[iggy]}" "${poth[corelog]}"
   row ratio "servers' CPU per GB consumed, after $short (CPU s/GB, all nodes)" "$I" "${ccpu[iggy]}" "${ccpu[corelog]}"
   row ratio "server CPU per GB produced, $short (CPU s/GB)" "${NAME[single]}" "${pcpu[single]}" "${pcpu[corelog]}"
