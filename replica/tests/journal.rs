@@ -468,3 +468,41 @@ fn batch_records_are_kept_whole_and_cut_where_their_batch_does_not_verify() {
         "{rec:?}"
     );
 }
+
+/// A sync run off the journal's owner (`sync_ticket`) vouches for the
+/// entries written before it was taken, and for none that a later append
+/// replaced: the durable point never covers entries the sync did not see.
+#[test]
+fn a_sync_ticket_vouches_only_for_the_entries_it_saw() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut j, _) = Journal::open(dir.path(), &conf()).expect("open");
+    let ents: Vec<Entry> = (1..=5).map(|i| data_entry(i, 1, b"payload")).collect();
+    j.append(&ents).expect("append");
+    let ticket = j.sync_ticket().expect("ticket");
+    assert_eq!(j.synced_index(), 0, "nothing synced before the ticket runs");
+    // Written after the ticket was taken: not its to vouch for.
+    j.append(&[data_entry(6, 1, b"later")]).expect("append");
+    ticket.run().expect("sync");
+    j.synced_by(&ticket);
+    assert_eq!(
+        j.synced_index(),
+        5,
+        "the ticket's entries, not the later one"
+    );
+
+    // Entries 4.. replaced by a new term's while a ticket for 1..=6 runs.
+    let ticket = j.sync_ticket().expect("ticket");
+    j.append(&[data_entry(4, 2, b"replaced"), data_entry(5, 2, b"replaced")])
+        .expect("append");
+    ticket.run().expect("sync");
+    j.synced_by(&ticket);
+    assert_eq!(
+        j.synced_index(),
+        3,
+        "a ticket taken before a cut vouches for nothing after it"
+    );
+    let ticket = j.sync_ticket().expect("ticket");
+    ticket.run().expect("sync");
+    j.synced_by(&ticket);
+    assert_eq!(j.synced_index(), 5);
+}
