@@ -322,6 +322,57 @@ fn a_damaged_record_or_one_inside_a_batch_is_refused_and_changes_nothing() {
 }
 
 #[test]
+fn a_truncation_at_the_cut_that_a_power_cut_interrupted_is_finished() {
+    // What the xfs power-cut run's clone held: the open finishing a
+    // recorded cut truncated the segment at the cut's batch, and its
+    // fdatasync wrote the block holding that position back (zeroed past
+    // it) before xfs committed the new length. The file keeps its old
+    // length: zeros from the cut's batch to the block's end, then the old
+    // bytes. The next open finishes the cut; it is not damage before the
+    // offset.
+    run_sim(async {
+        let config = gated();
+        let disk = sim_for(7, &config);
+        let (log, _) = PartitionLog::open(disk.clone(), Path::new(DIR), 1, config.clone())
+            .await
+            .unwrap();
+        fill(&log).await;
+        log.close().await.unwrap();
+        drop(log);
+        let all = everything(&disk).await;
+        let segs = bases(&disk);
+        let from = segs[1] + 2;
+        assert!(from < segs[2]);
+        let seg_path = PathBuf::from(DIR).join(format!("{:020}.log", segs[1]));
+        let bytes = disk.file_bytes(&seg_path).unwrap();
+        // The cut batch's position: the end of the batch before it.
+        let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+        let pos = u64_at(32) as usize;
+        assert_eq!(u64_at(pos + 8), from);
+        for zeros in [bytes.len() - pos - 1, 100, 300] {
+            let disk = disk.crash();
+            disk.put_file(&PathBuf::from(DIR).join(CUT_RECORD), &record(1, from))
+                .unwrap();
+            assert!(disk.corrupt(&seg_path, pos, &vec![0u8; zeros]));
+            let (log, report) = PartitionLog::open(disk.clone(), Path::new(DIR), 1, config.clone())
+                .await
+                .unwrap_or_else(|e| panic!("{zeros} zeros at the cut: {e}"));
+            assert_eq!(report.suffix_cut, Some(from));
+            assert_eq!(log.stats().end_offset, from);
+            assert!(!disk.files().iter().any(|p| p.ends_with(CUT_RECORD)));
+            assert_eq!(disk.file_bytes(&seg_path).unwrap().len(), pos);
+            log.set_commit_mark(u64::MAX).unwrap();
+            let kept: Vec<_> = all.iter().filter(|b| b.0 < from).cloned().collect();
+            assert_eq!(read_all(&log), kept);
+            assert_eq!(
+                log.append(batch(40, 2, 40)).await.unwrap().base_offset,
+                from
+            );
+        }
+    });
+}
+
+#[test]
 fn verify_says_what_the_open_finishing_a_recorded_cut_does() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("1");

@@ -127,10 +127,19 @@ pub(crate) fn plan(
 /// after it (the log was durable when the cut was recorded, so this is
 /// damage: what lies past it may be the suffix, and is never served
 /// unchecked).
+///
+/// Once the batches walked end right before `from`, the batch at `from`
+/// starts there, whatever the bytes there now hold: a truncation at that
+/// position that a power cut interrupted leaves them zeroed up to the end
+/// of their file system block (the file system writes the zeroed block
+/// back before it commits the new length: xfs's fdatasync does), with the
+/// old length and the old bytes after that block. That is a cut half made,
+/// not damage before the offset: everything there is cut anyway.
 pub(crate) fn position_in(data: &[u8], from: u64) -> Result<Option<u64>, &'static str> {
     let mut pos = 0u64;
+    let mut at_from = false;
     while let Some(p) = header_at(data, pos) {
-        if p.base_offset == from {
+        if at_from || p.base_offset == from {
             return Ok(Some(pos));
         }
         if p.base_offset > from || p.next_offset() > from {
@@ -139,14 +148,19 @@ pub(crate) fn position_in(data: &[u8], from: u64) -> Result<Option<u64>, &'stati
         match pos.checked_add(p.batch_length) {
             Some(end) if p.batch_length >= BATCH_HEADER_LEN as u64 && end <= data.len() as u64 => {
                 pos = end;
+                at_from = p.next_offset() == from;
             }
             _ => return Err("a batch before the cut's offset is not whole"),
         }
     }
-    if pos < data.len() as u64 {
-        return Err("a batch before the cut's offset is not whole");
+    if pos == data.len() as u64 {
+        Ok(None)
+    } else if at_from {
+        // Fewer than a header's bytes left at `from`.
+        Ok(Some(pos))
+    } else {
+        Err("a batch before the cut's offset is not whole")
     }
-    Ok(None)
 }
 
 /// Why a suffix was not cut.
@@ -359,6 +373,49 @@ mod tests {
         assert_eq!(containing(&[0, 10, 20], 15), Ok(1));
         assert_eq!(containing(&[0, 10, 20], 20), Ok(2));
         assert!(containing(&[10, 20], 5).is_err());
+    }
+
+    /// A segment of stamped headers only: batches at `bases`, each
+    /// `len` bytes long and holding `count` messages.
+    fn headers(bases: &[u64], count: u32, len: u64) -> Vec<u8> {
+        use crate::format::layout::batch;
+        let mut out = Vec::new();
+        for &b in bases {
+            let mut h = vec![0u8; len as usize];
+            h[batch::BASE_OFFSET].copy_from_slice(&b.to_le_bytes());
+            h[batch::BATCH_LENGTH].copy_from_slice(&len.to_le_bytes());
+            h[batch::MESSAGE_COUNT].copy_from_slice(&count.to_le_bytes());
+            out.extend_from_slice(&h);
+        }
+        out
+    }
+
+    #[test]
+    fn a_truncation_at_the_cut_that_a_power_cut_interrupted_is_finished() {
+        // Batches at 10, 12, 14 and 16, 300 bytes each; the cut is at 14.
+        let data = headers(&[10, 12, 14, 16], 2, 300);
+        assert_eq!(position_in(&data, 14), Ok(Some(600)));
+        // The truncation at 600 zeroed the rest of its block and the length
+        // was not committed: old bytes after the zeros.
+        let mut torn = data.clone();
+        torn[600..1000].fill(0);
+        assert_eq!(position_in(&torn, 14), Ok(Some(600)));
+        // Fewer than a header's bytes left at the cut.
+        assert_eq!(position_in(&torn[..700], 14), Ok(Some(600)));
+        // The cut already made.
+        assert_eq!(position_in(&data[..600], 14), Ok(None));
+        // Damage before the cut's offset is still refused.
+        let mut hole = data.clone();
+        hole[300..600].fill(0);
+        assert_eq!(
+            position_in(&hole, 14),
+            Err("a batch before the cut's offset is not whole")
+        );
+        assert_eq!(
+            position_in(&data[..450], 14),
+            Err("a batch before the cut's offset is not whole")
+        );
+        assert!(position_in(&data, 15).is_err());
     }
 
     #[test]

@@ -10,7 +10,13 @@
 //!    there and synced, and its index removed (recovery rebuilds it by
 //!    scanning). It must go: once appends rotate past the cut segment it
 //!    is no longer the last, and a seal record written before the cut
-//!    would vouch for its old length and next offset;
+//!    would vouch for its old length and next offset. A power cut in the
+//!    sync may leave the truncation half made: the file system block
+//!    holding the cut's position written back with zeros after it, the
+//!    old length not committed (xfs writes the data before its log), so
+//!    the bytes at the offset are zeros, then the old ones; the walk to
+//!    the offset takes the end of the batch before it as its position
+//!    (`cut::position_in`);
 //! 4. the directory is synced, the record removed, the directory synced.
 //!
 //! A crash anywhere leaves the record, so the next open does it again;
