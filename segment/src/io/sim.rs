@@ -15,7 +15,11 @@
 //! * **Power cut** ([`SimStorage::crash`]): a new disk whose files start from
 //!   their durable image; every write or length change since the file's
 //!   last sync is, independently and in order, applied, dropped, or torn at
-//!   a random byte (a prefix of it lands). Names created, renamed or removed
+//!   a random byte (a prefix of it lands). A truncation to a length inside
+//!   a 4 KiB block is two changes, as on xfs: the rest of that block
+//!   written back as zeros, then the new length, so a power cut can keep
+//!   the zeros with the old length and the old bytes after the block.
+//!   Names created, renamed or removed
 //!   since their directory's last sync may each land or not; so may a
 //!   directory created since its parent's last sync, and whatever is in a
 //!   directory that does not land is gone with it.
@@ -45,6 +49,10 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+
+/// The simulated file system's block size: a truncation zeroes the rest of
+/// the block holding the new end.
+const SIM_BLOCK: usize = 4096;
 
 /// An in-memory disk with a fault model; clones share the disk.
 #[derive(Clone)]
@@ -592,8 +600,22 @@ impl StorageFile for SimFile {
             if len > ind.mem.cap() {
                 return Err(io::Error::from_raw_os_error(libc::EFBIG));
             }
-            if len > ind.mem.len() {
-                ind.mem.zero(ind.mem.len()..len);
+            let old = ind.mem.len();
+            if len > old {
+                ind.mem.zero(old..len);
+            } else {
+                // A file system writes the block holding the new end back
+                // zeroed past it, apart from the new length (xfs's
+                // fdatasync: the data first, its log after): a power cut
+                // between them leaves zeros there and the old length.
+                let block_end = (len / SIM_BLOCK + 1) * SIM_BLOCK;
+                let zeros = block_end.min(old) - len;
+                if len % SIM_BLOCK != 0 && zeros > 0 {
+                    ind.unsynced.push(Change::Write {
+                        pos: len,
+                        data: vec![0; zeros],
+                    });
+                }
             }
             ind.mem.set_len(len);
             ind.unsynced.push(Change::SetLen(len));
