@@ -610,7 +610,7 @@ impl StorageFile for SimFile {
                 // between them leaves zeros there and the old length.
                 let block_end = (len / SIM_BLOCK + 1) * SIM_BLOCK;
                 let zeros = block_end.min(old) - len;
-                if len % SIM_BLOCK != 0 && zeros > 0 {
+                if !len.is_multiple_of(SIM_BLOCK) && zeros > 0 {
                     ind.unsynced.push(Change::Write {
                         pos: len,
                         data: vec![0; zeros],
