@@ -27,6 +27,14 @@ pub(crate) enum Inbox {
         term: u64,
         result: Applied,
     },
+    /// A partition's next offset and last timestamp, read on its shard for
+    /// a leader's first send to it (`group/stamps.rs`).
+    Stamped {
+        partition: u64,
+        /// The stamps' epoch when the read was asked.
+        epoch: u64,
+        result: Result<(u64, u64), RequestError>,
+    },
     /// The persister is done with every `Ready` up to a number
     /// (`group/persist.rs`).
     Persisted(Persisted),
@@ -55,6 +63,7 @@ impl std::fmt::Debug for Inbox {
             Inbox::Applied { index, .. } => write!(f, "Applied({index})"),
             Inbox::Flushed { index, .. } => write!(f, "Flushed({index})"),
             Inbox::Persisted(p) => write!(f, "Persisted({})", p.number),
+            Inbox::Stamped { partition, .. } => write!(f, "Stamped({partition})"),
             Inbox::Stop => write!(f, "Stop"),
         }
     }

@@ -25,6 +25,7 @@ mod propose;
 mod reconcile;
 mod repeats;
 mod snapshot;
+mod stamps;
 mod write;
 
 use crate::apply::ApplyItem;
@@ -41,7 +42,7 @@ use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
 use futures_channel::oneshot;
 use raft::eraftpb::{ConfState, Message, MessageType};
 use raft::{RawNode, StateRole};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -114,7 +115,7 @@ pub(crate) struct Group {
     /// While leader: the first index of this term (its empty entry).
     leader_since: Option<u64>,
     /// While leader: each partition's next offset and last timestamp.
-    stamps: HashMap<u64, (u64, u64)>,
+    stamps: stamps::StampBook,
     /// Proposals waiting for this new leader to apply its predecessors'.
     held: VecDeque<(Instant, Proposal)>,
     last_transfer: Instant,
@@ -197,7 +198,7 @@ impl Group {
             applied,
             sent: applied,
             leader_since: None,
-            stamps: HashMap::new(),
+            stamps: stamps::StampBook::default(),
             held: VecDeque::new(),
             last_transfer: Instant::now(),
             compacting: false,
@@ -297,6 +298,11 @@ impl Group {
                     tracing::error!("group {}: compaction: {e}", self.id);
                 }
             }
+            Inbox::Stamped {
+                partition,
+                epoch,
+                result,
+            } => self.on_stamped(partition, epoch, result),
             Inbox::Persisted(p) => {
                 if let Err(e) = self.on_persisted(p) {
                     tracing::error!("{e}; this group stops on this node");
@@ -340,6 +346,8 @@ impl Group {
                 });
             }
         }
+        // A stamp read that never answered is asked again from here.
+        self.release_held();
         self.sync_on_interval(now);
         self.status()
             .synced

@@ -5,10 +5,10 @@
 //! offsets it stamps continue what is stored.
 
 use super::repeats::{Repeat, SendId};
-use super::{Awaited, Group, Waiter};
+use super::{Awaited, Group, Role, Waiter};
 use crate::command::Command;
 use crate::error::ReplicaError;
-use crate::inbox::Proposal;
+use crate::inbox::{Inbox, Proposal};
 use bytes::Bytes;
 use corelog::{RequestError, Stamp};
 use raft::eraftpb::{Entry, Message, MessageType};
@@ -38,12 +38,26 @@ impl Group {
             });
             return;
         }
+        // Behind the sends already waiting, in order.
+        self.held.push_back((Instant::now(), p));
+        self.release_held();
+    }
+
+    /// Proposes `p`, or gives it back when it must wait: for this leader
+    /// to apply its predecessors' entries, or for its partition's stamp
+    /// (`stamps.rs`).
+    fn try_propose(&mut self, p: Proposal) -> Result<(), Proposal> {
         if !self.caught_up() {
-            self.held.push_back((Instant::now(), p));
-            return;
+            return Err(p);
+        }
+        if let Proposal::Append { partition, .. } = &p {
+            if !self.stamps.has(*partition) {
+                self.ask_stamp(*partition);
+                return Err(p);
+            }
         }
         let Some(entry) = self.entry_of(p) else {
-            return;
+            return Ok(());
         };
         let term = self.raw.raft.term;
         let before = self.raw.raft.raft_log.last_index();
@@ -75,6 +89,7 @@ impl Group {
                 });
             }
         }
+        Ok(())
     }
 
     /// The entry a proposal becomes: a send stamped with its partition's
@@ -94,9 +109,11 @@ impl Group {
                     request: origin.request,
                     batch: batch.identity(),
                 };
-                let (next, last_ts) = match self.stamp_state(partition) {
-                    Ok(s) => s,
-                    Err(e) => {
+                let (next, last_ts) = match self.stamps.take(partition) {
+                    Some(Ok(s)) => s,
+                    // `try_propose` proposes only once the stamp is read.
+                    None => (0, 0),
+                    Some(Err(e)) => {
                         let _ = reply.send(Err(ReplicaError::Stamp(Box::new(e))));
                         return None;
                     }
@@ -108,7 +125,7 @@ impl Group {
                     base_offset: next,
                     base_timestamp: ts,
                 });
-                self.stamps.insert(partition, (next + count, ts));
+                self.stamps.insert(partition, next + count, ts);
                 let cmd = Command::Append {
                     partition,
                     client: origin.client,
@@ -210,30 +227,54 @@ impl Group {
         }
     }
 
-    /// Proposes what waited for this leader to catch up.
+    /// Proposes what waited, in order, until one must wait again.
     pub(super) fn release_held(&mut self) {
-        while self.caught_up() {
-            let Some((_, p)) = self.held.pop_front() else {
+        while let Some((t, p)) = self.held.pop_front() {
+            if let Err(p) = self.try_propose(p) {
+                self.held.push_front((t, p));
                 break;
-            };
-            self.propose(p);
+            }
         }
     }
 
-    /// `partition`'s next offset and last timestamp: known while this node
-    /// leads, read from the engine at the first send of the term (every
-    /// earlier entry is applied by then).
-    fn stamp_state(&mut self, partition: u64) -> Result<(u64, u64), RequestError> {
-        if let Some(&s) = self.stamps.get(&partition) {
-            return Ok(s);
+    /// Reads `partition`'s stamp on its shard, unless a read is under way;
+    /// the answer comes as `Inbox::Stamped` ([`Group::on_stamped`]).
+    fn ask_stamp(&mut self, partition: u64) {
+        if !self.stamps.ask(partition) {
+            return;
         }
-        let s = match self.engine.stats(partition).wait() {
-            Ok(stats) => (stats.end_offset, stats.last_timestamp),
-            Err(RequestError::UnknownPartition { .. }) => (0, 0),
-            Err(e) => return Err(e),
+        let epoch = self.stamps.epoch();
+        let Role::Data { shard, .. } = &self.role else {
+            self.stamps.answered(partition, epoch, Ok((0, 0)));
+            return;
         };
-        self.stamps.insert(partition, s);
-        Ok(s)
+        let (engine, inbox) = (self.engine.clone(), self.inbox_tx.clone());
+        // Sent unless the shard's queue is full; then it is asked again
+        // after a while (`stamps.rs`).
+        drop(self.engine.spawn_on(*shard, move || async move {
+            let result = match engine.stats(partition).await {
+                Ok(s) => Ok((s.end_offset, s.last_timestamp)),
+                Err(RequestError::UnknownPartition { .. }) => Ok((0, 0)),
+                Err(e) => Err(e),
+            };
+            let _ = inbox.send(Inbox::Stamped {
+                partition,
+                epoch,
+                result,
+            });
+        }));
+    }
+
+    /// A stamp read on the shard: kept unless stale, and the sends that
+    /// waited for it proposed.
+    pub(super) fn on_stamped(
+        &mut self,
+        partition: u64,
+        epoch: u64,
+        result: Result<(u64, u64), RequestError>,
+    ) {
+        self.stamps.answered(partition, epoch, result);
+        self.release_held();
     }
 }
 

@@ -130,7 +130,7 @@ impl Group {
                         self.id
                     );
                 }
-                self.stamps.remove(&partition);
+                self.stamps.forget(partition);
                 Ok(())
             }
             Err(RequestError::UnknownPartition { .. }) => Ok(()),
