@@ -114,7 +114,7 @@ pub enum GroupError {
         /// the group
         group: u32,
         /// the error
-        source: raft::Error,
+        source: RaftError,
     },
     /// The embedder's state machine failed to apply an entry or a snapshot.
     #[error("group {group}: the state machine: {source}")]
@@ -222,3 +222,9 @@ pub enum GroupError {
         source: Box<crate::net::fetch::FetchError>,
     },
 }
+
+/// What raft-rs said when it refused (its own error type stays out of
+/// this crate's API, so a raft-rs upgrade is not a breaking change here).
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct RaftError(#[from] raft::Error);

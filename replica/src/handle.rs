@@ -11,7 +11,9 @@ use corelog::{AppendAck, Batch};
 use crossbeam_channel::Sender;
 use futures_channel::oneshot;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
 /// A cheap, cloneable handle to a running replica.
 #[derive(Debug, Clone)]
@@ -56,13 +58,8 @@ impl ReplicaHandle {
     /// replicates it into `partition`: resolves once a majority holds it at
     /// the durable point and this node stored it, with the offset the
     /// leader stamped.
-    pub fn append(
-        &self,
-        partition: u64,
-        bytes: Bytes,
-        origin: Origin,
-    ) -> impl Future<Output = Result<AppendAck, ReplicaError>> + Send + 'static {
-        self.append_as(partition, bytes, origin, false)
+    pub fn append(&self, partition: u64, bytes: Bytes, origin: Origin) -> ReplicaReply<AppendAck> {
+        ReplicaReply::new(self.append_as(partition, bytes, origin, false))
     }
 
     /// Like [`append`](Self::append), on a node that may not lead: a repeat
@@ -74,8 +71,8 @@ impl ReplicaHandle {
         partition: u64,
         bytes: Bytes,
         origin: Origin,
-    ) -> impl Future<Output = Result<AppendAck, ReplicaError>> + Send + 'static {
-        self.append_as(partition, bytes, origin, true)
+    ) -> ReplicaReply<AppendAck> {
+        ReplicaReply::new(self.append_as(partition, bytes, origin, true))
     }
 
     /// Like [`append`](Self::append), on any node: where this node does
@@ -90,17 +87,19 @@ impl ReplicaHandle {
         partition: u64,
         bytes: Bytes,
         origin: Origin,
-    ) -> impl Future<Output = Result<AppendAck, ReplicaError>> + Send + 'static {
-        let me = self.shared.me;
-        let leads = self.shared.leader_of(self.group_of(partition) as usize) == Some(me);
-        let local = self.append_as(partition, bytes.clone(), origin, !leads);
-        or_forwarded(me, self.forwarder.clone(), local, move |answer| Job {
-            request: Request::Send {
-                partition,
-                origin,
-                batch: bytes,
-            },
-            answer: Answer::Send(answer),
+    ) -> ReplicaReply<AppendAck> {
+        ReplicaReply::new({
+            let me = self.shared.me;
+            let leads = self.shared.leader_of(self.group_of(partition) as usize) == Some(me);
+            let local = self.append_as(partition, bytes.clone(), origin, !leads);
+            or_forwarded(me, self.forwarder.clone(), local, move |answer| Job {
+                request: Request::Send {
+                    partition,
+                    origin,
+                    batch: bytes,
+                },
+                answer: Answer::Send(answer),
+            })
         })
     }
 
@@ -171,63 +170,54 @@ impl ReplicaHandle {
 
     /// Replicates a consumer's offset (through the leader, forwarded there
     /// when this node does not lead).
-    pub fn store_offset(
-        &self,
-        partition: u64,
-        consumer: u64,
-        offset: u64,
-    ) -> impl Future<Output = Result<(), ReplicaError>> + Send + 'static {
-        let f = self.offset_or_forward(Command::StoreOffset {
-            partition,
-            consumer,
-            offset,
-        });
-        async move { f.await.map(|_| ()) }
+    pub fn store_offset(&self, partition: u64, consumer: u64, offset: u64) -> ReplicaReply<()> {
+        ReplicaReply::new({
+            let f = self.offset_or_forward(Command::StoreOffset {
+                partition,
+                consumer,
+                offset,
+            });
+            async move { f.await.map(|_| ()) }
+        })
     }
 
     /// Forgets a consumer's offset on every node (through the leader,
     /// forwarded there when this node does not lead); resolves to whether
     /// the leader had one.
-    pub fn delete_offset(
-        &self,
-        partition: u64,
-        consumer: u64,
-    ) -> impl Future<Output = Result<bool, ReplicaError>> + Send + 'static {
-        let f = self.offset_or_forward(Command::DeleteOffset {
-            partition,
-            consumer,
-        });
-        async move { f.await.map(|n| n > 0) }
+    pub fn delete_offset(&self, partition: u64, consumer: u64) -> ReplicaReply<bool> {
+        ReplicaReply::new({
+            let f = self.offset_or_forward(Command::DeleteOffset {
+                partition,
+                consumer,
+            });
+            async move { f.await.map(|n| n > 0) }
+        })
     }
 
     /// Deletes the oldest `count` sealed segments of `partition` on every
     /// node (segments end at the same offsets everywhere: the same bytes,
     /// the same segment size); resolves to how many the leader deleted.
-    pub fn delete_segments(
-        &self,
-        partition: u64,
-        count: usize,
-    ) -> impl Future<Output = Result<usize, ReplicaError>> + Send + 'static {
-        let f = self.partition_cmd(
-            partition,
-            Command::DeleteSegments {
+    pub fn delete_segments(&self, partition: u64, count: usize) -> ReplicaReply<usize> {
+        ReplicaReply::new({
+            let f = self.partition_cmd(
                 partition,
-                count: count as u64,
-            },
-        );
-        async move { f.await.map(|n| usize::try_from(n).unwrap_or(usize::MAX)) }
+                Command::DeleteSegments {
+                    partition,
+                    count: count as u64,
+                },
+            );
+            async move { f.await.map(|n| usize::try_from(n).unwrap_or(usize::MAX)) }
+        })
     }
 
     /// Replicates a metadata change the embedder made from its metadata as
     /// of `base` (its [`crate::MetaMachine::version`]): resolves once applied
     /// here; [`ReplicaError::Conflict`] when the metadata moved since.
-    pub fn propose_meta(
-        &self,
-        base: u64,
-        data: Bytes,
-    ) -> impl Future<Output = Result<(), ReplicaError>> + Send + 'static {
-        let f = self.submit(0, move |reply| Proposal::Meta { base, data, reply });
-        async move { f.await.map(|_| ()) }
+    pub fn propose_meta(&self, base: u64, data: Bytes) -> ReplicaReply<()> {
+        ReplicaReply::new({
+            let f = self.submit(0, move |reply| Proposal::Meta { base, data, reply });
+            async move { f.await.map(|_| ()) }
+        })
     }
 
     /// Requests (sends, offset changes) this node has forwarded to a
@@ -292,5 +282,45 @@ impl Proposer for ReplicaHandle {
 
     fn offset_cmd(&self, cmd: Command) -> Reply<u64> {
         Box::pin(ReplicaHandle::offset_cmd(self, cmd))
+    }
+}
+
+/// The answer to a request made through a [`ReplicaHandle`]: a future
+/// for async callers, [`ReplicaReply::wait`] for a plain thread. The
+/// request is on its way when the call that made the reply returns;
+/// dropping the reply discards the answer, not the request.
+#[must_use = "a reply does nothing unless awaited or waited on (the request itself is already on its way)"]
+pub struct ReplicaReply<T> {
+    fut: Pin<Box<dyn Future<Output = Result<T, ReplicaError>> + Send + 'static>>,
+}
+
+impl<T> ReplicaReply<T> {
+    fn new(fut: impl Future<Output = Result<T, ReplicaError>> + Send + 'static) -> Self {
+        ReplicaReply { fut: Box::pin(fut) }
+    }
+
+    /// Blocks this thread until the answer comes.
+    ///
+    /// ```no_run
+    /// # fn f(h: corelog_replica::ReplicaHandle, batch: bytes::Bytes, origin: corelog_replica::Origin) {
+    /// let ack = h.append(1, batch, origin).wait();
+    /// # }
+    /// ```
+    pub fn wait(self) -> Result<T, ReplicaError> {
+        crate::block_on::block_on(self)
+    }
+}
+
+impl<T> Future for ReplicaReply<T> {
+    type Output = Result<T, ReplicaError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.fut.as_mut().poll(cx)
+    }
+}
+
+impl<T> std::fmt::Debug for ReplicaReply<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ReplicaReply")
     }
 }

@@ -54,8 +54,8 @@ mod status;
 
 pub use command::Origin;
 pub use config::{ClusterConfig, ConfigError, Inconsistency, NodeAddr, ReplicaOptions, Secret};
-pub use error::{GroupError, ReplicaError, StartError};
-pub use handle::ReplicaHandle;
+pub use error::{GroupError, RaftError, ReplicaError, StartError};
+pub use handle::{ReplicaHandle, ReplicaReply};
 pub use machine::{MachineError, MetaMachine};
 pub use status::GroupView;
 

@@ -49,7 +49,8 @@ fn a_followers_held_sync_holds_the_commit_back() {
     let second = batch(2, 3);
     let sent = second.clone();
     let sender = std::thread::spawn(move || {
-        let _ = tx.send(pollster::block_on(h.append(1, sent, origin())));
+        // Waited on from a plain thread, no executor.
+        let _ = tx.send(h.append(1, sent, origin()).wait());
     });
     match rx.recv_timeout(Duration::from_secs(2)) {
         Err(mpsc::RecvTimeoutError::Timeout) => {}

@@ -179,8 +179,10 @@ impl Group {
         let written = journal.last_index();
         let store = JournalStorage::new(journal);
         let logger = slog::Logger::root(crate::slog_drain::TracingDrain { group: id }, slog::o!());
-        let raw = RawNode::new(&cfg, store.clone(), &logger)
-            .map_err(|source| GroupError::Raft { group: id, source })?;
+        let raw = RawNode::new(&cfg, store.clone(), &logger).map_err(|e| GroupError::Raft {
+            group: id,
+            source: e.into(),
+        })?;
         let persister = persist::Persister::start(id, s.engine.clone(), s.inbox_tx.clone())?;
         Ok(Group {
             id,
