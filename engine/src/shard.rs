@@ -127,7 +127,7 @@ pub(crate) fn start(
             let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
                 runtime.block_on(async move {
                     let storage = match UringStorage::new(config.ring_entries) {
-                        Ok(s) => s,
+                        Ok(s) => s.observe_syncs(Arc::new(SyncTimes(queue.clone()))),
                         Err(e) => {
                             let _ = ready.send(Err(OpenError::IoUringUnavailable {
                                 reason: Arc::new(e),
@@ -190,6 +190,22 @@ pub(crate) fn start(
                 }
             }
         })
+}
+
+/// Where a shard's storage tells how long each `fdatasync` took: its
+/// metrics.
+struct SyncTimes(Arc<ShardQueue>);
+
+impl std::fmt::Debug for SyncTimes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SyncTimes(shard {})", self.0.index)
+    }
+}
+
+impl corelog_segment::io::SyncObserver for SyncTimes {
+    fn synced(&self, took: std::time::Duration) {
+        self.0.counters.sync_done(took);
+    }
 }
 
 /// After a panic in shard `index`'s own work: logs it, fails its queue

@@ -70,3 +70,44 @@ fn a_refusal_the_shard_makes_is_counted_as_an_error_not_an_append() {
     assert_eq!(s.append_latency.count(), 0);
     engine.shutdown().unwrap();
 }
+
+/// Each shard times its files' `fdatasync`s: under `fsync=batch` every
+/// stored append waited for at least one (group commit may share one
+/// among several); under `never`, with nothing sealed, there are none.
+#[test]
+fn each_shard_times_its_fdatasyncs() {
+    for (fsync, synced) in [
+        (corelog::FsyncPolicy::Batch, true),
+        (corelog::FsyncPolicy::Never, false),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let log = corelog::LogConfig {
+            fsync,
+            ..corelog::LogConfig::default()
+        };
+        let engine = open(dir.path(), 2, log);
+        let before = engine.handle().metrics().sync_latency().count();
+        for seq in 0..4 {
+            engine.handle().append(0, batch(0, seq)).wait().unwrap();
+        }
+        let m = engine.handle().metrics();
+        let syncs = m.shards[0].sync_latency.count();
+        let added = m.sync_latency().count() - before;
+        if synced {
+            assert!(
+                (1..=4 * 3).contains(&syncs),
+                "{fsync:?}: {syncs} fdatasyncs on shard 0 for 4 appends"
+            );
+            assert!(
+                added >= 1,
+                "{fsync:?}: {added} fdatasyncs during the appends"
+            );
+            let p99 = m.sync_latency().quantile_at_most(0.99).unwrap();
+            assert!(p99 < Duration::from_secs(60), "{p99:?}");
+            assert!(m.to_string().contains(" fdatasyncs (p50 <= "), "{m}");
+        } else {
+            assert_eq!(added, 0, "{fsync:?}: no fdatasync without a reason");
+        }
+        engine.shutdown().unwrap();
+    }
+}

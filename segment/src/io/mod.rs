@@ -20,7 +20,7 @@ mod sim_mem;
 mod sim_state;
 mod uring;
 
-pub use real::{map_file, UringFile, UringStorage};
+pub use real::{map_file, SyncObserver, UringFile, UringStorage};
 pub use seam::{Mapping, Storage, StorageFile, WriteBufs};
 #[cfg(feature = "testing")]
 pub use sim::{SimFaults, SimStorage};

@@ -23,6 +23,14 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub struct UringStorage {
     ring: Ring,
+    syncs: Option<Arc<dyn SyncObserver>>,
+}
+
+/// Told how long each file's `fdatasync` took ([`UringStorage::observe_syncs`]):
+/// an embedder's metrics, from the shard's thread (keep it cheap).
+pub trait SyncObserver: std::fmt::Debug + Send + Sync {
+    /// One `fdatasync` returned after `took`.
+    fn synced(&self, took: std::time::Duration);
 }
 
 impl UringStorage {
@@ -31,7 +39,15 @@ impl UringStorage {
     pub fn new(entries: u32) -> io::Result<UringStorage> {
         Ok(UringStorage {
             ring: Ring::new(entries)?,
+            syncs: None,
         })
+    }
+
+    /// Tells `observer` how long each file's `fdatasync` takes (not the
+    /// directories').
+    pub fn observe_syncs(mut self, observer: Arc<dyn SyncObserver>) -> UringStorage {
+        self.syncs = Some(observer);
+        self
     }
 
     /// The ring.
@@ -64,6 +80,7 @@ impl Storage for UringStorage {
         Ok(UringFile {
             file: Rc::new(file),
             ring: self.ring.clone(),
+            syncs: self.syncs.clone(),
         })
     }
 
@@ -94,6 +111,7 @@ impl Storage for UringStorage {
 pub struct UringFile {
     file: Rc<File>,
     ring: Ring,
+    syncs: Option<Arc<dyn SyncObserver>>,
 }
 
 impl StorageFile for UringFile {
@@ -116,7 +134,12 @@ impl StorageFile for UringFile {
 
     async fn sync_data(&self) -> io::Result<()> {
         let file = self.file.clone();
-        self.ring.sync(file.as_raw_fd(), true).await
+        let started = std::time::Instant::now();
+        let r = self.ring.sync(file.as_raw_fd(), true).await;
+        if let Some(o) = &self.syncs {
+            o.synced(started.elapsed());
+        }
+        r
     }
 
     async fn allocate(&self, len: u64) -> io::Result<()> {
