@@ -111,10 +111,16 @@ impl Group {
                 };
                 let (next, last_ts) = match self.stamps.take(partition) {
                     Some(Ok(s)) => s,
-                    // `try_propose` proposes only once the stamp is read.
-                    None => (0, 0),
                     Some(Err(e)) => {
                         let _ = reply.send(Err(ReplicaError::Stamp(Box::new(e))));
+                        return None;
+                    }
+                    // `try_propose` proposes only once the stamp is read;
+                    // refused, nothing stored, rather than stamped wrong.
+                    None => {
+                        let _ = reply.send(Err(ReplicaError::NotLeader {
+                            leader: self.leader(),
+                        }));
                         return None;
                     }
                 };
