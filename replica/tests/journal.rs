@@ -502,7 +502,13 @@ fn a_sync_ticket_vouches_only_for_the_entries_it_saw() {
         "a ticket taken before a cut vouches for nothing after it"
     );
     let ticket = j.sync_ticket().expect("ticket");
+    assert!(ticket.syncs(), "entries were written since the last ticket");
     ticket.run().expect("sync");
     j.synced_by(&ticket);
+    assert_eq!(j.synced_index(), 5);
+    // Nothing written since: the next ticket leaves the sync to the last.
+    let quiet = j.sync_ticket().expect("ticket");
+    assert!(!quiet.syncs(), "nothing written since the last ticket");
+    j.synced_by(&quiet);
     assert_eq!(j.synced_index(), 5);
 }

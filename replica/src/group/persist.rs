@@ -128,6 +128,7 @@ fn persist(group: u32, engine: &corelog::Handle, jobs: Vec<Job>) -> Option<Persi
         ticket: None,
         result: Ok(()),
     };
+    let (mut to_run, mut quiet) = (None, None);
     for job in jobs {
         for p in job.pending {
             match written(group, engine, p) {
@@ -140,15 +141,22 @@ fn persist(group: u32, engine: &corelog::Handle, jobs: Vec<Job>) -> Option<Persi
             }
         }
         done.msgs.extend(job.msgs);
-        if job.ticket.is_some() {
-            done.ticket = job.ticket;
+        // The last ticket that syncs covers every entry written before
+        // it; one that syncs nothing saw nothing newer than the last that
+        // did, here or in an earlier round.
+        match job.ticket {
+            Some(t) if t.syncs() => to_run = Some(t),
+            Some(t) => quiet = Some(t),
+            None => {}
         }
     }
-    if let Some(t) = &done.ticket {
+    if let Some(t) = &to_run {
         if let Err(source) = t.run() {
             done.result = Err(GroupError::Journal { group, source });
+            return Some(done);
         }
     }
+    done.ticket = to_run.or(quiet);
     Some(done)
 }
 
@@ -182,5 +190,71 @@ pub(super) fn holds(engine: &corelog::Handle, partition: u64, pointer: &Pointer)
             Batch::admit(bytes, &engine.limits()).is_ok_and(|b| pointer.names(b.as_ref()))
         }
         _ => false,
+    }
+}
+
+#[cfg(all(test, feature = "testing"))]
+mod tests {
+    use super::{persist, Job};
+    use crate::journal::sync_ticket::hold::hold_syncs;
+    use crate::journal::Journal;
+    use raft::eraftpb::{ConfState, Entry};
+    use std::sync::mpsc;
+    use std::time::Duration;
+
+    fn entry(index: u64) -> Entry {
+        let mut e = Entry::default();
+        e.index = index;
+        e.term = 1;
+        e
+    }
+
+    /// Two jobs handed over together, the first with entries (its ticket
+    /// syncs), the second with none (its ticket syncs nothing): the
+    /// persister runs the first's sync before it hands either back, and
+    /// vouches for the entries.
+    #[test]
+    fn a_quiet_ticket_after_a_syncing_one_does_not_skip_its_sync() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let jdir = dir.path().join("journal");
+        let (mut j, _) = Journal::open(&jdir, &ConfState::from((vec![1], vec![]))).expect("open");
+        j.append(&[entry(1), entry(2)]).expect("append");
+        let syncing = j.sync_ticket().expect("ticket");
+        let quiet = j.sync_ticket().expect("ticket");
+        assert!(syncing.syncs() && !quiet.syncs());
+        let engine = corelog::Engine::open(corelog::Config {
+            shards: Some(1),
+            pin_threads: false,
+            ..corelog::Config::new(dir.path().join("engine"))
+        })
+        .expect("engine");
+        let handle = engine.handle();
+        let job = |number, ticket| Job {
+            number,
+            pending: Vec::new(),
+            ticket: Some(ticket),
+            msgs: Vec::new(),
+        };
+        let jobs = vec![job(1, syncing), job(2, quiet)];
+        let held = hold_syncs(&jdir);
+        let (tx, rx) = mpsc::channel();
+        let t = std::thread::spawn(move || {
+            let _ = tx.send(persist(1, &handle, jobs));
+        });
+        assert!(
+            rx.recv_timeout(Duration::from_millis(300)).is_err(),
+            "handed back while the first job's sync was held"
+        );
+        drop(held);
+        let done = rx
+            .recv_timeout(Duration::from_secs(10))
+            .expect("handed back once the sync returns")
+            .expect("jobs");
+        t.join().expect("persister");
+        assert!(done.result.is_ok());
+        assert_eq!(done.number, 2);
+        j.synced_by(done.ticket.as_ref().expect("a ticket"));
+        assert_eq!(j.synced_index(), 2);
+        engine.shutdown().expect("shutdown");
     }
 }

@@ -183,6 +183,9 @@ pub struct Journal {
     unsynced: bool,
     /// The last index a completed sync made durable.
     synced_index: u64,
+    /// Set when something was written since the last sync ticket was
+    /// taken (`sync_ticket.rs`): a ticket syncs the file only then.
+    unticketed: bool,
     /// Bumped whenever entries are cut or replaced (a conflicting suffix,
     /// a snapshot): a sync ticket taken before then vouches for nothing.
     cuts: u64,
@@ -223,6 +226,7 @@ impl Journal {
             retained: 0,
             unsynced: false,
             synced_index: 0,
+            unticketed: false,
             cuts: 0,
         };
         let recovered = j.recover()?;
@@ -437,6 +441,7 @@ impl Journal {
             self.active = Some(file);
         }
         self.unsynced = true;
+        self.unticketed = true;
         tracing::info!(
             "journal {}: cut the uncommitted suffix from entry {index} (the leader's log differs)",
             self.dir.display()
@@ -499,6 +504,7 @@ impl Journal {
         });
         self.entries.push_back(e.clone());
         self.unsynced = true;
+        self.unticketed = true;
         Ok(())
     }
 

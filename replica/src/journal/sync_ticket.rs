@@ -24,7 +24,14 @@ pub struct SyncTicket {
 }
 
 impl SyncTicket {
-    /// Makes every entry up to the ticket's index durable.
+    /// Whether running it syncs anything: a ticket taken with nothing
+    /// written since the one before leaves that one to do it.
+    pub fn syncs(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// Makes every entry up to the ticket's index durable (with every
+    /// ticket before it run first, in order).
     pub fn run(&self) -> Result<(), JournalError> {
         match &self.file {
             Some((file, path)) => {
@@ -46,13 +53,20 @@ impl Journal {
             sync_dir(&self.dir).map_err(io_err("fsync directory", &self.dir))?;
             self.dir_dirty = false;
         }
-        let file = match (self.unsynced, self.active.as_ref(), self.files.back()) {
+        // Nothing written since the last ticket: that one's sync covers
+        // this one's entries (the persister runs them in order).
+        let file = match (
+            self.unsynced && self.unticketed,
+            self.active.as_ref(),
+            self.files.back(),
+        ) {
             (true, Some(active), Some(f)) => Some((
                 active.try_clone().map_err(io_err("dup", &f.path))?,
                 f.path.clone(),
             )),
             _ => None,
         };
+        self.unticketed = false;
         Ok(SyncTicket {
             file,
             index: self.last_index(),
