@@ -8,6 +8,7 @@
 mod common;
 
 use common::*;
+use corelog_segment::format::layout::batch;
 use corelog_segment::io::{SimStorage, Storage, UringStorage};
 use corelog_segment::log::recovery::dry_run;
 use corelog_segment::log::{CutError, FsyncPolicy, LogConfig, OpenError, PartitionLog, CUT_RECORD};
@@ -346,9 +347,11 @@ fn a_truncation_at_the_cut_that_a_power_cut_interrupted_is_finished() {
         let seg_path = PathBuf::from(DIR).join(format!("{:020}.log", segs[1]));
         let bytes = disk.file_bytes(&seg_path).unwrap();
         // The cut batch's position: the end of the batch before it.
-        let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
-        let pos = u64_at(32) as usize;
-        assert_eq!(u64_at(pos + 8), from);
+        let u64_at = |at: usize, field: std::ops::Range<usize>| {
+            u64::from_le_bytes(bytes[at + field.start..at + field.end].try_into().unwrap())
+        };
+        let pos = u64_at(0, batch::BATCH_LENGTH) as usize;
+        assert_eq!(u64_at(pos, batch::BASE_OFFSET), from);
         for zeros in [bytes.len() - pos - 1, 100, 300] {
             let disk = disk.crash();
             disk.put_file(&PathBuf::from(DIR).join(CUT_RECORD), &record(1, from))

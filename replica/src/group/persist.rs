@@ -184,7 +184,7 @@ fn written(
 }
 
 /// Whether `partition`'s log holds the batch `pointer` names.
-pub(super) fn holds(engine: &corelog::Handle, partition: u64, pointer: &Pointer) -> bool {
+fn holds(engine: &corelog::Handle, partition: u64, pointer: &Pointer) -> bool {
     match engine.read_written(partition, pointer.base_offset).wait() {
         Ok(Some(bytes)) => {
             Batch::admit(bytes, &engine.limits()).is_ok_and(|b| pointer.names(b.as_ref()))
