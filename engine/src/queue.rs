@@ -259,6 +259,23 @@ impl<T> Reply<T> {
         }
         pollster::block_on(self)
     }
+
+    /// Blocks the calling thread until the request is in its shard's queue
+    /// (or has failed), without waiting for its answer: how a plain thread
+    /// that issues requests one after another keeps their order through a
+    /// full queue (each is queued before the next is made). Refuses to run
+    /// on a shard thread, where it would stall the shard: the reply then
+    /// stays as it was.
+    pub fn wait_sent(&mut self) -> Result<(), RequestError> {
+        if self.is_sent() {
+            return Ok(());
+        }
+        if thread::on_shard_thread() {
+            return Err(RequestError::WouldBlockShard);
+        }
+        pollster::block_on(std::future::poll_fn(|cx| self.poll_sent(cx)));
+        Ok(())
+    }
 }
 
 impl<T> Reply<T> {

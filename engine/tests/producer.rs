@@ -83,3 +83,43 @@ fn a_dropped_reply_is_carried_out_if_sent_and_withdrawn_if_parked() {
     );
     engine.shutdown().unwrap();
 }
+
+/// `Reply::wait_sent` keeps the order of plain appends issued one after
+/// another from a thread through a full queue: each is queued before the
+/// next is made, as a replica's persister issues a `Ready`'s batches.
+/// (Without the wait, the later appends pass the parked ones and are
+/// stored out of order.)
+#[test]
+fn wait_sent_keeps_call_order_of_plain_appends_through_a_full_queue() {
+    let _dog = Watchdog::arm("wait_sent order", Duration::from_secs(60));
+    let dir = tempfile::tempdir().unwrap();
+    let engine = engine(dir.path());
+    let p = 5;
+    engine.handle().create_partition(p).wait().unwrap();
+    let release = hold_shard(&engine.handle(), 0);
+    let handle = engine.handle();
+    let sender = std::thread::spawn(move || {
+        (0..SENDS)
+            .map(|seq| {
+                let mut r = handle.append(p, batch(4, seq));
+                r.wait_sent().unwrap();
+                assert!(r.is_sent());
+                r
+            })
+            .collect::<Vec<_>>()
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!sender.is_finished(), "a full queue holds the sender back");
+    release.release();
+    let replies = sender.join().unwrap();
+    let mut acks: Vec<_> = replies
+        .into_iter()
+        .rev()
+        .map(|r| r.wait().unwrap())
+        .collect();
+    acks.reverse();
+    for (seq, ack) in acks.iter().enumerate() {
+        assert_eq!(ack.base_offset, base_offset_of(seq as u64), "batch {seq}");
+    }
+    engine.shutdown().unwrap();
+}

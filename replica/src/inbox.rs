@@ -38,6 +38,12 @@ pub(crate) enum Inbox {
     /// The persister is done with every `Ready` up to a number
     /// (`group/persist.rs`).
     Persisted(Persisted),
+    /// The persister installed the partitions of the data snapshot at
+    /// `index`, or says why not (`group/install.rs`).
+    Installed {
+        index: u64,
+        result: Result<(), GroupError>,
+    },
     /// Stop the loop.
     Stop,
 }
@@ -63,6 +69,7 @@ impl std::fmt::Debug for Inbox {
             Inbox::Applied { index, .. } => write!(f, "Applied({index})"),
             Inbox::Flushed { index, .. } => write!(f, "Flushed({index})"),
             Inbox::Persisted(p) => write!(f, "Persisted({})", p.number),
+            Inbox::Installed { index, .. } => write!(f, "Installed({index})"),
             Inbox::Stamped { partition, .. } => write!(f, "Stamped({partition})"),
             Inbox::Stop => write!(f, "Stop"),
         }

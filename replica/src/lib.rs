@@ -57,6 +57,9 @@ pub use config::{ClusterConfig, ConfigError, Inconsistency, NodeAddr, ReplicaOpt
 pub use error::{GroupError, RaftError, ReplicaError, StartError};
 pub use handle::{ReplicaHandle, ReplicaReply};
 pub use machine::{MachineError, MetaMachine};
+/// For tests: fetches from a peer held back (`testing` feature).
+#[cfg(feature = "testing")]
+pub use net::fetch::hold as fetch_hold;
 pub use status::GroupView;
 
 use group::{Group, GroupSetup, Role};

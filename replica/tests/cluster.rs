@@ -211,6 +211,123 @@ fn a_wiped_follower_is_rebuilt_from_the_journal_and_from_a_snapshot() {
     }
 }
 
+/// A group's writes keep their order through a full shard queue: with
+/// every engine's queue one request deep, a `Ready`'s batches find it full
+/// and the persister issues the rest in order (the loop never waits for
+/// room). Eight senders at once on four partitions: every send is
+/// acknowledged and every node stores the same bytes. (When the loop
+/// issues past a parked request, a later batch reaches its partition first
+/// and is refused for its offset: the group stops and the sends fail.)
+#[test]
+fn writes_keep_their_order_through_a_full_shard_queue() {
+    let opts = options();
+    let dirs: Vec<_> = (0..3)
+        .map(|_| tempfile::tempdir().expect("tempdir"))
+        .collect();
+    let cluster = cluster(3);
+    let nodes: Vec<Node> = (0..3)
+        .map(|i| {
+            Node::start_with(i as u64 + 1, dirs[i].path(), &cluster, opts.clone(), |c| {
+                c.queue_depth = 1;
+            })
+        })
+        .collect();
+    let leader = wait_for_leader(&nodes.iter().collect::<Vec<_>>(), ELECT);
+    let li = (leader - 1) as usize;
+    std::thread::scope(|s| {
+        for t in 0..8u64 {
+            let node = &nodes[li];
+            s.spawn(move || {
+                for k in 0..40u64 {
+                    append_retrying(node, (t + k) % 4, batch(t * 1000 + k, 3));
+                }
+            });
+        }
+    });
+    for p in 0..4u64 {
+        let want = stored(&nodes[li].engine(), p);
+        assert!(!want.is_empty());
+        for (i, n) in nodes.iter().enumerate() {
+            wait_stored(&n.engine(), p, want.len(), ELECT);
+            assert_eq!(
+                stored(&n.engine(), p),
+                want,
+                "node {}, partition {p}",
+                i + 1
+            );
+        }
+    }
+    for n in &nodes {
+        assert!(n.handle().status().iter().all(|g| g.early_acks == 0));
+    }
+}
+
+/// A snapshot's install runs off the group's loop: while a wiped follower
+/// fetches the partitions a snapshot names (the fetch held for ten
+/// election timeouts, a slow leader or link) and the other follower is
+/// down, it goes on answering the leader's heartbeats, so the leader keeps
+/// its quorum (raft-rs's check_quorum) and its term. Released, the follower
+/// holds every partition as the leader does, and new sends commit on the
+/// two of them. (With the fetch on the loop, or without the heartbeat
+/// answers, the leader steps down within an election timeout.)
+#[test]
+fn a_slow_snapshot_fetch_does_not_cost_the_leader_its_quorum() {
+    use corelog_replica::fetch_hold;
+    let opts = corelog_replica::ReplicaOptions {
+        compact_bytes: 16 << 10,
+        ..options()
+    };
+    let Three {
+        dirs,
+        cluster,
+        mut nodes,
+        leader,
+    } = three(&opts, ELECT);
+    let li = (leader - 1) as usize;
+    for k in 0..60u64 {
+        append_retrying(&nodes[li], k % 4, batch(k, 5));
+    }
+    let (fi, oi) = ((li + 1) % 3, (li + 2) % 3);
+    nodes[fi].stop();
+    wipe(dirs[fi].path());
+    let from = cluster.node(leader).expect("leader's address").replica;
+    let before = fetch_hold::held_so_far();
+    let held = fetch_hold::hold_fetches(from);
+    nodes[fi] = Node::start(fi as u64 + 1, dirs[fi].path(), &cluster, opts.clone());
+    let deadline = std::time::Instant::now() + ELECT;
+    while fetch_hold::held_so_far() == before {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the wiped follower never fetched a snapshot's partitions"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    nodes[oi].stop();
+    let terms: Vec<u64> = nodes[li].handle().status().iter().map(|g| g.term).collect();
+    let window = opts.tick * opts.election_ticks as u32 * 10;
+    let until = std::time::Instant::now() + window;
+    while std::time::Instant::now() < until {
+        for g in nodes[li].handle().status() {
+            assert_eq!(
+                (g.leader, g.term),
+                (Some(leader), terms[g.group as usize]),
+                "group {}: the leader lost its quorum while a follower fetched",
+                g.group
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(held);
+    for k in 60..64u64 {
+        append_retrying(&nodes[li], k % 4, batch(k, 5));
+    }
+    for p in 0..4u64 {
+        let want = stored(&nodes[li].engine(), p);
+        wait_stored(&nodes[fi].engine(), p, want.len(), ELECT);
+        assert_eq!(stored(&nodes[fi].engine(), p), want, "partition {p}");
+    }
+}
+
 /// A node whose directory was wiped has forgotten its votes and what it
 /// acknowledged, so it must not elect a node lacking entries it held. Sends
 /// commit on the leader and one follower while the other follower is down;

@@ -17,6 +17,7 @@ mod confirmation;
 mod ends;
 mod fence;
 mod fencing;
+mod install;
 mod lease;
 mod overwritten;
 mod peers;
@@ -156,6 +157,12 @@ pub(crate) struct Group {
     /// A snapshot installed by the `Ready` numbered so: applied for
     /// raft-rs once that `Ready` is persisted.
     snapshot_applied: Option<(u64, u64)>,
+    /// While set, the persister issues the partition requests of every
+    /// `Ready` up to this number: one of them found its shard's queue full
+    /// (`write.rs`).
+    deferred: Option<u64>,
+    /// A data snapshot's install off the loop (`install.rs`).
+    install: install::Installing,
 }
 
 impl Group {
@@ -216,6 +223,8 @@ impl Group {
             persister,
             inflight: VecDeque::new(),
             snapshot_applied: None,
+            deferred: None,
+            install: install::Installing::Idle,
         })
     }
 
@@ -247,7 +256,10 @@ impl Group {
                 self.on_tick();
             }
             if self.raw.has_ready() {
-                if let Err(e) = self.on_ready() {
+                if let Err(e) = self.may_take_ready().and_then(|take| match take {
+                    true => self.on_ready(),
+                    false => Ok(()),
+                }) {
                     tracing::error!("{e}; this group stops on this node");
                     break;
                 }
@@ -305,6 +317,7 @@ impl Group {
                 epoch,
                 result,
             } => self.on_stamped(partition, epoch, result),
+            Inbox::Installed { index, result } => self.on_installed(index, result),
             Inbox::Persisted(p) => {
                 if let Err(e) = self.on_persisted(p) {
                     tracing::error!("{e}; this group stops on this node");
@@ -397,9 +410,8 @@ impl Group {
             self.lease.answered(&rs.request_ctx, window_ms);
         }
         if !rd.snapshot().is_empty() {
-            // Every write before it lands first: the install cuts the
-            // partition logs and takes the journal's place.
-            self.persister.barrier()?;
+            // A data snapshot's partitions are installed already, after
+            // every write before it (`may_take_ready`).
             let snap = rd.snapshot().clone();
             self.install_snapshot(&snap)?;
             // raft-rs counts it applied once it counts it persisted.
@@ -416,7 +428,7 @@ impl Group {
             // The batches go to their partitions' logs, the journal takes
             // pointers to them; the persister waits for both before any
             // acknowledgement (`persist.rs`).
-            let w = self.write_batches(rd.entries())?;
+            let w = self.write_batches(rd.number(), rd.entries())?;
             // write_batches took every admitted batch of these entries
             // and says how each is journaled.
             self.store
@@ -476,6 +488,9 @@ impl Group {
             if self.waiters.get(&index).is_some_and(|w| w.term == term) {
                 self.acks.insert(index, ack);
             }
+        }
+        if self.deferred.is_some_and(|n| n <= p.number) {
+            self.deferred = None;
         }
         while let Some(&(number, last)) = self.inflight.front() {
             if number > p.number {

@@ -19,22 +19,41 @@
 //! which counts this node's own entries as held from there: a leader's
 //! commit and every node's applying wait for it.
 
+use super::install::{cut_answered, Install};
 use crate::error::GroupError;
 use crate::inbox::{Inbox, Persisted};
 use crate::journal::sync_ticket::SyncTicket;
 use crate::journal::Pointer;
 use corelog::replication::ReplicaLog;
-use corelog::{AppendAck, AppendError, Batch, RequestError};
+use corelog::{AppendAck, AppendError, Batch, RecoveryReport, Reply, RequestError};
 use crossbeam_channel::{Receiver, Sender};
 use raft::eraftpb::Message;
 
-/// A batch issued to its partition's log, not yet answered.
+/// A request to a partition's log for one `Ready`, in the order the loop
+/// made them. The loop issues it (`reply` is `Some`) unless an earlier one
+/// found its shard's queue full: from then on the persister issues them,
+/// each once everything before it is queued, so that a write never passes
+/// the cut or the write before it (`write.rs`).
 pub(super) struct Pending {
-    pub index: u64,
-    pub term: u64,
     pub partition: u64,
-    pub pointer: Pointer,
-    pub reply: corelog::Reply<AppendAck>,
+    pub op: Op,
+}
+
+/// What a [`Pending`] asks of its partition's log.
+pub(super) enum Op {
+    /// Cut the log from `offset` on: the suffix a new leader replaced.
+    Cut {
+        offset: u64,
+        reply: Option<Reply<Option<RecoveryReport>>>,
+    },
+    /// Store entry `index`'s batch.
+    Append {
+        index: u64,
+        term: u64,
+        pointer: Pointer,
+        batch: Batch,
+        reply: Option<Reply<AppendAck>>,
+    },
 }
 
 /// What one `Ready` leaves to persist.
@@ -50,8 +69,8 @@ pub(super) struct Job {
 
 enum Work {
     Job(Job),
-    /// Answered once every job before it is handed back.
-    Barrier(Sender<()>),
+    /// A data snapshot to install once every job before it is handed back.
+    Install(Install),
 }
 
 /// The handle on a group's persister thread.
@@ -82,12 +101,11 @@ impl Persister {
             .map_err(|_| GroupError::PersisterStopped { group: self.group })
     }
 
-    /// Waits until every job given so far is persisted and handed back.
-    pub(super) fn barrier(&self) -> Result<(), GroupError> {
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        let stopped = GroupError::PersisterStopped { group: self.group };
-        self.tx.send(Work::Barrier(tx)).map_err(|_| stopped)?;
-        rx.recv()
+    /// Hands over a snapshot's install, run after every job given so far
+    /// ([`Inbox::Installed`] when done).
+    pub(super) fn install(&self, install: Install) -> Result<(), GroupError> {
+        self.tx
+            .send(Work::Install(install))
             .map_err(|_| GroupError::PersisterStopped { group: self.group })
     }
 }
@@ -95,13 +113,13 @@ impl Persister {
 fn run(group: u32, engine: &corelog::Handle, rx: &Receiver<Work>, inbox: &Sender<Inbox>) {
     while let Ok(first) = rx.recv() {
         let mut jobs = Vec::new();
-        let mut barrier = None;
+        let mut install = None;
         let mut next = Some(first);
         while let Some(w) = next.take() {
             match w {
                 Work::Job(j) => jobs.push(j),
-                Work::Barrier(b) => {
-                    barrier = Some(b);
+                Work::Install(i) => {
+                    install = Some(i);
                     break;
                 }
             }
@@ -113,8 +131,12 @@ fn run(group: u32, engine: &corelog::Handle, rx: &Receiver<Work>, inbox: &Sender
                 return;
             }
         }
-        if let Some(b) = barrier {
-            let _ = b.send(());
+        if let Some(i) = install {
+            let result = i.run(group, engine);
+            let index = i.index;
+            if inbox.send(Inbox::Installed { index, result }).is_err() {
+                return;
+            }
         }
     }
 }
@@ -129,17 +151,9 @@ fn persist(group: u32, engine: &corelog::Handle, jobs: Vec<Job>) -> Option<Persi
         result: Ok(()),
     };
     let (mut to_run, mut quiet) = (None, None);
+    let mut pending = Vec::new();
     for job in jobs {
-        for p in job.pending {
-            match written(group, engine, p) {
-                Ok(Some(ack)) => done.acks.push(ack),
-                Ok(None) => {}
-                Err(e) => {
-                    done.result = Err(e);
-                    return Some(done);
-                }
-            }
-        }
+        pending.extend(job.pending);
         done.msgs.extend(job.msgs);
         // The last ticket that syncs covers every entry written before
         // it; one that syncs nothing saw nothing newer than the last that
@@ -148,6 +162,21 @@ fn persist(group: u32, engine: &corelog::Handle, jobs: Vec<Job>) -> Option<Persi
             Some(t) if t.syncs() => to_run = Some(t),
             Some(t) => quiet = Some(t),
             None => {}
+        }
+    }
+    // Every request queued first, in order (the loop's, and those it left
+    // to this thread), then their answers awaited.
+    for p in &mut pending {
+        p.send(engine);
+    }
+    for p in pending {
+        match p.answer(group, engine) {
+            Ok(Some(ack)) => done.acks.push(ack),
+            Ok(None) => {}
+            Err(e) => {
+                done.result = Err(e);
+                return Some(done);
+            }
         }
     }
     if let Some(t) = &to_run {
@@ -160,26 +189,65 @@ fn persist(group: u32, engine: &corelog::Handle, jobs: Vec<Job>) -> Option<Persi
     Some(done)
 }
 
-/// Waits for one batch's write: its acknowledgement, or `None` when the
-/// log held this very batch already (stored before, by a snapshot's fetch).
-fn written(
-    group: u32,
-    engine: &corelog::Handle,
-    p: Pending,
-) -> Result<Option<(u64, u64, AppendAck)>, GroupError> {
-    match p.reply.wait() {
-        Ok(ack) => Ok(Some((p.index, p.term, ack))),
-        Err(RequestError::Append(AppendError::OffsetMismatch { expected, found }))
-            if found < expected && holds(engine, p.partition, &p.pointer) =>
-        {
-            Ok(None)
+impl Pending {
+    /// Issues the request if the loop left it to this thread, and waits
+    /// until it is in its shard's queue. (`wait_sent` refuses only on a
+    /// shard's thread, which this is not; `wait` would refuse the same.)
+    fn send(&mut self, engine: &corelog::Handle) {
+        let partition = self.partition;
+        match &mut self.op {
+            Op::Cut { offset, reply } => {
+                let r = reply.get_or_insert_with(|| engine.cut_suffix(partition, *offset));
+                let _ = r.wait_sent();
+            }
+            Op::Append { batch, reply, .. } => {
+                let r = reply.get_or_insert_with(|| {
+                    engine.append_stamped_admitted(partition, batch.clone())
+                });
+                let _ = r.wait_sent();
+            }
         }
-        Err(source) => Err(GroupError::Write {
-            group,
-            partition: p.partition,
-            index: p.index,
-            source: Box::new(source),
-        }),
+    }
+
+    /// Waits for the answer: a batch's acknowledgement, or `None` for a
+    /// cut, or when the log held this very batch already (stored before,
+    /// by a snapshot's fetch).
+    fn answer(
+        self,
+        group: u32,
+        engine: &corelog::Handle,
+    ) -> Result<Option<(u64, u64, AppendAck)>, GroupError> {
+        let partition = self.partition;
+        match self.op {
+            Op::Cut { offset, reply } => {
+                let r = reply.unwrap_or_else(|| engine.cut_suffix(partition, offset));
+                let why = "a new leader replaced them";
+                cut_answered(group, partition, offset, r.wait(), why).map(|()| None)
+            }
+            Op::Append {
+                index,
+                term,
+                pointer,
+                batch,
+                reply,
+            } => {
+                let r = reply.unwrap_or_else(|| engine.append_stamped_admitted(partition, batch));
+                match r.wait() {
+                    Ok(ack) => Ok(Some((index, term, ack))),
+                    Err(RequestError::Append(AppendError::OffsetMismatch { expected, found }))
+                        if found < expected && holds(engine, partition, &pointer) =>
+                    {
+                        Ok(None)
+                    }
+                    Err(source) => Err(GroupError::Write {
+                        group,
+                        partition,
+                        index,
+                        source: Box::new(source),
+                    }),
+                }
+            }
+        }
     }
 }
 

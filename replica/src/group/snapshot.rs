@@ -7,20 +7,21 @@
 //! each write, flushed); for the metadata group, the embedder's bytes. A
 //! node that installs a data snapshot cuts what lies past its own commit
 //! marks, fetches each partition's missing batches from the leader
-//! (`net::fetch`), stores them verbatim and moves its marks; the entries
-//! after the snapshot are then written as usual (a batch already stored,
-//! the same one, is recognised by its offset and pointer).
+//! (`net::fetch`), stores them verbatim and moves its marks, all off the
+//! loop (`install.rs`), and only then takes the snapshot into its journal;
+//! the entries after the snapshot are then written as usual (a batch
+//! already stored, the same one, is recognised by its offset and pointer).
 //!
 //! The data snapshot's layout is in `ends.rs`.
 
 use super::ends::{decode_ends, encode_ends};
+use super::install::{Install, Installing};
 use super::{Group, Role};
 use crate::error::GroupError;
-use crate::net::fetch;
 use bytes::Bytes;
-use corelog::replication::ReplicaLog;
-use raft::eraftpb::Snapshot;
+use raft::eraftpb::{MessageType, Snapshot};
 use std::sync::atomic::Ordering;
+use std::time::Instant;
 
 /// The metadata journal is compacted past this many bytes.
 const META_COMPACT_BYTES: u64 = 16 << 20;
@@ -137,9 +138,93 @@ impl Group {
         Ok(())
     }
 
-    /// Installs a snapshot the leader sent: the state it names first (the
-    /// embedder's metadata, or each partition's batches fetched from the
-    /// leader), then the journal.
+    /// Whether the next `Ready` may be taken. A data snapshot raft-rs
+    /// holds for this node is installed first, off the loop
+    /// (`install.rs`): its `Ready` waits until the partitions hold what it
+    /// names, and meanwhile the loop steps messages and answers the
+    /// leader's heartbeats (so that a long fetch does not cost the leader
+    /// its quorum). An install that failed is started again an election
+    /// timeout later.
+    pub(super) fn may_take_ready(&mut self) -> Result<bool, GroupError> {
+        if !matches!(self.role, Role::Data { .. }) {
+            return Ok(true);
+        }
+        let Some(snap) = self.raw.raft.raft_log.unstable_snapshot() else {
+            return Ok(true);
+        };
+        let index = snap.get_metadata().index;
+        let start = match self.install {
+            Installing::Done(i) if i == index => return Ok(true),
+            Installing::Running => false,
+            Installing::Retry(at) => Instant::now() >= at,
+            Installing::Idle | Installing::Done(_) => true,
+        };
+        if start {
+            let group = self.id;
+            let ends = decode_ends(&snap.data).ok_or(GroupError::SnapshotUndecodable { group })?;
+            let leader = self.raw.raft.leader_id;
+            match self.cluster.node(leader).map(|n| n.replica) {
+                Some(addr) => {
+                    tracing::info!(
+                        "group {group}: installing the partitions of a snapshot at entry {index} from node {leader}"
+                    );
+                    let local = self
+                        .cluster
+                        .node(self.raw.raft.id)
+                        .map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |n| n.replica.ip());
+                    let key = crate::net::auth::Key::of(self.cluster.secret.as_ref());
+                    self.persister.install(Install {
+                        index,
+                        ends,
+                        leader,
+                        addr,
+                        local,
+                        key,
+                    })?;
+                    self.install = Installing::Running;
+                }
+                None => self.on_installed(
+                    index,
+                    Err(GroupError::SnapshotFromUnknown {
+                        group,
+                        node: leader,
+                    }),
+                ),
+            }
+        }
+        self.answer_heartbeats();
+        Ok(false)
+    }
+
+    /// The persister installed (or failed to install) the partitions of
+    /// the snapshot at `index`.
+    pub(super) fn on_installed(&mut self, index: u64, result: Result<(), GroupError>) {
+        self.install = match result {
+            Ok(()) => Installing::Done(index),
+            Err(e) => {
+                tracing::warn!("{e}; the snapshot's install is tried again");
+                let window = self.opts.tick * self.opts.election_ticks as u32;
+                Installing::Retry(Instant::now() + window)
+            }
+        };
+    }
+
+    /// Sends the heartbeat answers raft-rs queued, ahead of the messages
+    /// waiting for the next `Ready`: they say nothing of what this node
+    /// holds (only that it hears the leader), so they need no persistence.
+    fn answer_heartbeats(&mut self) {
+        let queued = std::mem::take(&mut self.raw.raft.msgs);
+        let (beats, rest): (Vec<_>, Vec<_>) = queued
+            .into_iter()
+            .partition(|m| m.get_msg_type() == MessageType::MsgHeartbeatResponse);
+        self.raw.raft.msgs = rest;
+        self.send(beats);
+    }
+
+    /// Takes a snapshot the leader sent into the journal, once the state it
+    /// names is in place: the embedder's metadata (restored here), or each
+    /// partition's batches (installed off the loop before its `Ready` was
+    /// taken, [`Group::may_take_ready`]).
     pub(super) fn install_snapshot(&mut self, snap: &Snapshot) -> Result<(), GroupError> {
         let index = snap.get_metadata().index;
         tracing::info!(
@@ -153,12 +238,10 @@ impl Group {
                 .restore(index, &snap.data)
                 .map_err(|source| GroupError::Machine { group, source })?,
             Role::Data { .. } => {
+                debug_assert!(matches!(self.install, Installing::Done(i) if i == index));
+                self.install = Installing::Idle;
                 self.clients.clear_pending();
-                let ends =
-                    decode_ends(&snap.data).ok_or(GroupError::SnapshotUndecodable { group })?;
-                for (partition, end) in ends {
-                    self.install_partition(partition, end)?;
-                }
+                self.stamps.clear();
             }
         }
         self.store
@@ -173,63 +256,5 @@ impl Group {
         self.written = self.store.rl().last_index();
         self.status().applied.store(self.applied, Ordering::Relaxed);
         Ok(())
-    }
-
-    /// A data snapshot's partition: what lies past this node's commit mark
-    /// may differ from the leader's committed batches, and no entry after
-    /// the snapshot names it any more: cut, then fetched from the leader up
-    /// to the snapshot's `end`, and the mark moved there.
-    fn install_partition(&mut self, partition: u64, end: u64) -> Result<(), GroupError> {
-        let group = self.id;
-        let engine_err = |source| GroupError::Engine {
-            group,
-            partition,
-            source: Box::new(source),
-        };
-        let (have, mark) = match self.engine.stats(partition).wait() {
-            Ok(s) => (s.end_offset, s.commit_mark.unwrap_or(s.end_offset)),
-            Err(corelog::RequestError::UnknownPartition { .. }) => (0, 0),
-            Err(source) => return Err(engine_err(source)),
-        };
-        if have > mark {
-            self.cut_partition(partition, mark)?;
-        }
-        let have = have.min(mark);
-        if have < end {
-            let leader = self.raw.raft.leader_id;
-            let addr = self.cluster.node(leader).map(|n| n.replica).ok_or(
-                GroupError::SnapshotFromUnknown {
-                    group,
-                    node: leader,
-                },
-            )?;
-            let local = self
-                .cluster
-                .node(self.raw.raft.id)
-                .map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |n| n.replica.ip());
-            let key = crate::net::auth::Key::of(self.cluster.secret.as_ref());
-            let got = fetch::fetch(
-                local,
-                addr,
-                &key,
-                self.id,
-                partition,
-                have,
-                end,
-                &self.engine,
-            )
-            .map_err(|source| GroupError::Fetch {
-                group,
-                source: Box::new(source),
-            })?;
-            tracing::info!(
-                "group {}: partition {partition}: fetched offsets {have}..{got} from node {leader}",
-                self.id
-            );
-        }
-        self.engine
-            .set_commit_mark(partition, end)
-            .wait()
-            .map_err(engine_err)
     }
 }

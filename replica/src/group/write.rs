@@ -9,25 +9,29 @@
 //! before its append resolves, and the journal's `fdatasync` makes the
 //! pointer durable; both have happened before this node says it holds the
 //! entry. A conflicting suffix a new leader replaces is cut from the
-//! partition logs (`cut_suffix`, crash-safe) before the journal cuts its
-//! pointers; `reconcile.rs` reconciles the two after a crash between.
+//! partition logs (`cut_suffix`, crash-safe), queued on each partition's
+//! shard ahead of the batches that replace it, while the journal
+//! overwrites its pointers; the persister waits for the cut with the
+//! writes. A crash before the journal's sync leaves pointers that name
+//! batches the logs no longer (or do not yet) hold, entries this node
+//! never said it held: `reconcile.rs` cuts the journal there.
 
-use super::persist::Pending;
+use super::persist::{Op, Pending};
 use super::{Group, Role};
 use crate::command::Command;
 use crate::error::GroupError;
 use crate::journal::{Kind, Pointer};
 use corelog::replication::ReplicaLog;
-use corelog::{Batch, RequestError};
+use corelog::Batch;
 use raft::eraftpb::Entry;
 use std::collections::{BTreeMap, HashMap};
 
-/// Batches issued to their partitions' logs, awaited before the entries
+/// Requests issued to the partitions' logs, awaited before the entries
 /// count as persisted.
 pub(super) struct Writes {
     /// How each entry is journaled (a pointer record for a written batch).
     kinds: HashMap<u64, Kind>,
-    /// The writes to wait for (`persist.rs`).
+    /// The requests to wait for (`persist.rs`).
     pub(super) pending: Vec<Pending>,
 }
 
@@ -39,11 +43,19 @@ impl Writes {
 }
 
 impl Group {
-    /// Issues the batches of `ents` (entries raft-rs asks this node to
-    /// persist, in log order) to their partitions' logs, after cutting
-    /// the suffix they replace from those logs. Entries that carry no
-    /// batch for a partition this node keeps are journaled whole.
-    pub(super) fn write_batches(&mut self, ents: &[Entry]) -> Result<Writes, GroupError> {
+    /// Issues the batches of `ents` (the entries raft-rs asks this node to
+    /// persist in `Ready` number `number`, in log order) to their
+    /// partitions' logs, after cutting the suffix they replace from those
+    /// logs. Entries that carry no batch for a partition this node keeps
+    /// are journaled whole. Nothing here waits for the engine: once a
+    /// request finds its shard's queue full, the persister issues this
+    /// `Ready`'s remaining requests and those of every `Ready` until it
+    /// hands this one back (`deferred`), so that none passes another.
+    pub(super) fn write_batches(
+        &mut self,
+        number: u64,
+        ents: &[Entry],
+    ) -> Result<Writes, GroupError> {
         let mut writes = Writes {
             kinds: HashMap::new(),
             pending: Vec::new(),
@@ -53,7 +65,14 @@ impl Group {
         };
         let meta = meta.clone();
         if let Some(first) = ents.first() {
-            self.cut_replaced(first.index)?;
+            for (partition, offset) in self.replaced(first.index) {
+                self.stamps.forget(partition);
+                let op = Op::Cut {
+                    offset,
+                    reply: None,
+                };
+                writes.pending.push(self.issue(number, partition, op));
+            }
         }
         for e in ents {
             let Ok(Command::Append { partition, .. }) = Command::decode(&e.context) else {
@@ -85,61 +104,58 @@ impl Group {
                 continue;
             };
             writes.kinds.insert(e.index, Kind::Pointer(pointer));
-            writes.pending.push(Pending {
+            let op = Op::Append {
                 index: e.index,
                 term: e.term,
-                partition,
                 pointer,
-                reply: self.engine.append_stamped_admitted(partition, batch),
-            });
+                batch,
+                reply: None,
+            };
+            writes.pending.push(self.issue(number, partition, op));
         }
         Ok(writes)
     }
 
-    /// Cuts from the partition logs the batches of the journal's entries
-    /// from `index` on, which the entries being persisted replace (a new
-    /// leader's log differs there): each partition from its first such
-    /// batch, before the journal drops their pointers.
-    fn cut_replaced(&mut self, index: u64) -> Result<(), GroupError> {
-        let from = {
-            let j = self.store.rl();
-            let mut from: BTreeMap<u64, u64> = BTreeMap::new();
-            for i in index..=j.last_index() {
-                let (Some(p), Some(e)) = (j.pointer(i), j.entry(i)) else {
-                    continue;
-                };
-                if let Ok(Command::Append { partition, .. }) = Command::decode(&e.context) {
-                    from.entry(partition).or_insert(p.base_offset);
-                }
+    /// Issues `op` to `partition`'s shard now, unless the persister issues
+    /// it (`deferred`); a request that finds the queue full makes this
+    /// `Ready` one whose later requests the persister issues.
+    fn issue(&mut self, number: u64, partition: u64, mut op: Op) -> Pending {
+        if self.deferred.is_none() {
+            let sent = match &mut op {
+                Op::Cut { offset, reply } => reply
+                    .insert(self.engine.cut_suffix(partition, *offset))
+                    .is_sent(),
+                Op::Append { batch, reply, .. } => reply
+                    .insert(
+                        self.engine
+                            .append_stamped_admitted(partition, batch.clone()),
+                    )
+                    .is_sent(),
+            };
+            if !sent {
+                self.deferred = Some(number);
             }
-            from
-        };
-        for (partition, offset) in from {
-            self.cut_partition(partition, offset)?;
+        } else {
+            self.deferred = Some(number);
         }
-        Ok(())
+        Pending { partition, op }
     }
 
-    /// Cuts `partition`'s log from `offset` on, crash-safely.
-    pub(super) fn cut_partition(&mut self, partition: u64, offset: u64) -> Result<(), GroupError> {
-        match self.engine.cut_suffix(partition, offset).wait() {
-            Ok(report) => {
-                if report.is_some() {
-                    tracing::info!(
-                        "group {}: partition {partition}: cut the uncommitted batches from offset {offset} (a new leader replaced them)",
-                        self.id
-                    );
-                }
-                self.stamps.forget(partition);
-                Ok(())
+    /// Where each partition's log is to be cut for the entries from
+    /// `index` on, which the entries being persisted replace (a new
+    /// leader's log differs there): from its first such batch, before the
+    /// journal drops their pointers.
+    fn replaced(&self, index: u64) -> BTreeMap<u64, u64> {
+        let j = self.store.rl();
+        let mut from: BTreeMap<u64, u64> = BTreeMap::new();
+        for i in index..=j.last_index() {
+            let (Some(p), Some(e)) = (j.pointer(i), j.entry(i)) else {
+                continue;
+            };
+            if let Ok(Command::Append { partition, .. }) = Command::decode(&e.context) {
+                from.entry(partition).or_insert(p.base_offset);
             }
-            Err(RequestError::UnknownPartition { .. }) => Ok(()),
-            Err(source) => Err(GroupError::Cut {
-                group: self.id,
-                partition,
-                offset,
-                source: Box::new(source),
-            }),
         }
+        from
     }
 }

@@ -90,6 +90,8 @@ pub fn fetch(
     engine: &corelog::Handle,
 ) -> Result<u64, FetchError> {
     let io = |source| FetchError::Io { addr, source };
+    #[cfg(feature = "testing")]
+    hold::wait(addr);
     // From this node's replica address, as its peer connections: the
     // leader's replica port keeps its slots for the configured nodes.
     let mut s = super::socket::connect_from(local, addr).map_err(io)?;
@@ -179,4 +181,55 @@ pub(super) fn serve(
 fn batch_len(b: &Bytes, limits: &corelog::Limits) -> Option<usize> {
     let len = usize::try_from(corelog::declared_length(b, limits).ok()?).ok()?;
     (len <= b.len()).then_some(len)
+}
+
+/// For tests: fetches from a peer held back (a slow leader or link), to
+/// show what waits for them.
+#[cfg(feature = "testing")]
+pub mod hold {
+    use std::net::SocketAddr;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{Condvar, Mutex};
+
+    static HELD: Mutex<Vec<SocketAddr>> = Mutex::new(Vec::new());
+    static RELEASED: Condvar = Condvar::new();
+    static WAITED: AtomicUsize = AtomicUsize::new(0);
+
+    /// Fetches from the peer at `addr` (its replica address) wait until
+    /// the guard is dropped.
+    #[must_use = "the fetches are released when this is dropped"]
+    pub fn hold_fetches(addr: SocketAddr) -> Held {
+        let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+        held.push(addr);
+        Held(addr)
+    }
+
+    /// Holds the fetches from a peer while it lives.
+    #[derive(Debug)]
+    pub struct Held(SocketAddr);
+
+    impl Drop for Held {
+        fn drop(&mut self) {
+            let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(i) = held.iter().position(|a| *a == self.0) {
+                held.remove(i);
+            }
+            RELEASED.notify_all();
+        }
+    }
+
+    /// How many fetches have waited for a hold so far (in this process).
+    pub fn held_so_far() -> usize {
+        WAITED.load(Ordering::Relaxed)
+    }
+
+    pub(super) fn wait(addr: SocketAddr) {
+        let mut held = HELD.lock().unwrap_or_else(|e| e.into_inner());
+        if held.contains(&addr) {
+            WAITED.fetch_add(1, Ordering::Relaxed);
+        }
+        while held.contains(&addr) {
+            held = RELEASED.wait(held).unwrap_or_else(|e| e.into_inner());
+        }
+    }
 }
