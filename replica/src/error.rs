@@ -150,6 +150,21 @@ pub enum GroupError {
         /// the group
         group: u32,
     },
+    /// The metadata group's applier thread could not start.
+    #[error("group {group}: no thread to apply the metadata: {source}")]
+    MetaApplierThread {
+        /// the group
+        group: u32,
+        /// the error
+        source: std::io::Error,
+    },
+    /// The metadata group's applier thread is gone (it stopped on an
+    /// error, logged where it happened).
+    #[error("group {group}: the metadata applier stopped")]
+    MetaApplierStopped {
+        /// the group
+        group: u32,
+    },
     /// A data group's snapshot is not a list of partition ends.
     #[error("group {group}: a data snapshot that does not decode")]
     SnapshotUndecodable {

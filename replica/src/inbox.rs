@@ -38,8 +38,15 @@ pub(crate) enum Inbox {
     /// The persister is done with every `Ready` up to a number
     /// (`group/persist.rs`).
     Persisted(Persisted),
-    /// The persister installed the partitions of the data snapshot at
-    /// `index`, or says why not (`group/install.rs`).
+    /// The metadata group's applier applied an entry: whether its change
+    /// took effect, or why the machine failed (`group/meta_applier.rs`).
+    MetaApplied {
+        index: u64,
+        term: u64,
+        result: Result<bool, GroupError>,
+    },
+    /// The snapshot at `index` is installed: a data snapshot's partitions
+    /// by the persister (`group/install.rs`), the metadata by its applier.
     Installed {
         index: u64,
         result: Result<(), GroupError>,
@@ -70,6 +77,7 @@ impl std::fmt::Debug for Inbox {
             Inbox::Flushed { index, .. } => write!(f, "Flushed({index})"),
             Inbox::Persisted(p) => write!(f, "Persisted({})", p.number),
             Inbox::Installed { index, .. } => write!(f, "Installed({index})"),
+            Inbox::MetaApplied { index, .. } => write!(f, "MetaApplied({index})"),
             Inbox::Stamped { partition, .. } => write!(f, "Stamped({partition})"),
             Inbox::Stop => write!(f, "Stop"),
         }

@@ -328,6 +328,76 @@ fn a_slow_snapshot_fetch_does_not_cost_the_leader_its_quorum() {
     }
 }
 
+/// The metadata group's machine applies off the group's loop: a follower
+/// whose machine is stuck in an apply (the test holds its lock, as an
+/// embedder's machine waits on its engine) goes on answering the leader's
+/// heartbeats, so with the other follower down the leader keeps every
+/// group and its term. Released, the follower applies the change, and a
+/// second one commits on the two of them. (With the machine applied on
+/// the loop, the metadata group's leader steps down within an election
+/// timeout.)
+#[test]
+fn a_stuck_metadata_apply_does_not_cost_the_leader_its_quorum() {
+    use corelog_replica::MetaMachine;
+    let opts = options();
+    let Three {
+        dirs: _dirs,
+        cluster: _cluster,
+        mut nodes,
+        leader,
+    } = three(&opts, ELECT);
+    let li = (leader - 1) as usize;
+    let (fi, oi) = ((li + 1) % 3, (li + 2) % 3);
+    let stuck = nodes[fi].meta.clone();
+    let guard = stuck.inner.lock().expect("lock");
+    let base = nodes[li].meta.version();
+    nodes[li]
+        .handle()
+        .propose_meta(base, bytes::Bytes::from_static(b"first"))
+        .wait()
+        .expect("committed by the leader and the other follower");
+    let window = opts.tick * opts.election_ticks as u32;
+    std::thread::sleep(window);
+    let applied = nodes[fi].handle().status()[0].applied;
+    assert!(
+        applied < nodes[li].handle().status()[0].applied,
+        "the stuck follower applied the change"
+    );
+    nodes[oi].stop();
+    let terms: Vec<u64> = nodes[li].handle().status().iter().map(|g| g.term).collect();
+    let until = std::time::Instant::now() + window * 10;
+    while std::time::Instant::now() < until {
+        for g in nodes[li].handle().status() {
+            assert_eq!(
+                (g.leader, g.term),
+                (Some(leader), terms[g.group as usize]),
+                "group {}: the leader lost its quorum while a follower's machine was stuck",
+                g.group
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(guard);
+    let base = nodes[li].meta.version();
+    nodes[li]
+        .handle()
+        .propose_meta(base, bytes::Bytes::from_static(b"second"))
+        .wait()
+        .expect("committed by the leader and the released follower");
+    let deadline = std::time::Instant::now() + ELECT;
+    while stuck.inner.lock().expect("lock").2.len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the follower never applied both"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(
+        stuck.inner.lock().expect("lock").2,
+        vec![b"first".to_vec(), b"second".to_vec()]
+    );
+}
+
 /// A node whose directory was wiped has forgotten its votes and what it
 /// acknowledged, so it must not elect a node lacking entries it held. Sends
 /// commit on the leader and one follower while the other follower is down;

@@ -1,6 +1,7 @@
-//! Applying committed entries: the metadata group's here and now, a data
-//! group's through its applier on the shard (`apply.rs`), and the sends
-//! waiting on them answered once they are applied.
+//! Applying committed entries: the metadata group's through its applier
+//! thread (`meta_applier.rs`), a data group's through its applier on the
+//! shard (`apply.rs`), and the proposals waiting on them answered once
+//! they are applied.
 
 use super::{Group, Role, Waiter};
 use crate::apply::{ApplyCmd, ApplyItem};
@@ -13,8 +14,8 @@ use raft::eraftpb::Entry;
 use std::sync::atomic::Ordering;
 
 impl Group {
-    /// Applies committed entries: the metadata group here and now, a data
-    /// group through its applier on the shard.
+    /// Applies committed entries: the metadata group's through its
+    /// applier thread, a data group's through its applier on the shard.
     pub(super) fn apply_entries(&mut self, entries: Vec<Entry>) -> Result<(), GroupError> {
         let Some(last) = entries.last().map(|e| e.index) else {
             return Ok(());
@@ -30,9 +31,11 @@ impl Group {
             });
         }
         match &self.role {
-            Role::Meta(sm) => {
-                let sm = sm.clone();
-                self.apply_meta(sm.as_ref(), entries)?;
+            Role::Meta(_) => {
+                if let Some(a) = &self.meta_applier {
+                    a.apply(entries)?;
+                }
+                self.sent = last;
             }
             Role::Data { applier, meta, .. } => {
                 let (applier, meta) = (applier.clone(), meta.clone());
@@ -42,42 +45,31 @@ impl Group {
         Ok(())
     }
 
-    /// The metadata group applies its committed entries itself, and
-    /// answers the proposals waiting on them.
-    fn apply_meta(
+    /// The metadata group's applier applied entry `index`: the proposal
+    /// waiting on it is answered (a change made against a version that is
+    /// no longer current is a conflict). A machine that failed stops the
+    /// group on this node, as it always did.
+    pub(super) fn on_meta_applied(
         &mut self,
-        sm: &dyn crate::machine::MetaMachine,
-        entries: Vec<Entry>,
+        index: u64,
+        term: u64,
+        result: Result<bool, GroupError>,
     ) -> Result<(), GroupError> {
-        for e in entries {
-            let effective = match Command::decode(&e.context) {
-                Ok(Command::Meta { base }) if e.index > sm.applied_index() => sm
-                    .apply(e.index, base, &e.data)
-                    .map_err(|source| GroupError::Machine {
-                        group: self.id,
-                        source,
-                    })?,
-                Ok(_) => true,
-                Err(err) => {
-                    tracing::error!("group 0: entry {}: {err}", e.index);
-                    true
+        let effective = result?;
+        self.applied = self.applied.max(index);
+        self.status().applied.store(self.applied, Ordering::Relaxed);
+        if let Some(p) = self.waiters.remove(&index) {
+            match p.waiter {
+                Waiter::Meta(tx) if p.term == term => {
+                    let _ = tx.send(if effective {
+                        Ok(true)
+                    } else {
+                        Err(ReplicaError::Conflict)
+                    });
                 }
-            };
-            self.applied = e.index;
-            self.status().applied.store(e.index, Ordering::Relaxed);
-            if let Some(p) = self.waiters.remove(&e.index) {
-                match p.waiter {
-                    Waiter::Meta(tx) if p.term == e.term => {
-                        let _ = tx.send(if effective {
-                            Ok(true)
-                        } else {
-                            Err(ReplicaError::Conflict)
-                        });
-                    }
-                    w => w.fail(ReplicaError::NotLeader {
-                        leader: self.leader(),
-                    }),
-                }
+                w => w.fail(ReplicaError::NotLeader {
+                    leader: self.leader(),
+                }),
             }
         }
         self.release_held();

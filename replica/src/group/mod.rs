@@ -19,6 +19,7 @@ mod fence;
 mod fencing;
 mod install;
 mod lease;
+mod meta_applier;
 mod overwritten;
 mod peers;
 mod persist;
@@ -161,8 +162,10 @@ pub(crate) struct Group {
     /// `Ready` up to this number: one of them found its shard's queue full
     /// (`write.rs`).
     deferred: Option<u64>,
-    /// A data snapshot's install off the loop (`install.rs`).
+    /// A snapshot's install off the loop (`install.rs`).
     install: install::Installing,
+    /// The metadata group's applier thread (`meta_applier.rs`).
+    meta_applier: Option<meta_applier::MetaApplier>,
 }
 
 impl Group {
@@ -191,6 +194,14 @@ impl Group {
             source: e.into(),
         })?;
         let persister = persist::Persister::start(id, s.engine.clone(), s.inbox_tx.clone())?;
+        let meta_applier = match &s.role {
+            Role::Meta(sm) => Some(meta_applier::MetaApplier::start(
+                id,
+                sm.clone(),
+                s.inbox_tx.clone(),
+            )?),
+            Role::Data { .. } => None,
+        };
         Ok(Group {
             id,
             raw,
@@ -225,6 +236,7 @@ impl Group {
             snapshot_applied: None,
             deferred: None,
             install: install::Installing::Idle,
+            meta_applier,
         })
     }
 
@@ -318,6 +330,16 @@ impl Group {
                 result,
             } => self.on_stamped(partition, epoch, result),
             Inbox::Installed { index, result } => self.on_installed(index, result),
+            Inbox::MetaApplied {
+                index,
+                term,
+                result,
+            } => {
+                if let Err(e) = self.on_meta_applied(index, term, result) {
+                    tracing::error!("{e}; this group stops on this node");
+                    return false;
+                }
+            }
             Inbox::Persisted(p) => {
                 if let Err(e) = self.on_persisted(p) {
                     tracing::error!("{e}; this group stops on this node");

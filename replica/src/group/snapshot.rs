@@ -138,17 +138,15 @@ impl Group {
         Ok(())
     }
 
-    /// Whether the next `Ready` may be taken. A data snapshot raft-rs
-    /// holds for this node is installed first, off the loop
-    /// (`install.rs`): its `Ready` waits until the partitions hold what it
-    /// names, and meanwhile the loop steps messages and answers the
+    /// Whether the next `Ready` may be taken. A snapshot raft-rs holds for
+    /// this node is installed first, off the loop (a data snapshot's
+    /// partitions by the persister, `install.rs`; the metadata by its
+    /// applier, `meta_applier.rs`): its `Ready` waits until the state it
+    /// names is in place, and meanwhile the loop steps messages and answers the
     /// leader's heartbeats (so that a long fetch does not cost the leader
     /// its quorum). An install that failed is started again an election
     /// timeout later.
     pub(super) fn may_take_ready(&mut self) -> Result<bool, GroupError> {
-        if !matches!(self.role, Role::Data { .. }) {
-            return Ok(true);
-        }
         let Some(snap) = self.raw.raft.raft_log.unstable_snapshot() else {
             return Ok(true);
         };
@@ -160,44 +158,54 @@ impl Group {
             Installing::Idle | Installing::Done(_) => true,
         };
         if start {
-            let group = self.id;
-            let ends = decode_ends(&snap.data).ok_or(GroupError::SnapshotUndecodable { group })?;
-            let leader = self.raw.raft.leader_id;
-            match self.cluster.node(leader).map(|n| n.replica) {
-                Some(addr) => {
-                    tracing::info!(
-                        "group {group}: installing the partitions of a snapshot at entry {index} from node {leader}"
-                    );
-                    let local = self
-                        .cluster
-                        .node(self.raw.raft.id)
-                        .map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |n| n.replica.ip());
-                    let key = crate::net::auth::Key::of(self.cluster.secret.as_ref());
-                    self.persister.install(Install {
-                        index,
-                        ends,
-                        leader,
-                        addr,
-                        local,
-                        key,
-                    })?;
-                    self.install = Installing::Running;
-                }
-                None => self.on_installed(
-                    index,
-                    Err(GroupError::SnapshotFromUnknown {
-                        group,
-                        node: leader,
-                    }),
-                ),
-            }
+            let data = snap.data.clone();
+            self.start_install(index, data)?;
         }
         self.answer_heartbeats();
         Ok(false)
     }
 
-    /// The persister installed (or failed to install) the partitions of
-    /// the snapshot at `index`.
+    /// Hands the snapshot at `index` to be installed: the metadata to its
+    /// applier, a data snapshot's partitions to the persister.
+    fn start_install(&mut self, index: u64, data: Bytes) -> Result<(), GroupError> {
+        let group = self.id;
+        if let Some(a) = &self.meta_applier {
+            a.restore(index, data)?;
+            self.install = Installing::Running;
+            return Ok(());
+        }
+        let ends = decode_ends(&data).ok_or(GroupError::SnapshotUndecodable { group })?;
+        let leader = self.raw.raft.leader_id;
+        let Some(addr) = self.cluster.node(leader).map(|n| n.replica) else {
+            let e = GroupError::SnapshotFromUnknown {
+                group,
+                node: leader,
+            };
+            self.on_installed(index, Err(e));
+            return Ok(());
+        };
+        tracing::info!(
+            "group {group}: installing the partitions of a snapshot at entry {index} from node {leader}"
+        );
+        let local = self
+            .cluster
+            .node(self.raw.raft.id)
+            .map_or(std::net::Ipv4Addr::UNSPECIFIED.into(), |n| n.replica.ip());
+        let key = crate::net::auth::Key::of(self.cluster.secret.as_ref());
+        self.persister.install(Install {
+            index,
+            ends,
+            leader,
+            addr,
+            local,
+            key,
+        })?;
+        self.install = Installing::Running;
+        Ok(())
+    }
+
+    /// The snapshot at `index` is installed (or failed to be): the
+    /// metadata restored, or a data snapshot's partitions in place.
     pub(super) fn on_installed(&mut self, index: u64, result: Result<(), GroupError>) {
         self.install = match result {
             Ok(()) => Installing::Done(index),
@@ -222,9 +230,9 @@ impl Group {
     }
 
     /// Takes a snapshot the leader sent into the journal, once the state it
-    /// names is in place: the embedder's metadata (restored here), or each
-    /// partition's batches (installed off the loop before its `Ready` was
-    /// taken, [`Group::may_take_ready`]).
+    /// names is in place (the embedder's metadata, or each partition's
+    /// batches, installed off the loop before its `Ready` was taken,
+    /// [`Group::may_take_ready`]).
     pub(super) fn install_snapshot(&mut self, snap: &Snapshot) -> Result<(), GroupError> {
         let index = snap.get_metadata().index;
         tracing::info!(
@@ -232,17 +240,11 @@ impl Group {
             self.id,
             self.raw.raft.leader_id
         );
-        let group = self.id;
-        match &self.role {
-            Role::Meta(sm) => sm
-                .restore(index, &snap.data)
-                .map_err(|source| GroupError::Machine { group, source })?,
-            Role::Data { .. } => {
-                debug_assert!(matches!(self.install, Installing::Done(i) if i == index));
-                self.install = Installing::Idle;
-                self.clients.clear_pending();
-                self.stamps.clear();
-            }
+        debug_assert!(matches!(self.install, Installing::Done(i) if i == index));
+        self.install = Installing::Idle;
+        if let Role::Data { .. } = &self.role {
+            self.clients.clear_pending();
+            self.stamps.clear();
         }
         self.store
             .wl()
