@@ -15,7 +15,9 @@ const ELECT: Duration = Duration::from_secs(10);
 /// With one follower stopped and the other's journal syncs held (a stuck
 /// disk), a send through the leader is not acknowledged: the leader and
 /// the held follower make a majority only once the follower's sync
-/// returns. Released, the send is acknowledged, and the follower serves it.
+/// returns, and the leader stays leader meanwhile (the follower's
+/// heartbeat answers do not wait for the sync). Released, the send is
+/// acknowledged, and the follower serves it.
 #[test]
 fn a_followers_held_sync_holds_the_commit_back() {
     init_log();
@@ -52,7 +54,22 @@ fn a_followers_held_sync_holds_the_commit_back() {
         // Waited on from a plain thread, no executor.
         let _ = tx.send(h.append(1, sent, origin()).wait());
     });
-    match rx.recv_timeout(Duration::from_secs(2)) {
+    // Meanwhile the held follower answers the leader's heartbeats (they
+    // claim nothing it has not synced): the leader keeps its quorum and
+    // its term.
+    let group = nodes[li].handle().group_of(1) as usize;
+    let term = nodes[li].handle().status()[group].term;
+    let until = std::time::Instant::now() + Duration::from_secs(2);
+    while std::time::Instant::now() < until {
+        let g = &nodes[li].handle().status()[group];
+        assert_eq!(
+            (g.leader, g.term),
+            (Some(leader), term),
+            "the leader lost its quorum while the only follower up was syncing"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    match rx.recv_timeout(Duration::from_millis(10)) {
         Err(mpsc::RecvTimeoutError::Timeout) => {}
         Ok(r) => panic!(
             "a send was answered ({:?}) while the only follower up could not sync its journal",

@@ -472,7 +472,7 @@ impl Group {
             number: rd.number(),
             pending,
             ticket,
-            msgs: rd.take_persisted_messages(),
+            msgs: self.send_heartbeat_answers(rd.take_persisted_messages()),
         };
         self.inflight.push_back((job.number, last));
         self.persister.submit(job)?;
@@ -550,6 +550,21 @@ impl Group {
         for m in msgs {
             self.transport.send(self.id, m);
         }
+    }
+
+    /// Sends the heartbeat answers among `msgs` now and gives back the
+    /// rest. raft-rs holds every message of a node that does not lead
+    /// until its `Ready` is persisted, but a heartbeat's answer says
+    /// nothing of what this node holds (only that it hears the leader, and
+    /// the commit index it learnt): behind a slow sync it would cost the
+    /// leader its quorum (check_quorum) while this node is the only
+    /// follower up.
+    fn send_heartbeat_answers(&self, msgs: Vec<Message>) -> Vec<Message> {
+        let (beats, rest): (Vec<_>, Vec<_>) = msgs
+            .into_iter()
+            .partition(|m| m.get_msg_type() == MessageType::MsgHeartbeatResponse);
+        self.send(beats);
+        rest
     }
 
     /// Sends the messages raft-rs holds until the journal has persisted

@@ -19,7 +19,7 @@ use super::install::{Install, Installing};
 use super::{Group, Role};
 use crate::error::GroupError;
 use bytes::Bytes;
-use raft::eraftpb::{MessageType, Snapshot};
+use raft::eraftpb::Snapshot;
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -218,15 +218,10 @@ impl Group {
     }
 
     /// Sends the heartbeat answers raft-rs queued, ahead of the messages
-    /// waiting for the next `Ready`: they say nothing of what this node
-    /// holds (only that it hears the leader), so they need no persistence.
+    /// waiting for the next `Ready` ([`Group::send_heartbeat_answers`]).
     fn answer_heartbeats(&mut self) {
         let queued = std::mem::take(&mut self.raw.raft.msgs);
-        let (beats, rest): (Vec<_>, Vec<_>) = queued
-            .into_iter()
-            .partition(|m| m.get_msg_type() == MessageType::MsgHeartbeatResponse);
-        self.raw.raft.msgs = rest;
-        self.send(beats);
+        self.raw.raft.msgs = self.send_heartbeat_answers(queued);
     }
 
     /// Takes a snapshot the leader sent into the journal, once the state it
