@@ -396,6 +396,30 @@ async fn a_snapshot_is_a_zip_of_the_sections_asked_for_and_needs_read_servers() 
         .read_to_string(&mut files)
         .expect("read");
     assert!(files.contains("partitions/"), "the data directory: {files}");
+    // The engine's metrics and the client counters, which GET_STATS has no
+    // field for: the send above counted.
+    let mut usage = String::new();
+    zip.by_name("resource_usage.txt")
+        .expect("resource usage")
+        .read_to_string(&mut usage)
+        .expect("read");
+    let engine = usage
+        .lines()
+        .find_map(|l| l.strip_prefix("engine: "))
+        .unwrap_or_else(|| panic!("no engine metrics: {usage}"));
+    let appends: u64 = engine
+        .split("; ")
+        .map(|shard| {
+            let n = shard.split(" appends (").next().unwrap_or_default();
+            n.rsplit(' ')
+                .next()
+                .unwrap_or_default()
+                .parse::<u64>()
+                .expect("a count")
+        })
+        .sum();
+    assert!(appends >= 1, "the send above is counted: {engine}");
+    assert!(usage.lines().any(|l| l.starts_with("clients: ")), "{usage}");
     // Iggy's rule: a snapshot needs read_servers.
     c.create_user("reader1", "secret-password", UserStatus::Active, None)
         .await

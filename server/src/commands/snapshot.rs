@@ -2,8 +2,8 @@
 //! one text file per section asked for, named as Iggy's server names them
 //! (`<section>.txt`). The sections are corelog's own: the data directory's
 //! files and sizes (`filesystem_overview`), this process and its threads
-//! (`process_list`), its I/O and the host's load and memory
-//! (`resource_usage`), the server's settings (`server_config`), a note that
+//! (`process_list`), the engine's metrics and the client counters, its
+//! I/O and the host's load and memory (`resource_usage`), the server's settings (`server_config`), a note that
 //! the logs go to stderr (`server_logs`), and `test` (the word "test", as
 //! Iggy's clients check). Nothing is run in a shell.
 
@@ -40,6 +40,10 @@ pub struct Subject {
     pub dir: std::path::PathBuf,
     /// The server's settings, as text.
     pub settings: String,
+    /// The engine's metrics (`corelog::Metrics`: per shard appends,
+    /// latencies, fdatasyncs, polls, queue) and the server's client
+    /// counters, as text: what Iggy's GET_STATS has no field for.
+    pub metrics: String,
 }
 
 /// The archive of `sections`, compressed as asked.
@@ -94,10 +98,13 @@ fn content(subject: &Subject, section: &SystemSnapshotType) -> String {
             }
             out
         }
-        SystemSnapshotType::ResourceUsage => ["/proc/self/io", "/proc/loadavg", "/proc/meminfo"]
-            .iter()
-            .map(|p| format!("== {p}\n{}\n", read(p)))
-            .collect(),
+        SystemSnapshotType::ResourceUsage => {
+            let mut out = format!("== corelog\n{}\n", subject.metrics);
+            for p in ["/proc/self/io", "/proc/loadavg", "/proc/meminfo"] {
+                let _ = write!(out, "== {p}\n{}\n", read(p));
+            }
+            out
+        }
         SystemSnapshotType::ServerLogs => {
             "corelog-server logs to stderr (RUST_LOG sets the filter); it keeps no log files.\n"
                 .to_owned()
@@ -165,6 +172,7 @@ mod tests {
         let subject = Subject {
             dir: dir.path().to_path_buf(),
             settings: "fsync = batch\n".into(),
+            metrics: "shard 0: 3 appends".into(),
         };
         let test = archive(
             &subject,

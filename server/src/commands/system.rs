@@ -21,9 +21,12 @@ use iggy_common::{IggyError, SnapshotCompression, SystemSnapshotType};
 /// engine stats (one message to each partition's shard), times, the host
 /// (its memory, the data directory's file system space), and this process
 /// as the kernel counts it (resident memory, threads, storage bytes read
-/// and written: Iggy's sources for the same fields). The client counters without a field in Iggy's stats
-/// (connections refused and closed by reason, failed sign-ins, refused
-/// requests, network bytes) are logged at shutdown.
+/// and written: Iggy's sources for the same fields). What Iggy's stats have
+/// no field for, the engine's metrics (per shard appends, latencies,
+/// fdatasyncs, polls, queue depth) and the client counters (connections
+/// refused and closed by reason, failed sign-ins, refused requests, network
+/// bytes), is in GET_SNAPSHOT_FILE's `resource_usage` section (`iggy
+/// snapshot`), and logged at shutdown.
 pub(super) async fn stats(ctx: &Context) -> Outcome {
     let catalog = ctx.metadata.snapshot();
     let topics: usize = catalog.streams.iter().map(|s| s.topics.len()).sum();
@@ -117,6 +120,11 @@ pub(super) async fn snapshot(ctx: &Context, r: GetSnapshotRequest) -> Result<Out
             ctx.durable_acks,
             ctx.segment_bytes,
             ctx.limits
+        ),
+        metrics: format!(
+            "engine: {}\nclients: {}",
+            ctx.engine.metrics(),
+            ctx.counters.snapshot()
         ),
     };
     let (tx, rx) = futures_channel::oneshot::channel();
