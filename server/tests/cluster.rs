@@ -14,11 +14,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+    common::listen_port("127.0.0.1")
 }
 
 fn cluster_config() -> ClusterConfig {

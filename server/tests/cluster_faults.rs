@@ -109,11 +109,7 @@ fn unsafe_free_signal(pid: i32, sig: i32) {
 }
 
 fn free_port(ip: &str) -> u16 {
-    std::net::TcpListener::bind(format!("{ip}:0"))
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+    common::listen_port(ip)
 }
 
 /// Drops the replica traffic of `ip` (both ways) while alive.

@@ -56,13 +56,31 @@ impl MetaMachine for ListMeta {
     }
 }
 
-/// A free loopback port (bound, then released).
+/// A free port on `ip` for a node's listener, below the kernel's
+/// ephemeral range (32768–60999 by default): a node that stops and starts
+/// again binds the same port, and an outgoing connection's source port,
+/// taken from the ephemeral range meanwhile, must not be able to hold it
+/// (it did once: "Address already in use" at a restart). Spread by the
+/// process id and handed out once per process; each is checked free.
+pub fn listen_port(ip: &str) -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = (std::process::id().wrapping_mul(7_919)) % SPAN;
+    for _ in 0..SPAN {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (LOW + (start + n) % SPAN) as u16;
+        if std::net::TcpListener::bind(format!("{ip}:{port}")).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port on {ip} in {LOW}..{}", LOW + SPAN)
+}
+
+/// A free loopback port for a node's listener ([`listen_port`]).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .expect("bind")
-        .local_addr()
-        .expect("addr")
-        .port()
+    listen_port("127.0.0.1")
 }
 
 /// Logs to the test's output (RUST_LOG sets the filter; default warn).

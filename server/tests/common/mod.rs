@@ -164,3 +164,25 @@ pub async fn group_members(c: &IggyClient) -> Vec<(u32, Vec<u32>)> {
         .map(|m| (m.id, m.partitions.clone()))
         .collect()
 }
+
+/// A free port on `ip` for a node's listener, below the kernel's
+/// ephemeral range (32768–60999 by default): a node that stops and starts
+/// again binds the same port, and an outgoing connection's source port,
+/// taken from the ephemeral range meanwhile, must not be able to hold it
+/// (it did once: "Address already in use" at a restart). Spread by the
+/// process id and handed out once per process; each is checked free.
+pub fn listen_port(ip: &str) -> u16 {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let start = (std::process::id().wrapping_mul(7_919)) % SPAN;
+    for _ in 0..SPAN {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (LOW + (start + n) % SPAN) as u16;
+        if std::net::TcpListener::bind(format!("{ip}:{port}")).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port on {ip} in {LOW}..{}", LOW + SPAN)
+}
