@@ -509,7 +509,7 @@ impl Shard {
                     None => {
                         if let Some(e) = refused_by_a_new_partition(&req, p) {
                             drop(parts);
-                            req.fail(RequestError::Append(e));
+                            req.fail(RequestError::appending(p, e));
                         } else if matches!(req, Request::Append { .. } | Request::Create { .. }) {
                             parts.insert(p, Slot::Opening(vec![req]));
                             drop(parts);

@@ -19,8 +19,10 @@ pub enum RequestError {
         error: BatchError,
     },
     /// The partition log refused or failed an append (poisoned, closed, a
-    /// batch too large, a replicated batch that does not continue the
-    /// log); nothing of the batch is acknowledged.
+    /// replicated batch that does not continue the log); nothing of the
+    /// batch is acknowledged. A batch too large is never this: the engine
+    /// answers it as [`RequestError::Admission`], whichever check caught
+    /// it (one variant for one cause).
     #[error(transparent)]
     Append(#[from] AppendError),
     /// The partition log failed another request (I/O, damaged bytes,
@@ -127,5 +129,40 @@ impl RequestError {
             RequestError::Io { source, .. } => source.kind() == std::io::ErrorKind::StorageFull,
             _ => false,
         }
+    }
+}
+
+impl RequestError {
+    /// `partition`'s log refusing or failing an append, as a request
+    /// error: a batch too large for the log is an admission refusal, as
+    /// the handle's own size check answers it.
+    pub(crate) fn appending(partition: u64, e: AppendError) -> RequestError {
+        match e {
+            AppendError::TooLarge(error) => RequestError::Admission { partition, error },
+            e => RequestError::Append(e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_too_large_for_the_log_is_an_admission_refusal() {
+        let error = BatchError::TooLarge {
+            declared: 10,
+            max: 5,
+        };
+        let e = RequestError::appending(7, AppendError::TooLarge(error.clone()));
+        assert!(
+            matches!(&e, RequestError::Admission { partition: 7, error: got } if *got == error),
+            "{e:?}"
+        );
+        let closed = RequestError::appending(7, AppendError::Closed { partition: 7 });
+        assert!(matches!(
+            closed,
+            RequestError::Append(AppendError::Closed { .. })
+        ));
     }
 }

@@ -40,7 +40,7 @@ impl Shard {
                 };
                 let shard = self.clone();
                 self.spawn_tracked(async move {
-                    let r = fut.await.map_err(RequestError::from);
+                    let r = fut.await.map_err(|e| RequestError::appending(partition, e));
                     let stored = r.as_ref().ok().map(|_| bytes);
                     shard.queue.counters.append_done(started, stored);
                     let _ = reply.send(r);
