@@ -58,44 +58,21 @@ fn table() -> Vec<(RequestError, ErrorKind, Option<u64>)> {
             K::BadBatch,
             p,
         ),
+        // What any request on a log meets is a `LogError`, once; an
+        // append's carries it in `AppendError::Log` (the engine answers it
+        // as `RequestError::Storage`, below), and its kind is the same.
         (
-            AppendError::Poisoned {
-                partition: 7,
-                cause: poison(false),
-            }
-            .into(),
-            K::Poisoned,
-            p,
-        ),
-        (
-            AppendError::Poisoned {
+            RequestError::Append(AppendError::Log(LogError::Poisoned {
                 partition: 7,
                 cause: poison(true),
-            }
-            .into(),
+            })),
             K::NoSpace,
             p,
         ),
-        (AppendError::Closed { partition: 7 }.into(), K::Closed, p),
         (
-            AppendError::Io {
-                op: "write",
-                path: "/x".into(),
-                source: Arc::new(io(false)),
-            }
-            .into(),
-            K::Io,
-            None,
-        ),
-        (
-            AppendError::Io {
-                op: "write",
-                path: "/x".into(),
-                source: Arc::new(io(true)),
-            }
-            .into(),
-            K::NoSpace,
-            None,
+            RequestError::Append(AppendError::Log(LogError::Closed { partition: 7 })),
+            K::Closed,
+            p,
         ),
         (AppendError::TooLarge(too_large()).into(), K::BadBatch, None),
         (

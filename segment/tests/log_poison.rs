@@ -45,10 +45,7 @@ fn seg0() -> PathBuf {
 /// The cause of a poisoned append.
 fn cause(e: &AppendError) -> Arc<Poison> {
     match e {
-        AppendError::Poisoned { partition, cause } => {
-            assert_eq!(*partition, P);
-            cause.clone()
-        }
+        AppendError::Log(e) => log_cause(e),
         other => panic!("expected Poisoned, got: {other}"),
     }
 }

@@ -90,8 +90,7 @@ fn log_kind(e: &LogError) -> ErrorKind {
 
 fn append_kind(e: &AppendError) -> ErrorKind {
     match e {
-        AppendError::Poisoned { .. } => poisoned_kind(e.is_no_space()),
-        AppendError::Closed { .. } => ErrorKind::Closed,
+        AppendError::Log(e) => log_kind(e),
         AppendError::TooLarge(_) => ErrorKind::BadBatch,
         AppendError::OffsetMismatch { .. }
         | AppendError::PartitionMismatch { .. }
@@ -142,9 +141,9 @@ impl RequestError {
             | RequestError::Unopenable { partition, .. }
             | RequestError::UnknownPartition { partition }
             | RequestError::Replicated { partition } => Some(*partition),
-            RequestError::Append(
-                AppendError::Poisoned { partition, .. } | AppendError::Closed { partition },
-            )
+            RequestError::Append(AppendError::Log(
+                LogError::Poisoned { partition, .. } | LogError::Closed { partition },
+            ))
             | RequestError::Storage(
                 LogError::Poisoned { partition, .. } | LogError::Closed { partition },
             ) => Some(*partition),

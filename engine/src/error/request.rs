@@ -18,11 +18,13 @@ pub enum RequestError {
         /// what is wrong with the batch
         error: BatchError,
     },
-    /// The partition log refused or failed an append (poisoned, closed, a
+    /// The partition log refused an append of its own accord (a
     /// replicated batch that does not continue the log); nothing of the
-    /// batch is acknowledged. A batch too large is never this: the engine
-    /// answers it as [`RequestError::Admission`], whichever check caught
-    /// it (one variant for one cause).
+    /// batch is acknowledged. The engine answers what else an append meets
+    /// as every other request does, one variant for one cause: a batch too
+    /// large as [`RequestError::Admission`] (whichever check caught it), a
+    /// poisoned or closed log or an I/O failure as
+    /// [`RequestError::Storage`].
     #[error(transparent)]
     Append(#[from] AppendError),
     /// The partition log failed another request (I/O, damaged bytes,
@@ -135,10 +137,13 @@ impl RequestError {
 impl RequestError {
     /// `partition`'s log refusing or failing an append, as a request
     /// error: a batch too large for the log is an admission refusal, as
-    /// the handle's own size check answers it.
+    /// the handle's own size check answers it; what any request on the log
+    /// can meet (poisoned, closed, I/O) is a storage failure, as a poll's
+    /// or a flush's.
     pub(crate) fn appending(partition: u64, e: AppendError) -> RequestError {
         match e {
             AppendError::TooLarge(error) => RequestError::Admission { partition, error },
+            AppendError::Log(e) => RequestError::Storage(e),
             e => RequestError::Append(e),
         }
     }
@@ -149,7 +154,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_batch_too_large_for_the_log_is_an_admission_refusal() {
+    fn an_append_failure_has_one_variant_per_cause() {
         let error = BatchError::TooLarge {
             declared: 10,
             max: 5,
@@ -159,10 +164,20 @@ mod tests {
             matches!(&e, RequestError::Admission { partition: 7, error: got } if *got == error),
             "{e:?}"
         );
-        let closed = RequestError::appending(7, AppendError::Closed { partition: 7 });
+        let closed = LogError::Closed { partition: 7 };
+        let e = RequestError::appending(7, AppendError::Log(closed));
+        assert!(
+            matches!(e, RequestError::Storage(LogError::Closed { partition: 7 })),
+            "{e:?}"
+        );
+        let mismatch = AppendError::OffsetMismatch {
+            expected: 1,
+            found: 2,
+        };
+        let e = RequestError::appending(7, mismatch);
         assert!(matches!(
-            closed,
-            RequestError::Append(AppendError::Closed { .. })
+            e,
+            RequestError::Append(AppendError::OffsetMismatch { .. })
         ));
     }
 }

@@ -2,7 +2,7 @@
 //! written mark advanced over completed writes, in order; rotation to the
 //! next segment.
 
-use super::error::AppendError;
+use super::error::{AppendError, LogError};
 use super::index;
 use super::map_slot::mapper;
 use super::partition::{AppendAck, Inflight, Mark, PartitionLog, State};
@@ -93,15 +93,15 @@ impl<S: Storage> PartitionLog<S> {
 
     fn check_accepting(&self, st: &State<S::File>) -> Result<(), AppendError> {
         if let Some(cause) = &st.poison {
-            return Err(AppendError::Poisoned {
+            return Err(AppendError::Log(LogError::Poisoned {
                 partition: self.inner.partition,
                 cause: cause.clone(),
-            });
+            }));
         }
         if st.closed {
-            return Err(AppendError::Closed {
+            return Err(AppendError::Log(LogError::Closed {
                 partition: self.inner.partition,
-            });
+            }));
         }
         Ok(())
     }
@@ -171,9 +171,9 @@ impl<S: Storage> PartitionLog<S> {
         let base_offset = st.next_offset;
         let next_offset = base_offset + u64::from(count);
         let Some(seg) = st.segments.back_mut() else {
-            return Err(AppendError::Closed {
+            return Err(AppendError::Log(LogError::Closed {
                 partition: self.inner.partition,
-            });
+            }));
         };
         debug_assert_eq!(
             seg.state,
@@ -391,9 +391,11 @@ impl<S: Storage> Future for AppendFuture<S> {
         let this = self.get_mut();
         let (ack, end) = match &mut this.state {
             AppendState::Failed(e) => {
-                return Poll::Ready(Err(e.take().unwrap_or(AppendError::Closed {
-                    partition: this.log.inner.partition,
-                })))
+                return Poll::Ready(Err(e.take().unwrap_or(AppendError::Log(
+                    LogError::Closed {
+                        partition: this.log.inner.partition,
+                    },
+                ))))
             }
             AppendState::Waiting { ack, end } => (*ack, *end),
         };
@@ -402,10 +404,10 @@ impl<S: Storage> Future for AppendFuture<S> {
             if end <= st.poison_mark {
                 return Poll::Ready(Ok(ack));
             }
-            return Poll::Ready(Err(AppendError::Poisoned {
+            return Poll::Ready(Err(AppendError::Log(LogError::Poisoned {
                 partition: this.log.inner.partition,
                 cause: cause.clone(),
-            }));
+            })));
         }
         if this.log.ack_mark(&st).next_offset >= end {
             return Poll::Ready(Ok(ack));

@@ -190,35 +190,18 @@ pub enum OpenError {
 }
 
 /// Why an append was refused or failed. Nothing of the batch is
-/// acknowledged.
+/// acknowledged. What any request on the log can meet (poisoned, closed,
+/// an I/O failure) is a [`LogError`], once, in [`AppendError::Log`]; the
+/// rest is the append's own.
 #[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum AppendError {
-    /// A write or sync failed earlier (or this append's own did); the
-    /// partition refuses appends until it is reopened.
-    #[error("partition {partition} is poisoned: {cause}{hint}; nothing more is appended until it is reopened and recovered", hint = if is_no_space(&cause.error) { " (the disk is full: free space first)" } else { "" })]
-    Poisoned {
-        /// the partition
-        partition: u64,
-        /// the failure
-        cause: Arc<Poison>,
-    },
-    /// The log was closed.
-    #[error("partition {partition} is closed")]
-    Closed {
-        /// the partition
-        partition: u64,
-    },
-    /// Creating the next segment failed; the partition is not poisoned.
-    #[error("{op} {path}: {source}{hint}", path = path.display(), hint = if is_no_space(source) { " (the disk is full: free space, then append again)" } else { "" })]
-    Io {
-        /// what was being done
-        op: &'static str,
-        /// the file
-        path: PathBuf,
-        /// the error
-        source: Arc<io::Error>,
-    },
+    /// The log cannot take it: poisoned by an earlier failed write or
+    /// sync (or this append's own; appends are refused until it is
+    /// reopened), closed, or creating the next segment failed (not
+    /// poisoned).
+    #[error(transparent)]
+    Log(#[from] LogError),
     /// The batch is larger than the log's `limits` allow (which may be
     /// stricter than those it was admitted by).
     #[error("batch refused: {0}")]
@@ -320,18 +303,13 @@ impl LogError {
 
 impl AppendError {
     pub(crate) fn io(op: &'static str, path: impl Into<PathBuf>, source: io::Error) -> AppendError {
-        AppendError::Io {
-            op,
-            path: path.into(),
-            source: Arc::new(source),
-        }
+        AppendError::Log(LogError::io(op, path, source))
     }
 
     /// Whether the error is a full disk (directly or as the poison cause).
     pub fn is_no_space(&self) -> bool {
         match self {
-            AppendError::Io { source, .. } => is_no_space(source),
-            AppendError::Poisoned { cause, .. } => is_no_space(&cause.error),
+            AppendError::Log(e) => e.is_no_space(),
             _ => false,
         }
     }
