@@ -38,6 +38,11 @@ struct Args {
     /// (retention and DELETE_SEGMENTS delete whole sealed segments).
     #[arg(long, default_value_t = corelog::LogConfig::default().segment_bytes)]
     segment_bytes: u64,
+    /// Poll replies to plain-TCP clients send each run of stored bytes of
+    /// at least this size from its segment file (sendfile, no copy through
+    /// user memory); `off`: every byte from the mappings (writev).
+    #[arg(long, default_value = "64K", value_parser = parse_by_reference)]
+    send_by_reference: ByReference,
     /// The user clients sign in as.
     #[arg(long, env = "CORELOG_SERVER_USERNAME", default_value = DEFAULT_USERNAME)]
     username: String,
@@ -112,6 +117,20 @@ fn parse_bytes(s: &str) -> Result<u64, String> {
     let n: u64 = digits.parse().map_err(|e| format!("{s:?}: {e}"))?;
     n.checked_mul(1 << shift)
         .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+/// `--send-by-reference`: a size, or `off`.
+#[derive(Debug, Clone, Copy)]
+struct ByReference(Option<usize>);
+
+fn parse_by_reference(s: &str) -> Result<ByReference, String> {
+    if s.trim() == "off" {
+        return Ok(ByReference(None));
+    }
+    let n = parse_bytes(s)?;
+    usize::try_from(n)
+        .map(|n| ByReference(Some(n)))
+        .map_err(|_| format!("{s:?} is too large"))
 }
 
 /// `Nms`, `Ns` or `N` (seconds).
@@ -216,6 +235,7 @@ fn config_of(args: Args) -> Option<ServerConfig> {
         shards: args.shards,
         fsync: args.fsync,
         segment_bytes: args.segment_bytes,
+        send_by_reference: args.send_by_reference.0,
         username: args.username,
         password: args.password,
         cluster,

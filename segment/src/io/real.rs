@@ -6,9 +6,8 @@ use super::uring::Ring;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::ops::Range;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::path::Path;
-use std::rc::Rc;
 use std::sync::Arc;
 
 /// Real files, with latency-critical operations on one shard's [`Ring`].
@@ -78,7 +77,7 @@ impl Storage for UringStorage {
             .create(create)
             .open(path)?;
         Ok(UringFile {
-            file: Rc::new(file),
+            file: Arc::new(file),
             ring: self.ring.clone(),
             syncs: self.syncs.clone(),
         })
@@ -109,7 +108,7 @@ impl Storage for UringStorage {
 /// A real file; clones share the descriptor.
 #[derive(Debug, Clone)]
 pub struct UringFile {
-    file: Rc<File>,
+    file: Arc<File>,
     ring: Ring,
     syncs: Option<Arc<dyn SyncObserver>>,
 }
@@ -164,12 +163,19 @@ impl StorageFile for UringFile {
         // SAFETY: as argued above; other processes do not write the file:
         // that is `UringStorage`'s precondition.
         let map = unsafe { memmap2::MmapOptions::new().len(capacity).map(&*self.file)? };
-        Ok(Mapping::new(Arc::new(FileMap { map })))
+        Ok(Mapping::new(Arc::new(FileMap {
+            map,
+            file: self.file.clone(),
+        })))
     }
 }
 
 struct FileMap {
     map: memmap2::Mmap,
+    /// The mapped file (the segment's own descriptor, not a copy), kept
+    /// open while the mapping lives so that a reader can also hand its
+    /// ranges to the kernel by descriptor (`sendfile`).
+    file: Arc<File>,
 }
 
 impl Mapped for FileMap {
@@ -187,6 +193,10 @@ impl Mapped for FileMap {
         // touches while the slice lives.
         // SAFETY: the range lies inside the mapping (checked above).
         Some(unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(range.start), range.len()) })
+    }
+
+    fn fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.file.as_fd())
     }
 }
 
@@ -216,5 +226,8 @@ pub fn map_file(path: &Path) -> io::Result<Mapping> {
     // while the mapping lives (inspection only reads, up to `len`), and no
     // other process does (the precondition above).
     let map = unsafe { memmap2::MmapOptions::new().len(len).map(&file)? };
-    Ok(Mapping::new(Arc::new(FileMap { map })))
+    Ok(Mapping::new(Arc::new(FileMap {
+        map,
+        file: Arc::new(file),
+    })))
 }

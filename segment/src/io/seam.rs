@@ -98,6 +98,15 @@ impl Mapping {
     pub(crate) fn slice(&self, range: Range<usize>) -> Option<&[u8]> {
         self.0.slice(range)
     }
+
+    /// The mapped file's descriptor, open while the mapping lives (`None`
+    /// for a mapping of no file, such as the simulator's): the mapping's
+    /// byte `i` is the file's byte `i`, so a reader holding a written range
+    /// may hand it to the kernel by descriptor (`sendfile`) under the same
+    /// contract as reading it here.
+    pub fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        self.0.fd()
+    }
 }
 
 /// What a mapping implementation provides (see [`Mapping`]).
@@ -106,6 +115,10 @@ pub(crate) trait Mapped: Send + Sync + 'static {
     fn capacity(&self) -> usize;
     /// The bytes of `range`, or `None` past the mapped length.
     fn slice(&self, range: Range<usize>) -> Option<&[u8]>;
+    /// The mapped file's descriptor, if the mapping is of a file.
+    fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        None
+    }
 }
 
 /// Files and directories, as the partition log uses them.

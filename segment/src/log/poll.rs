@@ -145,6 +145,16 @@ impl PollReply {
         self.chunks.iter().map(|c| c.bytes())
     }
 
+    /// Where slice `chunk` (of [`PollReply::slices`]) lies in its segment
+    /// file: the file's descriptor, open while the reply lives, and the
+    /// offset of the slice's first byte. `None` for a mapping of no file
+    /// (the simulator's) or past the last slice. For a zero-copy send
+    /// (`sendfile`) of exactly the bytes the slice holds.
+    pub fn slice_file(&self, chunk: usize) -> Option<(std::os::fd::BorrowedFd<'_>, u64)> {
+        let c = self.chunks.get(chunk)?;
+        Some((c.map.fd()?, c.range.start as u64))
+    }
+
     /// The slices as `IoSlice`s, for a vectored socket write.
     pub fn io_slices(&self) -> Vec<IoSlice<'_>> {
         self.slices().map(IoSlice::new).collect()

@@ -405,7 +405,11 @@ impl Connection {
             Outcome::Poll(wire) => {
                 let n = wire.remaining() as u64;
                 self.transport
-                    .write_wire(wire, self.ctx.limits.stall_timeout)
+                    .write_wire(
+                        wire,
+                        self.ctx.send_by_reference,
+                        self.ctx.limits.stall_timeout,
+                    )
                     .await?;
                 Counters::add(&self.ctx.counters.bytes_out, n);
                 return Ok(Written::Reply);

@@ -45,12 +45,24 @@ impl Transport {
         }
     }
 
-    /// Writes all of a poll reply. Plain TCP hands the kernel the mapped
-    /// segment bytes in one vectored write (looping over short writes); TLS
-    /// encrypts them from the mappings into records.
-    pub async fn write_wire(&mut self, mut wire: WireVec, stall: Duration) -> io::Result<()> {
+    /// Writes all of a poll reply. Plain TCP sends runs of stored bytes of
+    /// at least `by_reference` bytes from their segment files
+    /// (`by_reference.rs`: `sendfile`, no copy through user memory), and
+    /// otherwise hands the kernel the mapped segment bytes in one vectored
+    /// write (looping over short writes); TLS encrypts them from the
+    /// mappings into records.
+    pub async fn write_wire(
+        &mut self,
+        mut wire: WireVec,
+        by_reference: Option<usize>,
+        stall: Duration,
+    ) -> io::Result<()> {
         match self {
             Transport::Tls(tls) => tls.write_slices(&wire.slices(), stall).await,
+            Transport::Plain(tcp) if by_reference.is_some_and(|min| wire.remaining() >= min) => {
+                let min = by_reference.unwrap_or(usize::MAX);
+                crate::net::by_reference::send(tcp, &wire, min, stall).await
+            }
             Transport::Plain(tcp) => {
                 while wire.remaining() > 0 {
                     let c = Canceller::new();

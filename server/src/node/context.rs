@@ -43,6 +43,9 @@ pub struct Context {
     pub durable_acks: bool,
     /// The engine's segment size in bytes (`--segment-bytes`).
     pub segment_bytes: u64,
+    /// Poll replies to plain-TCP clients send runs of stored bytes at
+    /// least this long from their segment files (`--send-by-reference`).
+    pub send_by_reference: Option<usize>,
     /// The connected clients.
     pub clients: Arc<Registry>,
     /// What each client, and all of them, may hold.
@@ -89,6 +92,8 @@ pub struct Parts {
     pub segment_bytes: u64,
     /// What each client, and all of them, may hold.
     pub limits: Limits,
+    /// The smallest run of stored bytes a poll reply sends by reference.
+    pub send_by_reference: Option<usize>,
 }
 
 impl Context {
@@ -107,6 +112,7 @@ impl Context {
             durable_acks,
             segment_bytes,
             limits,
+            send_by_reference,
         } = parts;
         let logins = Logins::new(
             limits.login_concurrency,
@@ -127,6 +133,7 @@ impl Context {
             in_flight: AtomicUsize::new(0),
             durable_acks,
             segment_bytes,
+            send_by_reference,
             clients: Arc::new(Registry::default()),
             budget: Budget::new(limits.max_inflight_bytes, max_request),
             buffers: BufPool::new(pool_bytes(limits.max_inflight_bytes)),

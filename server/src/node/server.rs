@@ -45,7 +45,16 @@ pub struct ServerConfig {
     pub tls: Option<crate::net::tls::TlsFiles>,
     /// In a cluster: this node, every node, and the replication's timing.
     pub cluster: Option<ClusterSetup>,
+    /// Poll replies to plain-TCP clients send each run of stored bytes of
+    /// at least this many bytes from its segment file (`sendfile`: no copy
+    /// through user memory), the rest from the mappings; `None`: every
+    /// byte from the mappings (`writev`).
+    pub send_by_reference: Option<usize>,
 }
+
+/// The smallest run of stored bytes a poll reply sends from its segment
+/// file by default ([`ServerConfig::send_by_reference`]).
+pub const DEFAULT_SEND_BY_REFERENCE: usize = 64 << 10;
 
 /// How a node joins its cluster.
 #[derive(Debug, Clone)]
@@ -72,6 +81,7 @@ impl ServerConfig {
             username: crate::catalog::root::DEFAULT_USERNAME.into(),
             password: crate::catalog::root::DEFAULT_PASSWORD.into(),
             cluster: None,
+            send_by_reference: Some(DEFAULT_SEND_BY_REFERENCE),
             limits: Limits::default(),
             tls: None,
         }
@@ -177,6 +187,7 @@ impl Server {
                 durable_acks: config.fsync.acks_durable(),
                 segment_bytes: config.segment_bytes,
                 limits: config.limits.clone(),
+                send_by_reference: config.send_by_reference,
             })
             .map_err(ServerError::Thread)?,
         );

@@ -5,7 +5,8 @@
 //! monoio's `writev` takes its buffer by value and hands it back when the
 //! kernel is done (the operation owns it even if the future is dropped), so
 //! the buffer type must promise stable iovecs: that is the one `unsafe impl`
-//! here, the only `unsafe` in the server.
+//! here (the server's other `unsafe` is `net/by_reference.rs`, the same
+//! iovecs and the segment files handed to `writev` and `sendfile`).
 #![allow(unsafe_code)]
 
 use corelog::PollReply;
@@ -26,6 +27,23 @@ pub enum Piece {
         chunk: usize,
         /// which bytes of it
         range: Range<usize>,
+    },
+}
+
+/// A stretch of the write, for a send by reference (`net/by_reference.rs`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Run {
+    /// These iovecs ([`WireVec::iovecs`]), written from memory.
+    Vectored(Range<usize>),
+    /// Bytes `start..start + len` of the reply's `chunk`-th slice, sent
+    /// from its segment file by descriptor ([`WireVec::slice_file`]).
+    File {
+        /// which slice
+        chunk: usize,
+        /// where in it
+        start: usize,
+        /// how many bytes
+        len: usize,
     },
 }
 
@@ -114,6 +132,59 @@ impl WireVec {
             .collect()
     }
 
+    /// The iovecs, in order (see [`Run::Vectored`]).
+    pub fn iovecs(&self) -> &[libc::iovec] {
+        &self.iovecs
+    }
+
+    /// Where the reply's `chunk`-th slice lies in its segment file (see
+    /// `PollReply::slice_file`), open while this write lives.
+    pub fn slice_file(&self, chunk: usize) -> Option<(std::os::fd::BorrowedFd<'_>, u64)> {
+        self.reply.slice_file(chunk)
+    }
+
+    /// The write cut into runs: stored bytes that lie together in one
+    /// segment file, at least `min_file` of them, are sent from the file by
+    /// descriptor; everything else (built bytes, shorter stored runs, a
+    /// mapping of no file) from memory, in vectored writes. In order, and
+    /// covering every byte once.
+    pub fn runs(&self, min_file: usize) -> Vec<Run> {
+        let mut runs = Vec::new();
+        let mut vectored: Option<Range<usize>> = None;
+        let mut i = 0;
+        while i < self.pieces.len() {
+            let Piece::Stored { chunk, range } = &self.pieces[i] else {
+                extend(&mut vectored, i);
+                i += 1;
+                continue;
+            };
+            // The stored pieces that continue this one in the same slice.
+            let (start, mut end, mut j) = (range.start, range.end, i + 1);
+            while let Some(Piece::Stored { chunk: c, range: r }) = self.pieces.get(j) {
+                if c != chunk || r.start != end {
+                    break;
+                }
+                end = r.end;
+                j += 1;
+            }
+            if end - start >= min_file && self.reply.slice_file(*chunk).is_some() {
+                runs.extend(vectored.take().map(Run::Vectored));
+                runs.push(Run::File {
+                    chunk: *chunk,
+                    start,
+                    len: end - start,
+                });
+            } else {
+                for k in i..j {
+                    extend(&mut vectored, k);
+                }
+            }
+            i = j;
+        }
+        runs.extend(vectored.map(Run::Vectored));
+        runs
+    }
+
     /// Bytes not yet written.
     pub fn remaining(&self) -> usize {
         self.remaining
@@ -135,6 +206,14 @@ impl WireVec {
             n -= v.iov_len;
             self.first += 1;
         }
+    }
+}
+
+/// Adds iovec `i` to a vectored run (they come in order).
+fn extend(run: &mut Option<Range<usize>>, i: usize) {
+    match run {
+        Some(r) => r.end = i + 1,
+        None => *run = Some(i..i + 1),
     }
 }
 
