@@ -165,8 +165,17 @@ impl StorageFile for UringFile {
         let map = unsafe { memmap2::MmapOptions::new().len(capacity).map(&*self.file)? };
         Ok(Mapping::new(Arc::new(FileMap {
             map,
-            file: self.file.clone(),
+            file: Some(self.file.clone()),
         })))
+    }
+
+    fn map_alone(&self, capacity: usize) -> io::Result<Mapping> {
+        if capacity == 0 {
+            return Ok(Mapping::new(Arc::new(EmptyMap)));
+        }
+        // SAFETY: as in `map`.
+        let map = unsafe { memmap2::MmapOptions::new().len(capacity).map(&*self.file)? };
+        Ok(Mapping::new(Arc::new(FileMap { map, file: None })))
     }
 }
 
@@ -174,8 +183,9 @@ struct FileMap {
     map: memmap2::Mmap,
     /// The mapped file (the segment's own descriptor, not a copy), kept
     /// open while the mapping lives so that a reader can also hand its
-    /// ranges to the kernel by descriptor (`sendfile`).
-    file: Arc<File>,
+    /// ranges to the kernel by descriptor (`sendfile`); `None` for a
+    /// mapping made alone (`map_alone`).
+    file: Option<Arc<File>>,
 }
 
 impl Mapped for FileMap {
@@ -196,7 +206,7 @@ impl Mapped for FileMap {
     }
 
     fn fd(&self) -> Option<BorrowedFd<'_>> {
-        Some(self.file.as_fd())
+        self.file.as_ref().map(|f| f.as_fd())
     }
 }
 
@@ -228,6 +238,6 @@ pub fn map_file(path: &Path) -> io::Result<Mapping> {
     let map = unsafe { memmap2::MmapOptions::new().len(len).map(&file)? };
     Ok(Mapping::new(Arc::new(FileMap {
         map,
-        file: Arc::new(file),
+        file: Some(Arc::new(file)),
     })))
 }

@@ -160,6 +160,13 @@ pub trait StorageFile: Clone + 'static {
     async fn allocate(&self, len: u64) -> io::Result<()>;
     /// Sets the length.
     async fn truncate(&self, len: u64) -> io::Result<()>;
-    /// Maps the first `capacity` bytes read-only (see [`Mapping`]).
+    /// Maps the first `capacity` bytes read-only (see [`Mapping`]); the
+    /// mapping shares the file's descriptor ([`Mapping::fd`]).
     fn map(&self, capacity: usize) -> io::Result<Mapping>;
+    /// [`StorageFile::map`] for a file opened only to be mapped (a sealed
+    /// segment mapped for a read): the mapping keeps no descriptor, so
+    /// that mapped sealed segments cost no file descriptors.
+    fn map_alone(&self, capacity: usize) -> io::Result<Mapping> {
+        self.map(capacity)
+    }
 }

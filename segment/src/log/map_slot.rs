@@ -22,10 +22,11 @@ pub const MAPPED_SEALED: usize = 2;
 pub(crate) type Mapper = Rc<dyn Fn(&Path, usize) -> io::Result<Mapping>>;
 
 /// A mapper over `storage`: opens the file, maps it and lets the
-/// descriptor go (the mapping keeps the file).
+/// descriptor go (the mapping keeps the file, and no descriptor: a sealed
+/// segment's bytes are sent from the mapping, never by descriptor).
 pub(crate) fn mapper<S: Storage>(storage: &S) -> Mapper {
     let storage = storage.clone();
-    Rc::new(move |path: &Path, len: usize| storage.open(path, false)?.map(len))
+    Rc::new(move |path: &Path, len: usize| storage.open(path, false)?.map_alone(len))
 }
 
 thread_local! {
