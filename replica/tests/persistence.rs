@@ -57,18 +57,9 @@ fn a_followers_held_sync_holds_the_commit_back() {
     // Meanwhile the held follower answers the leader's heartbeats (they
     // claim nothing it has not synced): the leader keeps its quorum and
     // its term.
-    let group = nodes[li].handle().group_of(1) as usize;
-    let term = nodes[li].handle().status()[group].term;
-    let until = std::time::Instant::now() + Duration::from_secs(2);
-    while std::time::Instant::now() < until {
-        let g = &nodes[li].handle().status()[group];
-        assert_eq!(
-            (g.leader, g.term),
-            (Some(leader), term),
-            "the leader lost its quorum while the only follower up was syncing"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let group = nodes[li].handle().group_of(1);
+    let why = "the only follower up was syncing";
+    assert_leads_throughout(&nodes[li], Some(group), Duration::from_secs(2), why);
     match rx.recv_timeout(Duration::from_millis(10)) {
         Err(mpsc::RecvTimeoutError::Timeout) => {}
         Ok(r) => panic!(

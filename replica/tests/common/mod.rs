@@ -317,3 +317,27 @@ pub fn append_retrying(node: &Node, partition: u64, bytes: bytes::Bytes) -> core
         }
     }
 }
+
+/// Asserts for `window` that `node` leads every group (`group`: only that
+/// one) without a change of term: no election took leadership away, as one
+/// does when a leader loses its quorum (check_quorum). `why` names what was
+/// going on.
+pub fn assert_leads_throughout(node: &Node, group: Option<u32>, window: Duration, why: &str) {
+    let leader = node.id;
+    let terms: Vec<u64> = node.handle().status().iter().map(|g| g.term).collect();
+    let until = Instant::now() + window;
+    while Instant::now() < until {
+        for g in node.handle().status() {
+            if group.is_some_and(|only| only != g.group) {
+                continue;
+            }
+            assert_eq!(
+                (g.leader, g.term),
+                (Some(leader), terms[g.group as usize]),
+                "group {}: the leader lost its quorum while {why}",
+                g.group
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
