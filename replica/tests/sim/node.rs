@@ -6,7 +6,10 @@
 //! - a send's stamped batch is written **once**, into the partition log at
 //!   the offset the leader stamped; the journal takes a 24-byte pointer;
 //! - a suffix a new leader replaces is cut from the log (`cut_suffix`,
-//!   crash-safe) before the new entries are written;
+//!   crash-safe) before the new entries' batches are written; the journal
+//!   takes the new entries' pointers first (the group's persister waits
+//!   for the cut with the writes, so its records may reach the disk before
+//!   the cut does);
 //! - the journal's sync and the log's appends (durable under
 //!   `fsync=batch`) are awaited before any message raft-rs holds for
 //!   persistence (an append or vote response) leaves;
@@ -235,8 +238,15 @@ impl Up {
         let mut writes = Vec::new();
         if !rd.entries().is_empty() {
             let ents = rd.entries().clone();
-            writes = self.write_batches(&ents, bugs).await?;
-            let kinds: BTreeMap<u64, Pointer> = writes.iter().map(|(i, p, _)| (*i, *p)).collect();
+            // The group's order (`group/write.rs`): where the replaced
+            // suffix starts is read from the journal's old pointers; the
+            // cut and the batches are queued on the shard, and the journal
+            // overwrites the pointers meanwhile, so its records may reach
+            // the disk before the cut: written here first, the harder
+            // order for a power cut.
+            let replaced = self.replaced_from(ents[0].index, bugs);
+            let batches = batches_of(&ents)?;
+            let kinds: BTreeMap<u64, Pointer> = batches.iter().map(|(i, p, _)| (*i, *p)).collect();
             self.journal
                 .append(&ents, |e| {
                     kinds
@@ -250,6 +260,7 @@ impl Up {
                 .wl()
                 .append(&ents)
                 .map_err(|e| format!("raft storage: {e}"))?;
+            writes = self.write_batches(replaced, batches, bugs).await?;
         }
         if let Some(hs) = rd.hs() {
             self.journal
@@ -284,11 +295,24 @@ impl Up {
         Ok(())
     }
 
-    /// Cuts the suffix `ents` replace from the log, then issues their
-    /// batches' writes (in order); the futures resolve once durable.
+    /// Where the log is to be cut for entries from `first` on: the first
+    /// batch the journal's old pointers name there, if the log holds it.
+    fn replaced_from(&self, first: u64, bugs: &Bugs) -> Option<u64> {
+        if bugs.no_cut || first > self.journal.last_index() {
+            return None;
+        }
+        (first..=self.journal.last_index())
+            .find_map(|i| self.journal.pointer(i))
+            .map(|p| p.base_offset)
+            .filter(|f| *f < self.log.stats().end_offset)
+    }
+
+    /// Cuts the log from `replaced`, then issues `batches`' writes (in
+    /// order); the futures resolve once durable.
     async fn write_batches(
         &mut self,
-        ents: &[Entry],
+        replaced: Option<u64>,
+        batches: Vec<(u64, Pointer, Batch)>,
         bugs: &Bugs,
     ) -> Result<
         Vec<(
@@ -298,38 +322,24 @@ impl Up {
         )>,
         Fatal,
     > {
-        let first = ents[0].index;
-        if !bugs.no_cut && first <= self.journal.last_index() {
-            let replaced = (first..=self.journal.last_index())
-                .find_map(|i| self.journal.pointer(i))
-                .map(|p| p.base_offset);
-            if let Some(from) = replaced.filter(|f| *f < self.log.stats().end_offset) {
-                if let Some((l, _)) = self
-                    .log
-                    .cut_suffix(from)
-                    .await
-                    .map_err(|e| format!("cut at {from}: {e}"))?
-                {
-                    self.log = l;
-                    let _ = self.log.set_commit_mark(self.commit_end);
-                    self.checked = self.checked.min(from);
-                }
+        if let Some(from) = replaced {
+            if let Some((l, _)) = self
+                .log
+                .cut_suffix(from)
+                .await
+                .map_err(|e| format!("cut at {from}: {e}"))?
+            {
+                self.log = l;
+                let _ = self.log.set_commit_mark(self.commit_end);
+                self.checked = self.checked.min(from);
             }
         }
         let mut out = Vec::new();
-        for e in ents {
-            if e.data.is_empty() {
-                continue;
-            }
-            let batch = Batch::admit(Bytes::from(e.data.to_vec()), &limits())
-                .map_err(|err| format!("entry {}: {err}", e.index))?;
-            let Some(p) = Pointer::of(batch.as_ref()) else {
-                return Err(format!("entry {}: no pointer", e.index));
-            };
+        for (index, p, batch) in batches {
             if bugs.serve_uncommitted {
                 let _ = self.log.set_commit_mark(p.next_offset());
             }
-            out.push((e.index, p, self.log.append_stamped(batch)));
+            out.push((index, p, self.log.append_stamped(batch)));
         }
         Ok(out)
     }
@@ -464,4 +474,21 @@ fn producer_batch(tag: u64, count: usize, size: usize) -> Option<Batch> {
         });
     }
     Batch::admit(b.build().ok()?, &limits()).ok()
+}
+
+/// The batch of each entry that carries one, admitted, with its pointer.
+fn batches_of(ents: &[Entry]) -> Result<Vec<(u64, Pointer, Batch)>, Fatal> {
+    let mut out = Vec::new();
+    for e in ents {
+        if e.data.is_empty() {
+            continue;
+        }
+        let batch = Batch::admit(Bytes::from(e.data.to_vec()), &limits())
+            .map_err(|err| format!("entry {}: {err}", e.index))?;
+        let Some(p) = Pointer::of(batch.as_ref()) else {
+            return Err(format!("entry {}: no pointer", e.index));
+        };
+        out.push((e.index, p, batch));
+    }
+    Ok(out)
 }
