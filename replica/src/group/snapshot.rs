@@ -78,7 +78,10 @@ impl Group {
             Role::Data { .. } => self.opts.compact_bytes,
         };
         let index = self.applied;
-        if bytes < limit || index <= snap || self.compacting {
+        // Not while a snapshot is being installed: the partitions' ends
+        // the flush would read are moving to the snapshot's.
+        let installing = self.install != Installing::Idle;
+        if bytes < limit || index <= snap || self.compacting || installing {
             return Ok(());
         }
         match &self.role {
