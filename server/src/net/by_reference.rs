@@ -92,11 +92,11 @@ async fn write_iovecs(
     let mut first = 0;
     while first < iov.len() {
         let n = (iov.len() - first).min(IOV_MAX) as libc::c_int;
-        // SAFETY: every iovec covers bytes the WireVec owns and the caller
-        // borrows for the whole send (checked against their buffers when
-        // the WireVec was made; `advance` below only moves an iovec's start
-        // forward within its own bytes); `n` iovecs from `first` exist. The
-        // kernel only reads them.
+        // The iovecs were checked against their buffers when the WireVec
+        // was made, and the loop below only moves a start forward within
+        // its own bytes.
+        // SAFETY: each iovec covers bytes the borrowed WireVec owns; `n`
+        // iovecs from `first` exist; the kernel only reads them.
         let written = unsafe { libc::writev(sock, iov[first..].as_ptr(), n) };
         let Some(mut done) = progress(written, tcp, stall).await? else {
             continue;
@@ -127,12 +127,11 @@ async fn send_file(
 ) -> io::Result<()> {
     let mut offset = libc::off_t::try_from(at).map_err(|_| io::ErrorKind::InvalidInput)?;
     while len > 0 {
-        // SAFETY: sendfile(2) reads the file into the socket inside the
-        // kernel; the only memory it touches is `offset`, a live local it
-        // advances. `fd` is the segment's descriptor, kept open by the
-        // WireVec's reply, and the range is written bytes below the
-        // partition's visible end, which nothing truncates or rewrites
-        // while the reply holds them (the mapping contract).
+        // `fd` is the segment's, kept open by the WireVec's reply; the range
+        // is written bytes below the visible end, which nothing truncates or
+        // rewrites while the reply holds them (the mapping contract).
+        // SAFETY: sendfile(2) touches no memory of ours but `offset`, a live
+        // local; both descriptors are open for the call.
         let sent = unsafe { libc::sendfile(sock, fd, &mut offset, len) };
         let Some(done) = progress(sent, tcp, stall).await? else {
             continue;
