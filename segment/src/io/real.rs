@@ -152,6 +152,18 @@ impl StorageFile for UringFile {
     }
 
     fn map(&self, capacity: usize) -> io::Result<Mapping> {
+        self.map_keeping(capacity, true)
+    }
+
+    fn map_alone(&self, capacity: usize) -> io::Result<Mapping> {
+        self.map_keeping(capacity, false)
+    }
+}
+
+impl UringFile {
+    /// The first `capacity` bytes mapped, the mapping holding the file's
+    /// descriptor when `keep_fd`.
+    fn map_keeping(&self, capacity: usize, keep_fd: bool) -> io::Result<Mapping> {
         if capacity == 0 {
             return Ok(Mapping::new(Arc::new(EmptyMap)));
         }
@@ -163,19 +175,8 @@ impl StorageFile for UringFile {
         // SAFETY: as argued above; other processes do not write the file:
         // that is `UringStorage`'s precondition.
         let map = unsafe { memmap2::MmapOptions::new().len(capacity).map(&*self.file)? };
-        Ok(Mapping::new(Arc::new(FileMap {
-            map,
-            file: Some(self.file.clone()),
-        })))
-    }
-
-    fn map_alone(&self, capacity: usize) -> io::Result<Mapping> {
-        if capacity == 0 {
-            return Ok(Mapping::new(Arc::new(EmptyMap)));
-        }
-        // SAFETY: as in `map`.
-        let map = unsafe { memmap2::MmapOptions::new().len(capacity).map(&*self.file)? };
-        Ok(Mapping::new(Arc::new(FileMap { map, file: None })))
+        let file = keep_fd.then(|| self.file.clone());
+        Ok(Mapping::new(Arc::new(FileMap { map, file })))
     }
 }
 
