@@ -55,6 +55,11 @@ pub struct Config {
     /// giving back their descriptor and mappings, and reopened by their
     /// next request. Default 16,384.
     pub max_open_partitions: usize,
+    /// An object store behind the log (tiered storage): sealed segments are
+    /// copied there, local copies past its `local_retention_bytes` removed
+    /// once the store holds them, and polls below a partition's local
+    /// start served from it. Default none.
+    pub tier: Option<corelog_tier::TierConfig>,
 }
 
 /// When an engine opens (recovers) the partitions its directory holds.
@@ -84,6 +89,7 @@ impl Config {
             retention_check: Duration::from_secs(30),
             open_partitions: OpenPartitions::OnFirstRequest,
             max_open_partitions: 16_384,
+            tier: None,
         }
     }
 }
@@ -147,6 +153,12 @@ impl Config {
     /// Sets [`Config::open_partitions`].
     pub fn open_partitions(mut self, when: OpenPartitions) -> Config {
         self.open_partitions = when;
+        self
+    }
+
+    /// Sets [`Config::tier`].
+    pub fn tier(mut self, tier: corelog_tier::TierConfig) -> Config {
+        self.tier = Some(tier);
         self
     }
 

@@ -8,7 +8,7 @@ use crate::queue::{Reply, ShardQueue};
 use crate::request::{Request, Respond};
 use crate::shard::{self, PartitionRecovery};
 use bytes::Bytes;
-use corelog_segment::log::{AppendAck, LogStats, PollFrom, PollReply, RecoveryReport, Retention};
+use corelog_segment::log::{AppendAck, LogStats, RecoveryReport, Retention};
 use corelog_segment::{Batch, Limits};
 use futures_channel::oneshot;
 use std::future::Future;
@@ -16,8 +16,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
 
+pub(crate) mod offload;
+mod poll;
 pub(crate) mod replicated;
 mod shutdown;
 pub(crate) mod try_append;
@@ -56,6 +57,7 @@ pub struct Engine {
     threads: Vec<JoinHandle<shard::CloseFailures>>,
     lock: Option<DirLock>,
     recovery: Vec<PartitionRecovery>,
+    offloader: Option<crate::offloader::Offloader>,
 }
 
 /// The engine's API: `Clone + Send + Sync`, usable from any thread or
@@ -118,6 +120,7 @@ struct Shared {
     closing: AtomicBool,
     limits: Limits,
     placement: crate::config::Placement,
+    tier: Option<Arc<corelog_tier::Tier>>,
 }
 
 impl Engine {
@@ -152,6 +155,13 @@ impl Engine {
                 .map_err(|e| OpenError::io("directory sync", d.as_path(), e))?;
         }
         let lock = DirLock::acquire(&config.dir)?;
+        let tier = match &config.tier {
+            Some(t) => Some(
+                corelog_tier::Tier::start(t.clone(), config.log.limits)
+                    .map_err(|e| OpenError::Tier { error: Arc::new(e) })?,
+            ),
+            None => None,
+        };
         let allowed: Vec<usize> = core_affinity::get_core_ids()
             .unwrap_or_default()
             .into_iter()
@@ -185,12 +195,14 @@ impl Engine {
             closing: AtomicBool::new(false),
             limits: config.log.limits,
             placement: config.placement.clone(),
+            tier,
         });
         let mut engine = Engine {
             handle: Handle { shared },
             threads: Vec::new(),
             lock: Some(lock),
             recovery: Vec::new(),
+            offloader: None,
         };
         let config = Arc::new(config);
         let (tx, rx) = mpsc::channel();
@@ -218,6 +230,13 @@ impl Engine {
             return Err(e);
         }
         engine.recovery.sort_by_key(|r| r.partition);
+        if let Some(t) = &config.tier {
+            let h = engine.handle();
+            let offloader =
+                crate::offloader::Offloader::start(move || h.offload_pass(), t.upload_every)
+                    .map_err(|e| OpenError::io("start the offload thread", &config.dir, e))?;
+            engine.offloader = Some(offloader);
+        }
         Ok(engine)
     }
 
@@ -324,94 +343,6 @@ impl Handle {
             partition,
             batch,
             stamped,
-            reply,
-        })
-    }
-
-    /// Whole stored batches from `from`, up to `max_bytes` (at least one),
-    /// as zero-copy ranges of the mapped segment files.
-    pub fn poll(&self, partition: u64, from: PollFrom, max_bytes: u64) -> Reply<PollReply> {
-        self.send(self.shard_of(partition), |reply| Request::Poll {
-            partition,
-            from,
-            max_bytes,
-            reply,
-        })
-    }
-
-    /// Like [`Handle::poll`], but when there is nothing at `from` yet it
-    /// waits, up to `max_wait`, for batches to become visible there (an
-    /// append acknowledged, a replica's commit mark moved), and answers
-    /// as soon as they do: a consumer that has caught up waits here
-    /// instead of polling in a loop (Kafka's fetch `max_wait`). Empty at
-    /// `max_wait`; [`RequestError::ShuttingDown`] at once when the engine
-    /// shuts down meanwhile. The shard
-    /// wakes the waiters of a partition when its visible end moves; while
-    /// nobody waits, appends pay nothing for it.
-    ///
-    /// ```
-    /// # let dir = tempfile::tempdir().unwrap();
-    /// use corelog::{BatchBuilder, Config, Engine, MessageSpec, PollFrom};
-    /// use std::time::Duration;
-    /// let engine = Engine::open(Config::new(dir.path()))?;
-    /// let h = engine.handle();
-    /// h.create_partition(1).wait()?;
-    /// // Nothing there yet: empty after the wait.
-    /// let reply = h.poll_wait(1, PollFrom::Offset(0), 1 << 20, Duration::from_millis(10)).wait()?;
-    /// assert!(reply.is_empty());
-    /// // A waiting poll answers once an append lands.
-    /// let waiting = h.poll_wait(1, PollFrom::Offset(0), 1 << 20, Duration::from_secs(30));
-    /// let mut b = BatchBuilder::new();
-    /// b.push(MessageSpec { id: 1, timestamp: 1, payload: b"hello", user_headers: b"" });
-    /// h.append(1, b.build()?).wait()?;
-    /// assert_eq!(waiting.wait()?.batch_count(), 1);
-    /// engine.shutdown()?;
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
-    pub fn poll_wait(
-        &self,
-        partition: u64,
-        from: PollFrom,
-        max_bytes: u64,
-        max_wait: Duration,
-    ) -> Reply<PollReply> {
-        let now = Instant::now();
-        let deadline = now
-            .checked_add(max_wait)
-            .unwrap_or(now + Duration::from_secs(86_400 * 365));
-        self.send(self.shard_of(partition), |reply| Request::PollWait {
-            partition,
-            from,
-            max_bytes,
-            deadline,
-            reply,
-        })
-    }
-
-    /// Like [`Handle::poll`], then verifies every batch of the reply
-    /// (layout, checksums, offsets) on the calling thread: a corrupt batch
-    /// is an error naming its file and position, never returned.
-    pub fn poll_verified(
-        &self,
-        partition: u64,
-        from: PollFrom,
-        max_bytes: u64,
-    ) -> Reply<PollReply> {
-        let reply = self.poll(partition, from, max_bytes);
-        let limits = self.shared.limits;
-        Reply::joined(async move {
-            let r = reply.await?;
-            r.verify(&limits)?;
-            Ok(r)
-        })
-    }
-
-    /// Polls for `consumer`: after its stored offset, or from the start.
-    pub fn poll_next(&self, partition: u64, consumer: u64, max_bytes: u64) -> Reply<PollReply> {
-        self.send(self.shard_of(partition), |reply| Request::PollNext {
-            partition,
-            consumer,
-            max_bytes,
             reply,
         })
     }
@@ -547,6 +478,7 @@ impl Handle {
             shards: (self.shared.queues.iter())
                 .map(|q| q.counters.read(q.health()))
                 .collect(),
+            tier: self.shared.tier.as_ref().map(|t| t.figures()),
         }
     }
 

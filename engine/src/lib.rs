@@ -34,6 +34,7 @@ mod error;
 mod health;
 mod lock;
 mod metrics;
+mod offloader;
 mod partition_options;
 mod partitions;
 mod preallocation;
@@ -62,6 +63,7 @@ pub use engine::{Engine, Handle};
 pub use error::{Error, ErrorKind, OpenError, RequestError, ShutdownError};
 pub use health::{Health, ShardHealth, ShardState};
 pub use metrics::{LatencyHistogram, Metrics, ShardMetrics, LATENCY_BUCKETS};
+pub use offloader::OffloadReport;
 pub use partition_options::{OptionsError, PartitionOptions};
 pub use produce::Producer;
 pub use queue::Reply;
@@ -73,6 +75,10 @@ pub use corelog_segment::log::{
     LogError, LogStats, OpenCheck, OpenError as LogOpenError, ParseFsyncError, Poison, PollFrom,
     PollReply, Preallocation, RecoveryReport, Retention, SetAsideFile, SyncIssue, TailCut,
 };
+/// Tiered storage (`Config::tier`): the object store seam, its S3 and
+/// in-memory implementations, the tier's configuration and figures.
+pub use corelog_tier as tier;
+pub use corelog_tier::TierConfig;
 // Named in the signatures above (a tail cut's reason, a refused batch's
 // header field, a stamp's header): exported so an embedder can name them.
 pub use corelog_segment::layout::HeaderField;

@@ -146,6 +146,9 @@ pub struct ShardMetrics {
 pub struct Metrics {
     /// Every shard, by number.
     pub shards: Vec<ShardMetrics>,
+    /// The tier's figures (uploads, backlog, remote polls, cache), with
+    /// `Config::tier`.
+    pub tier: Option<corelog_tier::TierFigures>,
 }
 
 impl Metrics {
@@ -209,6 +212,9 @@ impl std::fmt::Display for Metrics {
                 s.health.capacity,
                 s.health.state,
             )?;
+        }
+        if let Some(t) = &self.tier {
+            write!(f, "; {t}")?;
         }
         Ok(())
     }
@@ -312,6 +318,7 @@ mod tests {
         };
         let m = Metrics {
             shards: vec![c.read(health)],
+            tier: None,
         };
         assert_eq!(m.shards[0].appends_in_flight, 1);
         let text = m.to_string();

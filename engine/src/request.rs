@@ -59,6 +59,18 @@ pub(crate) enum Request {
         count: usize,
         reply: Respond<Vec<std::path::PathBuf>>,
     },
+    /// What a tier may copy: the sealed segments and the log's retention.
+    Offloadable {
+        partition: u64,
+        reply: Respond<crate::offloader::Offloadable>,
+    },
+    /// Removes local segments a tier holds, past the local limit.
+    TrimOffloaded {
+        partition: u64,
+        through: u64,
+        keep_bytes: u64,
+        reply: Respond<Vec<std::path::PathBuf>>,
+    },
     SetRetention {
         partition: u64,
         retention: Retention,
@@ -130,6 +142,8 @@ impl Request {
             | Request::LoadOffset { partition, .. }
             | Request::DeleteOffset { partition, .. }
             | Request::DeleteSegments { partition, .. }
+            | Request::Offloadable { partition, .. }
+            | Request::TrimOffloaded { partition, .. }
             | Request::SetRetention { partition, .. }
             | Request::Stats { partition, .. }
             | Request::Options { partition, .. }
@@ -160,6 +174,8 @@ impl Request {
             Request::LoadOffset { reply, .. } => drop(reply.send(Err(e))),
             Request::DeleteOffset { reply, .. } => drop(reply.send(Err(e))),
             Request::DeleteSegments { reply, .. } => drop(reply.send(Err(e))),
+            Request::Offloadable { reply, .. } => drop(reply.send(Err(e))),
+            Request::TrimOffloaded { reply, .. } => drop(reply.send(Err(e))),
             Request::Stats { reply, .. } => drop(reply.send(Err(e))),
             Request::Options { reply, .. } => drop(reply.send(Err(e))),
             Request::CutSuffix { reply, .. } => drop(reply.send(Err(e))),

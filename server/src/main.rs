@@ -103,6 +103,38 @@ struct Args {
     /// `runtime/current_config.toml` Iggy's test harness waits for.
     #[arg(long)]
     runtime_config: Option<PathBuf>,
+    /// Tiered storage: copy sealed segments to this bucket and prefix
+    /// (`s3://BUCKET/PREFIX`) and serve polls below the local log from it.
+    /// Credentials and region from the environment, as AWS's tools read
+    /// them: AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY (AWS_SESSION_TOKEN),
+    /// AWS_REGION.
+    #[arg(long)]
+    tier: Option<String>,
+    /// The endpoint of an S3-compatible store (MinIO, SeaweedFS, Ceph:
+    /// `http://host:port`, path-style); AWS's for the region when unset.
+    #[arg(long, requires = "tier")]
+    tier_endpoint: Option<String>,
+    /// Per partition, bytes of sealed segments kept on local disk once the
+    /// store holds them (K/M/G suffixes).
+    #[arg(long, default_value = "1G", value_parser = parse_bytes)]
+    local_retention_bytes: u64,
+    /// Memory for chunks read from the store (K/M/G suffixes).
+    #[arg(long, default_value = "256M", value_parser = parse_bytes)]
+    tier_cache_bytes: u64,
+}
+
+/// `--tier` and its flags: the store, checked when the engine opens.
+fn tier_of(args: &Args) -> Result<Option<corelog::TierConfig>, String> {
+    let Some(url) = &args.tier else {
+        return Ok(None);
+    };
+    let location = corelog::tier::S3Location::parse(url, args.tier_endpoint.as_deref())?;
+    let store = corelog::tier::S3Store::from_env(location)?;
+    Ok(Some(corelog::TierConfig {
+        local_retention_bytes: args.local_retention_bytes,
+        cache_bytes: args.tier_cache_bytes,
+        ..corelog::TierConfig::new(std::sync::Arc::new(store))
+    }))
 }
 
 /// `N`, `NK`, `NM` or `NG` (powers of 1024; a trailing `B` or `iB` is allowed).
@@ -231,7 +263,15 @@ fn config_of(args: Args) -> Option<ServerConfig> {
         (None, None) => SocketAddr::from(([127, 0, 0, 1], 8090)),
     };
     let limits = limits_of(&args);
+    let tier = match tier_of(&args) {
+        Ok(t) => t,
+        Err(e) => {
+            tracing::error!("--tier: {e}");
+            return None;
+        }
+    };
     Some(ServerConfig {
+        tier,
         shards: args.shards,
         fsync: args.fsync,
         segment_bytes: args.segment_bytes,

@@ -58,6 +58,9 @@ pub enum ErrorKind {
     ShardFailed,
     /// The engine is shutting down, or the shard stopped.
     ShuttingDown,
+    /// The object store behind the log (the tier) did not answer or
+    /// refused: retry once it is back.
+    Remote,
     /// The call itself was wrong: a shard that does not exist, a blocking
     /// wait on a shard's thread.
     Misuse,
@@ -123,6 +126,11 @@ impl RequestError {
                 ErrorKind::ShuttingDown
             }
             RequestError::ShardFailed { .. } => ErrorKind::ShardFailed,
+            RequestError::Tier { error, .. } => match **error {
+                corelog_tier::TierError::Store(_) => ErrorKind::Remote,
+                corelog_tier::TierError::Stopped => ErrorKind::ShuttingDown,
+                _ => ErrorKind::Corrupt,
+            },
         }
     }
 
@@ -131,7 +139,10 @@ impl RequestError {
     /// is freed). Every other kind fails again until something else
     /// changes (the batch, the partition, the engine).
     pub fn is_retryable(&self) -> bool {
-        matches!(self.kind(), ErrorKind::Closed | ErrorKind::NoSpace)
+        matches!(
+            self.kind(),
+            ErrorKind::Closed | ErrorKind::NoSpace | ErrorKind::Remote
+        )
     }
 
     /// The partition the failure is about, when it names one.
@@ -140,6 +151,7 @@ impl RequestError {
             RequestError::Admission { partition, .. }
             | RequestError::Unopenable { partition, .. }
             | RequestError::UnknownPartition { partition }
+            | RequestError::Tier { partition, .. }
             | RequestError::Replicated { partition } => Some(*partition),
             RequestError::Append(AppendError::Log(
                 LogError::Poisoned { partition, .. } | LogError::Closed { partition },

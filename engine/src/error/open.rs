@@ -48,6 +48,13 @@ pub enum OpenError {
     /// open (it panicked: the panic message is on standard error).
     #[error("a shard thread stopped while opening its partitions (see its panic message above)")]
     ShardStopped,
+    /// The tier's object store cannot be used: it does not answer, the
+    /// bucket is missing, or it refuses the credentials (named).
+    #[error("tiered storage: {error}")]
+    Tier {
+        /// what the store answered
+        error: Arc<corelog_tier::TierError>,
+    },
     /// An I/O error on the data directory outside a partition log.
     #[error("{op} {path}: {source}", path = path.display())]
     Io {

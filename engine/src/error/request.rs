@@ -84,6 +84,16 @@ pub enum RequestError {
         source: std::sync::Arc<std::io::Error>,
     },
     /// The engine is shutting down or has shut down.
+    /// The object store behind the log failed a poll below the local log:
+    /// it did not answer or refused (retry later), or its bytes are damaged
+    /// (named, never served).
+    #[error("partition {partition}: {error}")]
+    Tier {
+        /// the partition
+        partition: u64,
+        /// what failed
+        error: std::sync::Arc<corelog_tier::TierError>,
+    },
     #[error("the engine is shutting down")]
     ShuttingDown,
     /// The shard owning the partition died (a panic in its own work,

@@ -149,6 +149,30 @@ impl Shard {
                     );
                 });
             }
+            Request::Offloadable { reply, .. } => {
+                let stats = log.stats();
+                let _ = reply.send(Ok(crate::offloader::Offloadable {
+                    sealed: log.sealed_segments(),
+                    retention: log.retention(),
+                    first_offset: stats.first_offset,
+                    bytes: stats.bytes,
+                }));
+            }
+            Request::TrimOffloaded {
+                through,
+                keep_bytes,
+                reply,
+                ..
+            } => {
+                let log = log.clone();
+                self.spawn_tracked(async move {
+                    let _ = reply.send(
+                        log.trim_offloaded(through, keep_bytes)
+                            .await
+                            .map_err(RequestError::from),
+                    );
+                });
+            }
             Request::Flush { reply, .. } => {
                 let log = log.clone();
                 self.spawn_tracked(async move {

@@ -87,6 +87,13 @@ impl Mapping {
         Mapping(map)
     }
 
+    /// Bytes held in memory, read like a mapping: what a reply serves from
+    /// fetched copies (an object store's chunk) rather than a file. No
+    /// descriptor.
+    pub fn from_bytes(bytes: Bytes) -> Mapping {
+        Mapping(Arc::new(HeldBytes(bytes)))
+    }
+
     /// The mapped length.
     pub fn capacity(&self) -> usize {
         self.0.capacity()
@@ -106,6 +113,19 @@ impl Mapping {
     /// contract as reading it here.
     pub fn fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
         self.0.fd()
+    }
+}
+
+/// Bytes owned in memory (see [`Mapping::from_bytes`]).
+struct HeldBytes(Bytes);
+
+impl Mapped for HeldBytes {
+    fn capacity(&self) -> usize {
+        self.0.len()
+    }
+
+    fn slice(&self, range: Range<usize>) -> Option<&[u8]> {
+        self.0.get(range)
     }
 }
 

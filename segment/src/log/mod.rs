@@ -64,6 +64,7 @@ mod files;
 pub mod index;
 pub mod inspect;
 pub(crate) mod map_slot;
+mod offload;
 mod offsets;
 mod partition;
 mod poll;
@@ -89,6 +90,7 @@ pub use config::{
 pub use cut::{CutError, CUT_RECORD};
 pub use error::{AppendError, Damage, LogError, OpenError, Poison};
 pub use map_slot::MAPPED_SEALED;
+pub use offload::SealedSegment;
 pub use partition::{AppendAck, LogStats, PartitionLog};
 pub use poll::{PollFrom, PollReply};
 pub use prealloc::preallocated_ahead;

@@ -46,6 +46,9 @@ struct Chunk {
     map: Mapping,
     range: Range<usize>,
     path: PathBuf,
+    /// Where `range.start` lies in `path`: the same for a segment's
+    /// mapping; a fetched copy's first byte may lie anywhere.
+    at: u64,
 }
 
 impl Chunk {
@@ -85,6 +88,49 @@ impl PollReply {
             batches: 0,
             bytes: 0,
         }
+    }
+
+    /// A reply over fetched bytes held in memory (a copy, such as an object
+    /// store's chunk) rather than a mapped segment: `bytes` holds whole
+    /// batches, the first at byte `at` of `origin`. Every batch is verified
+    /// here (layout, both checksums, offsets continuing one another); damage
+    /// is an error naming `origin` and the byte position in it, and nothing
+    /// of it is served.
+    pub fn from_fetched(
+        bytes: bytes::Bytes,
+        origin: PathBuf,
+        at: u64,
+        limits: &Limits,
+    ) -> Result<PollReply, LogError> {
+        let len = bytes.len();
+        let mut reply = PollReply::empty(0);
+        reply.chunks.push(Chunk {
+            map: Mapping::from_bytes(bytes),
+            range: 0..len,
+            path: origin,
+            at,
+        });
+        let walk: Vec<(u64, u64)> = reply
+            .batches()
+            .map(|b| (b.base_offset(), b.next_offset()))
+            .collect();
+        let (Some(first), Some(last)) = (walk.first(), walk.last()) else {
+            return Err(LogError::Corrupt {
+                path: reply.chunks[0].path.clone(),
+                position: at,
+                damage: Damage::TornHeader {
+                    available: len as u64,
+                },
+            });
+        };
+        reply.first_offset = first.0;
+        reply.start = first.0;
+        reply.next_offset = last.1;
+        reply.batches = walk.len();
+        reply.bytes = len as u64;
+        // Also catches bytes the walk above stopped short of.
+        reply.verify(limits)?;
+        Ok(reply)
     }
 
     /// Whether no batch matched.
@@ -176,7 +222,7 @@ impl PollReply {
             let bytes = c.bytes();
             let mut pos = 0usize;
             while pos < bytes.len() {
-                let at = (c.range.start + pos) as u64;
+                let at = c.at + pos as u64;
                 let corrupt = |damage| LogError::Corrupt {
                     path: c.path.clone(),
                     position: at,
@@ -315,6 +361,7 @@ impl<S: Storage> PartitionLog<S> {
                         .map_err(|e| LogError::io("map segment", &seg.log_path, e))?
                         .clone(),
                     range: chunk_start as usize..pos as usize,
+                    at: chunk_start,
                     path: seg.log_path.clone(),
                 });
             }

@@ -3,7 +3,7 @@
 
 use super::error::LogError;
 use super::partition::PartitionLog;
-use super::segment::SegState;
+use super::segment::{SegState, Segment};
 use crate::io::Storage;
 use std::path::PathBuf;
 
@@ -15,7 +15,8 @@ impl<S: Storage> PartitionLog<S> {
     /// segment keep reading it. Returns the deleted segment files.
     pub async fn enforce_retention(&self, now_micros: u64) -> Result<Vec<PathBuf>, LogError> {
         let retention = self.retention();
-        self.remove_oldest_sealed(|last_timestamp, total| {
+        self.remove_oldest_sealed(|seg, total| {
+            let last_timestamp = seg.last_timestamp;
             let expired = retention
                 .max_age
                 .map(|age| last_timestamp.saturating_add(age.as_micros() as u64) < now_micros)
@@ -40,10 +41,10 @@ impl<S: Storage> PartitionLog<S> {
     }
 
     /// Removes the oldest segment while it is sealed, is not the only one,
-    /// and `remove(its newest timestamp, the log's bytes)` says so.
-    async fn remove_oldest_sealed(
+    /// and `remove(it, the log's bytes)` says so.
+    pub(super) async fn remove_oldest_sealed(
         &self,
-        mut remove: impl FnMut(u64, u64) -> bool,
+        mut remove: impl FnMut(&Segment<S::File>, u64) -> bool,
     ) -> Result<Vec<PathBuf>, LogError> {
         let mut deleted = Vec::new();
         loop {
@@ -56,7 +57,7 @@ impl<S: Storage> PartitionLog<S> {
                 let Some(seg) = st.segments.front() else {
                     break;
                 };
-                if seg.state != SegState::Sealed || !remove(seg.last_timestamp, total) {
+                if seg.state != SegState::Sealed || !remove(seg, total) {
                     break;
                 }
                 let paths = (seg.log_path.clone(), seg.index_path.clone());

@@ -187,7 +187,9 @@ fn all_zero(b: &[u8]) -> bool {
 
 /// Reads a stored batch's header fields without verifying the batch: the
 /// poll path walks headers it already trusts.
-pub(crate) fn header_at(data: &[u8], pos: u64) -> Option<HeaderPeek> {
+/// The header fields of the batch at `pos` of `data` (unchecked: read as
+/// stored), or `None` when fewer than a header's bytes lie there.
+pub fn header_at(data: &[u8], pos: u64) -> Option<HeaderPeek> {
     let p = usize::try_from(pos).ok()?;
     let h = data.get(p..p.checked_add(BATCH_HEADER_LEN)?)?;
     Some(HeaderPeek {
@@ -200,15 +202,20 @@ pub(crate) fn header_at(data: &[u8], pos: u64) -> Option<HeaderPeek> {
 
 /// The header fields the poll path needs.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct HeaderPeek {
+pub struct HeaderPeek {
+    /// `base_offset`.
     pub base_offset: u64,
+    /// `base_timestamp` (µs).
     pub base_timestamp: u64,
+    /// `batch_length`: header and frames.
     pub batch_length: u64,
+    /// `message_count`.
     pub message_count: u32,
 }
 
 impl HeaderPeek {
-    pub(crate) fn next_offset(&self) -> u64 {
+    /// The offset after the batch's last message.
+    pub fn next_offset(&self) -> u64 {
         self.base_offset
             .saturating_add(u64::from(self.message_count))
     }

@@ -50,6 +50,9 @@ pub struct ServerConfig {
     /// through user memory), the rest from the mappings; `None`: every
     /// byte from the mappings (`writev`).
     pub send_by_reference: Option<usize>,
+    /// Tiered storage: sealed segments copied to an object store and read
+    /// back from it (one node only, for now).
+    pub tier: Option<corelog::TierConfig>,
 }
 
 /// The smallest run of stored bytes a poll reply sends from its segment
@@ -84,6 +87,7 @@ impl ServerConfig {
             send_by_reference: Some(DEFAULT_SEND_BY_REFERENCE),
             limits: Limits::default(),
             tls: None,
+            tier: None,
         }
     }
 }
@@ -119,6 +123,11 @@ pub enum ServerError {
         /// the cluster file's
         file: usize,
     },
+    /// `--tier` with `--cluster`: a cluster's uploads would need one
+    /// uploader per partition (its leader) and the manifest replicated,
+    /// which corelog does not do yet.
+    #[error("--tier is not supported in a cluster yet: run tiered storage on a single node")]
+    TierInCluster,
     /// The limits do not fit together.
     #[error(transparent)]
     Limits(#[from] LimitsError),
@@ -374,6 +383,7 @@ fn open_engine(config: &ServerConfig) -> Result<Engine, ServerError> {
         ..LogConfig::default()
     };
     let (shards, log) = match &config.cluster {
+        Some(_) if config.tier.is_some() => return Err(ServerError::TierInCluster),
         Some(c) => {
             if let Some(flag) = config.shards.filter(|s| *s != c.config.shards) {
                 return Err(ServerError::ShardsMismatch {
@@ -393,6 +403,7 @@ fn open_engine(config: &ServerConfig) -> Result<Engine, ServerError> {
         pin_threads: config.pin_threads,
         log,
         retention_check: config.retention_check,
+        tier: config.tier.clone(),
         ..Config::new(&config.dir)
     })?)
 }

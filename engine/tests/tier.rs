@@ -1,0 +1,325 @@
+//! Tiered storage against an object store in memory that the tests fault:
+//! offload past the local limit and read everything back, a store that is
+//! down, a commit that never happened, a damaged object, retention over
+//! the whole log. `tier/tests/seaweedfs.rs` runs the same paths against a
+//! real S3 server.
+#![allow(clippy::unwrap_used)]
+
+mod common;
+
+use common::*;
+use corelog::tier::{MemoryStore, ObjectStore};
+use corelog::{Config, Engine, ErrorKind, FsyncPolicy, LogConfig, PollFrom, Retention, TierConfig};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+const SEGMENT: u64 = 16 << 10;
+
+fn log() -> LogConfig {
+    LogConfig {
+        fsync: FsyncPolicy::Batch,
+        segment_bytes: SEGMENT,
+        index_interval_bytes: 1024,
+        ..LogConfig::default()
+    }
+}
+
+/// An engine whose tier is `store`, keeping `keep` bytes of sealed
+/// segments locally; passes run when the test calls them.
+fn open_tiered(dir: &Path, store: &Arc<MemoryStore>, keep: u64, log: LogConfig) -> Engine {
+    let tier = TierConfig {
+        local_retention_bytes: keep,
+        chunk_bytes: 4096,
+        cache_bytes: 64 << 10,
+        upload_every: Duration::from_secs(3600),
+        ..TierConfig::new(store.clone())
+    };
+    Engine::open(Config {
+        shards: Some(2),
+        pin_threads: false,
+        log,
+        ..Config::new(dir).tier(tier)
+    })
+    .unwrap()
+}
+
+/// Appends batches `0..n` of stream `p` to partition `p`; returns the
+/// stored bytes of each (what a poll must give back).
+fn fill(engine: &Engine, p: u64, n: u64) {
+    for seq in 0..n {
+        engine.handle().append(p, batch(p, seq)).wait().unwrap();
+    }
+}
+
+/// Every message of `p` from offset 0, by polls of `max` bytes: their ids
+/// in order, and the offset each poll continued from.
+fn read_all(engine: &Engine, p: u64, max: u64) -> Vec<(u64, u128)> {
+    let mut out = Vec::new();
+    let mut next = 0;
+    loop {
+        let r = engine
+            .handle()
+            .poll(p, PollFrom::Offset(next), max)
+            .wait()
+            .unwrap();
+        if r.is_empty() {
+            return out;
+        }
+        r.verify(&engine.handle().limits()).unwrap();
+        out.extend(r.messages().map(|m| (m.offset(), m.id())));
+        assert!(r.next_offset() > next, "a poll from {next} did not move on");
+        next = r.next_offset();
+    }
+}
+
+/// What stream `p`'s `n` batches hold: (offset, id) of each message.
+fn expected(p: u64, n: u64) -> Vec<(u64, u128)> {
+    (0..n)
+        .flat_map(|seq| {
+            (0..messages_in(seq)).map(move |i| (base_offset_of(seq) + i, message_id(p, seq, i)))
+        })
+        .collect()
+}
+
+fn local_bytes(dir: &Path, p: u64) -> u64 {
+    std::fs::read_dir(dir.join("partitions").join(p.to_string()))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum()
+}
+
+#[test]
+fn offloaded_segments_are_read_back_from_offset_zero_as_one_log() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let engine = open_tiered(tmp.path(), &store, 2 * SEGMENT, log());
+    fill(&engine, 1, 600);
+    let report = engine.handle().offload_pass();
+    assert!(report.failed.is_empty(), "{report:?}");
+    assert!(report.uploaded >= 10, "{report:?}");
+    assert!(report.trimmed >= 5, "{report:?}");
+    // Local disk within the limit plus two segments (the active one and
+    // one sealed past the limit).
+    assert!(local_bytes(tmp.path(), 1) <= 4 * SEGMENT + SEGMENT / 2);
+    let stats = engine.handle().stats(1).wait().unwrap();
+    assert!(
+        stats.first_offset > 0,
+        "nothing was trimmed locally: {stats:?}"
+    );
+    // From offset 0: the store's segments, then the local ones, one log.
+    assert_eq!(read_all(&engine, 1, 8 << 10), expected(1, 600));
+    // In one-batch polls too (every remote poll stops at a segment's end).
+    assert_eq!(read_all(&engine, 1, 1), expected(1, 600));
+    // From the middle of an offloaded batch, and from the first.
+    let mid = base_offset_of(20) + 1;
+    let r = engine
+        .handle()
+        .poll(1, PollFrom::Offset(mid), 1)
+        .wait()
+        .unwrap();
+    assert_eq!(r.messages().next().map(|m| m.offset()), Some(mid));
+    let r = engine.handle().poll(1, PollFrom::First, 1).wait().unwrap();
+    assert_eq!(r.first_offset(), 0);
+    let tier = engine.handle().tier().unwrap().clone();
+    assert!(tier.cache_stats().hits > 0, "{:?}", tier.cache_stats());
+    engine.shutdown().unwrap();
+    // After a restart the store's manifest is found again.
+    let engine = open_tiered(tmp.path(), &store, 2 * SEGMENT, log());
+    assert_eq!(read_all(&engine, 1, 8 << 10), expected(1, 600));
+    engine.shutdown().unwrap();
+}
+
+#[test]
+fn while_the_store_is_down_sends_go_on_nothing_is_trimmed_and_the_backlog_drains_after() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
+    store.set_down(true);
+    fill(&engine, 2, 300);
+    let report = engine.handle().offload_pass();
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    assert!(report.failed[0].1.contains("does not answer"), "{report:?}");
+    assert!(report.backlog_segments >= 4, "{report:?}");
+    assert_eq!(report.trimmed, 0);
+    let tier = engine.handle().tier().unwrap().clone();
+    let backlog = tier
+        .counters()
+        .backlog_segments
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(backlog, report.backlog_segments);
+    assert_eq!(engine.handle().stats(2).wait().unwrap().first_offset, 0);
+    store.set_down(false);
+    let report = engine.handle().offload_pass();
+    assert!(
+        report.failed.is_empty() && report.backlog_segments == 0,
+        "{report:?}"
+    );
+    assert!(report.trimmed > 0, "{report:?}");
+    assert_eq!(read_all(&engine, 2, 1 << 20), expected(2, 300));
+    engine.shutdown().unwrap();
+}
+
+#[test]
+fn only_what_the_store_holds_is_trimmed_locally() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let engine = open_tiered(tmp.path(), &store, 0, log());
+    fill(&engine, 6, 300);
+    // Two segments' objects and commits (log, index, manifest each), then
+    // every PUT fails.
+    store.fail_puts_after(Some(6));
+    let report = engine.handle().offload_pass();
+    assert_eq!(report.uploaded, 2, "{report:?}");
+    assert!(report.backlog_segments >= 2, "{report:?}");
+    let tier = engine.handle().tier().unwrap().clone();
+    let through = tier.manifest(6).unwrap().end_offset();
+    // Nothing kept past the store's copies (the limit is 0), nothing
+    // trimmed that the store does not hold.
+    assert_eq!(
+        engine.handle().stats(6).wait().unwrap().first_offset,
+        through
+    );
+    store.fail_puts_after(None);
+    assert_eq!(read_all(&engine, 6, 1 << 20), expected(6, 300));
+    engine.shutdown().unwrap();
+}
+
+#[test]
+fn an_upload_whose_manifest_was_never_committed_is_redone_once_and_its_strays_cleaned() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
+    fill(&engine, 3, 300);
+    // The objects land, the manifest's commit fails: as a crash between them.
+    store.refuse_puts_ending(Some("manifest.json"));
+    let report = engine.handle().offload_pass();
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    assert_eq!(
+        report.trimmed, 0,
+        "nothing the store does not hold is trimmed"
+    );
+    let uploaded: Vec<String> = store.keys();
+    assert!(uploaded.iter().any(|k| k.ends_with(".log")), "{uploaded:?}");
+    engine.shutdown().unwrap();
+    // A stray that no manifest will ever name (a segment that no longer exists).
+    store
+        .put(
+            "partitions/3/00000000000099999999-00000000000100000000.log",
+            b"stray",
+        )
+        .unwrap();
+    store.refuse_puts_ending(None);
+    let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
+    let report = engine.handle().offload_pass();
+    assert!(report.failed.is_empty(), "{report:?}");
+    let tier = engine.handle().tier().unwrap().clone();
+    let m = tier.manifest(3).unwrap();
+    // Each segment once, contiguous; every object named by the manifest.
+    for w in m.segments.windows(2) {
+        assert_eq!(w[0].next_offset, w[1].base_offset, "{m:?}");
+    }
+    let keys = store.keys();
+    let objects = keys
+        .iter()
+        .filter(|k| !k.ends_with("manifest.json"))
+        .count();
+    assert_eq!(objects, 2 * m.segments.len(), "{keys:?}");
+    assert!(!keys.iter().any(|k| k.contains("99999999")), "{keys:?}");
+    assert_eq!(read_all(&engine, 3, 1 << 20), expected(3, 300));
+    engine.shutdown().unwrap();
+}
+
+#[test]
+fn a_damaged_object_is_named_and_never_served() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
+    fill(&engine, 4, 300);
+    assert!(engine.handle().offload_pass().failed.is_empty());
+    let first = store
+        .keys()
+        .into_iter()
+        .find(|k| k.ends_with(".log"))
+        .unwrap();
+    // A byte in the second batch's payload.
+    let second = batch(4, 0).len() + 300;
+    assert!(store.damage(&first, second));
+    let err = engine
+        .handle()
+        .poll(4, PollFrom::Offset(0), 1 << 20)
+        .wait()
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
+    assert!(err.to_string().contains(&first), "{err}");
+    // The batch before the damage is still served on its own.
+    let r = engine
+        .handle()
+        .poll(4, PollFrom::Offset(0), 1)
+        .wait()
+        .unwrap();
+    assert_eq!(r.batch_count(), 1);
+    engine.shutdown().unwrap();
+}
+
+#[test]
+fn retention_applies_to_the_whole_log_and_deletes_from_the_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
+    fill(&engine, 5, 600);
+    assert!(engine.handle().offload_pass().failed.is_empty());
+    let tier = engine.handle().tier().unwrap().clone();
+    let before = tier.manifest(5).unwrap().segments.len();
+    let max = 6 * SEGMENT;
+    engine
+        .handle()
+        .set_retention(
+            5,
+            Retention {
+                max_age: None,
+                max_bytes: Some(max),
+            },
+        )
+        .wait()
+        .unwrap();
+    let report = engine.handle().offload_pass();
+    assert!(report.failed.is_empty(), "{report:?}");
+    let m = tier.manifest(5).unwrap();
+    assert!(
+        m.segments.len() < before,
+        "{} of {before}",
+        m.segments.len()
+    );
+    let local = engine.handle().stats(5).wait().unwrap();
+    let remote_only: u64 = m
+        .segments
+        .iter()
+        .filter(|s| s.base_offset < local.first_offset)
+        .map(|s| s.bytes)
+        .sum();
+    assert!(
+        remote_only + local.bytes <= max + SEGMENT,
+        "{remote_only} + {}",
+        local.bytes
+    );
+    // The deleted objects are gone from the store, the first poll starts
+    // at what is left.
+    assert_eq!(store.keys().len(), 2 * m.segments.len() + 1);
+    let r = engine.handle().poll(5, PollFrom::First, 1).wait().unwrap();
+    assert_eq!(r.first_offset(), m.segments[0].base_offset);
+    engine.shutdown().unwrap();
+}
+
+#[test]
+fn a_store_that_does_not_answer_at_open_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Arc::new(MemoryStore::new());
+    store.set_down(true);
+    let err =
+        Engine::open(Config::new(tmp.path()).tier(TierConfig::new(store.clone()))).unwrap_err();
+    assert!(matches!(err, corelog::OpenError::Tier { .. }), "{err}");
+    assert!(err.to_string().contains("memory://"), "{err}");
+}

@@ -1,0 +1,201 @@
+//! A partition's manifest: the segments the store holds for it, committed
+//! by one atomic PUT after their objects are complete (copy first, commit
+//! second, Kafka's COPY_SEGMENT_STARTED → FINISHED). An object no manifest
+//! names is a stray: an upload a crash interrupted, or a removal whose
+//! delete failed; the next pass deletes it.
+//!
+//! ```text
+//! PREFIX/partitions/<p>/manifest.json
+//! PREFIX/partitions/<p>/<base, 20 digits>-<next, 20 digits>.log    the segment, byte for byte
+//! PREFIX/partitions/<p>/<base, 20 digits>-<next, 20 digits>.index  its index, seal record included
+//! ```
+//!
+//! An object's key is a function of what it holds (the partition and the
+//! offsets), so an upload redone after a crash replaces the same object:
+//! no committed duplicate can arise.
+
+use crate::error::TierError;
+use serde::{Deserialize, Serialize};
+
+/// The manifest format's version.
+pub const MANIFEST_VERSION: u32 = 1;
+
+/// One segment held by the store.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoteSegment {
+    /// Offset of its first batch.
+    pub base_offset: u64,
+    /// Offset after its last message.
+    pub next_offset: u64,
+    /// Bytes of its log object.
+    pub bytes: u64,
+    /// Bytes of its index object.
+    pub index_bytes: u64,
+    /// `base_timestamp` of its first batch (µs).
+    pub first_timestamp: u64,
+    /// `base_timestamp` of its last batch (µs).
+    pub last_timestamp: u64,
+    /// XXH3-64 of the log object's bytes.
+    pub checksum: u64,
+}
+
+/// What the store holds for one partition, oldest segment first. Segments
+/// never overlap; a gap is possible where local retention removed a
+/// segment before it was copied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// [`MANIFEST_VERSION`].
+    pub version: u32,
+    /// The partition.
+    pub partition: u64,
+    /// Commits so far (each PUT one more).
+    pub generation: u64,
+    /// The segments.
+    pub segments: Vec<RemoteSegment>,
+}
+
+impl Manifest {
+    /// An empty manifest (nothing committed yet).
+    pub fn new(partition: u64) -> Manifest {
+        Manifest {
+            version: MANIFEST_VERSION,
+            partition,
+            generation: 0,
+            segments: Vec::new(),
+        }
+    }
+
+    /// The manifest's key.
+    pub fn key(partition: u64) -> String {
+        format!("{}manifest.json", partition_prefix(partition))
+    }
+
+    /// Parses and checks a stored manifest.
+    pub fn decode(partition: u64, bytes: &[u8]) -> Result<Manifest, TierError> {
+        let damaged = |reason: String| TierError::Manifest {
+            key: Manifest::key(partition),
+            reason,
+        };
+        let m: Manifest = serde_json::from_slice(bytes).map_err(|e| damaged(e.to_string()))?;
+        if m.version != MANIFEST_VERSION {
+            return Err(damaged(format!(
+                "version {} (this build reads {MANIFEST_VERSION})",
+                m.version
+            )));
+        }
+        if m.partition != partition {
+            return Err(damaged(format!("names partition {}", m.partition)));
+        }
+        let mut end = 0u64;
+        for (i, s) in m.segments.iter().enumerate() {
+            if s.next_offset <= s.base_offset || (i > 0 && s.base_offset < end) {
+                return Err(damaged(format!(
+                    "segment {} ({}..{}) overlaps or is empty",
+                    i, s.base_offset, s.next_offset
+                )));
+            }
+            end = s.next_offset;
+        }
+        Ok(m)
+    }
+
+    /// The stored form.
+    pub fn encode(&self) -> Vec<u8> {
+        // A struct of integers always serializes.
+        serde_json::to_vec_pretty(self).unwrap_or_default()
+    }
+
+    /// The offset after the newest segment held (0 when none).
+    pub fn end_offset(&self) -> u64 {
+        self.segments.last().map(|s| s.next_offset).unwrap_or(0)
+    }
+
+    /// The offset of the oldest message held, if any.
+    pub fn start_offset(&self) -> Option<u64> {
+        self.segments.first().map(|s| s.base_offset)
+    }
+
+    /// Bytes of the log objects held.
+    pub fn bytes(&self) -> u64 {
+        self.segments.iter().map(|s| s.bytes).sum()
+    }
+
+    /// Whether the manifest holds the segment starting at `base`.
+    pub fn holds(&self, base: u64) -> bool {
+        self.segments
+            .binary_search_by_key(&base, |s| s.base_offset)
+            .is_ok()
+    }
+
+    /// The segment holding `offset`, or the first after it (an offset in a
+    /// gap, or before the oldest, reads from the next one held).
+    pub fn segment_from(&self, offset: u64) -> Option<&RemoteSegment> {
+        let i = self.segments.partition_point(|s| s.next_offset <= offset);
+        self.segments.get(i)
+    }
+}
+
+/// The prefix of a partition's objects.
+pub fn partition_prefix(partition: u64) -> String {
+    format!("partitions/{partition}/")
+}
+
+/// The key of a segment's log object.
+pub fn log_key(partition: u64, s: &RemoteSegment) -> String {
+    object_key(partition, s.base_offset, s.next_offset, "log")
+}
+
+/// The key of a segment's index object.
+pub fn index_key(partition: u64, s: &RemoteSegment) -> String {
+    object_key(partition, s.base_offset, s.next_offset, "index")
+}
+
+/// The key of a segment object by its offsets.
+pub fn object_key(partition: u64, base: u64, next: u64, ext: &str) -> String {
+    format!("{}{base:020}-{next:020}.{ext}", partition_prefix(partition))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn seg(base: u64, next: u64) -> RemoteSegment {
+        RemoteSegment {
+            base_offset: base,
+            next_offset: next,
+            bytes: 10,
+            index_bytes: 0,
+            first_timestamp: 0,
+            last_timestamp: 0,
+            checksum: 0,
+        }
+    }
+
+    #[test]
+    fn a_manifest_round_trips_and_finds_segments() {
+        let mut m = Manifest::new(7);
+        m.segments = vec![seg(0, 10), seg(10, 20), seg(30, 40)];
+        let back = Manifest::decode(7, &m.encode()).expect("decodes");
+        assert_eq!(back, m);
+        assert_eq!(m.segment_from(5).map(|s| s.base_offset), Some(0));
+        assert_eq!(m.segment_from(10).map(|s| s.base_offset), Some(10));
+        // In the gap: the next segment held.
+        assert_eq!(m.segment_from(25).map(|s| s.base_offset), Some(30));
+        assert!(m.segment_from(40).is_none());
+        assert!(m.holds(30) && !m.holds(20));
+    }
+
+    #[test]
+    fn a_damaged_manifest_is_named() {
+        let mut m = Manifest::new(7);
+        m.segments = vec![seg(0, 10), seg(5, 20)];
+        let err = Manifest::decode(7, &m.encode()).expect_err("overlap");
+        assert!(
+            err.to_string().contains("partitions/7/manifest.json"),
+            "{err}"
+        );
+        let err = Manifest::decode(8, &Manifest::new(7).encode()).expect_err("other partition");
+        assert!(err.to_string().contains("names partition 7"), "{err}");
+        assert!(Manifest::decode(7, b"{not json").is_err());
+    }
+}

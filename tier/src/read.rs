@@ -1,0 +1,291 @@
+//! Polls served from the store: the segment holding the offset found in
+//! the manifest, its index fetched (and cached) to find a batch near the
+//! offset, then ranged GETs of fixed-size chunks through the chunk cache.
+//! The reply is the same [`PollReply`] a local poll gives, over the
+//! fetched bytes, every batch verified before it is served.
+
+use crate::cache::{ChunkCache, ChunkKey};
+use crate::error::TierError;
+use crate::manifest::{index_key, log_key, Manifest, RemoteSegment};
+use crate::store::ObjectStore;
+use bytes::{Bytes, BytesMut};
+use corelog_segment::layout::BATCH_HEADER_LEN;
+use corelog_segment::log::index::{self, IndexEntry};
+use corelog_segment::log::scan::header_at;
+use corelog_segment::log::{PollFrom, PollReply};
+use corelog_segment::Limits;
+use std::path::PathBuf;
+
+/// What a remote read needs.
+#[derive(Debug)]
+pub struct Reader<'a> {
+    /// The store.
+    pub store: &'a dyn ObjectStore,
+    /// The chunk cache.
+    pub cache: &'a ChunkCache,
+    /// Bytes per chunk.
+    pub chunk_bytes: u64,
+    /// The batch limits (the engine's).
+    pub limits: Limits,
+}
+
+/// Where a remote poll starts in a segment.
+struct Start {
+    pos: u64,
+    /// The offset the batch there must start at.
+    offset: u64,
+}
+
+impl Reader<'_> {
+    /// Whole batches from `from`, up to `max_bytes` (at least one), from the
+    /// one segment of `manifest` that holds the start, and where they end
+    /// (the segment's base offset, the byte after them); `None` when the
+    /// store holds nothing there.
+    pub fn poll(
+        &self,
+        manifest: &Manifest,
+        from: PollFrom,
+        max_bytes: u64,
+    ) -> Result<Option<(PollReply, u64, u64)>, TierError> {
+        let seg = match from {
+            PollFrom::Offset(o) => manifest.segment_from(o),
+            PollFrom::First => manifest.segments.first(),
+            PollFrom::Timestamp(t) => manifest.segments.iter().find(|s| s.last_timestamp >= t),
+            PollFrom::Last => None,
+        };
+        let Some(seg) = seg else {
+            return Ok(None);
+        };
+        let p = manifest.partition;
+        let start = self.locate(p, seg, from)?;
+        let end = self.collect_end(p, seg, &start, max_bytes)?;
+        let bytes = self.read(p, seg, start.pos..end)?;
+        let key = log_key(p, seg);
+        let origin = PathBuf::from(self.store.object_name(&key));
+        let reply =
+            PollReply::from_fetched(bytes, origin, start.pos, &self.limits).inspect_err(|_| {
+                // Never served; fetched again next time, in case the
+                // damage was in flight.
+                self.cache.forget(&key);
+            })?;
+        if reply.first_offset() != start.offset {
+            return Err(TierError::Damaged {
+                object: self.store.object_name(&key),
+                position: start.pos,
+                reason: format!(
+                    "the batch there starts at offset {}, not {}",
+                    reply.first_offset(),
+                    start.offset
+                ),
+            });
+        }
+        let reply = match from {
+            PollFrom::Offset(o) => reply.starting_at(o),
+            _ => reply,
+        };
+        Ok(Some((reply, seg.base_offset, end)))
+    }
+
+    /// The batch to start from: near the index entry at or below the
+    /// target, then a walk of batch headers.
+    fn locate(&self, p: u64, seg: &RemoteSegment, from: PollFrom) -> Result<Start, TierError> {
+        let entries = self.index(p, seg)?;
+        let entry = match from {
+            PollFrom::Offset(o) if o > seg.base_offset => {
+                index::floor_offset(&entries, o - seg.base_offset)
+            }
+            PollFrom::Timestamp(t) => index::floor_timestamp(&entries, t),
+            _ => None,
+        };
+        let mut at = entry
+            .filter(|e| u64::from(e.position) < seg.bytes)
+            .map(|e| Start {
+                pos: u64::from(e.position),
+                offset: seg.base_offset + u64::from(e.rel_offset),
+            })
+            .unwrap_or(Start {
+                pos: 0,
+                offset: seg.base_offset,
+            });
+        loop {
+            let h = self.header(p, seg, at.pos)?;
+            if h.base_offset != at.offset
+                && at.pos > 0
+                && entry.is_some_and(|e| u64::from(e.position) == at.pos)
+            {
+                // An index is a hint: one that does not name its batch is
+                // not followed; walk from the segment's start.
+                at = Start {
+                    pos: 0,
+                    offset: seg.base_offset,
+                };
+                continue;
+            }
+            if h.base_offset != at.offset {
+                return Err(self.damaged(
+                    p,
+                    seg,
+                    at.pos,
+                    format!(
+                        "the batch there starts at offset {}, not {}",
+                        h.base_offset, at.offset
+                    ),
+                ));
+            }
+            let here = match from {
+                PollFrom::Offset(o) => o < h.next_offset(),
+                PollFrom::Timestamp(t) => h.base_timestamp >= t,
+                _ => true,
+            };
+            let next = at.pos + h.batch_length;
+            if here || next >= seg.bytes {
+                return Ok(at);
+            }
+            at = Start {
+                pos: next,
+                offset: h.next_offset(),
+            };
+        }
+    }
+
+    /// Where the reply ends: whole batches from the start, at least one,
+    /// up to `max_bytes`, within the segment.
+    fn collect_end(
+        &self,
+        p: u64,
+        seg: &RemoteSegment,
+        start: &Start,
+        max_bytes: u64,
+    ) -> Result<u64, TierError> {
+        let mut end = start.pos;
+        loop {
+            let h = self.header(p, seg, end)?;
+            if end > start.pos && end - start.pos + h.batch_length > max_bytes {
+                return Ok(end);
+            }
+            end += h.batch_length;
+            if end >= seg.bytes {
+                return Ok(end);
+            }
+        }
+    }
+
+    /// The batch header at `pos`, checked to lie inside the segment.
+    fn header(
+        &self,
+        p: u64,
+        seg: &RemoteSegment,
+        pos: u64,
+    ) -> Result<corelog_segment::log::scan::HeaderPeek, TierError> {
+        let head = self.read(p, seg, pos..(pos + BATCH_HEADER_LEN as u64).min(seg.bytes))?;
+        let h = header_at(&head, 0)
+            .ok_or_else(|| self.damaged(p, seg, pos, "a torn batch header".into()))?;
+        if h.batch_length < BATCH_HEADER_LEN as u64 || pos + h.batch_length > seg.bytes {
+            return Err(self.damaged(
+                p,
+                seg,
+                pos,
+                format!(
+                    "a batch of {} bytes where {} remain",
+                    h.batch_length,
+                    seg.bytes - pos
+                ),
+            ));
+        }
+        Ok(h)
+    }
+
+    fn damaged(&self, p: u64, seg: &RemoteSegment, position: u64, reason: String) -> TierError {
+        let key = log_key(p, seg);
+        self.cache.forget(&key);
+        TierError::Damaged {
+            object: self.store.object_name(&key),
+            position,
+            reason,
+        }
+    }
+
+    /// The segment's index entries (the whole index object, cached).
+    fn index(&self, p: u64, seg: &RemoteSegment) -> Result<Vec<IndexEntry>, TierError> {
+        let key = ChunkKey {
+            object: index_key(p, seg),
+            chunk: u64::MAX,
+        };
+        let bytes = self
+            .cache
+            .get_or_fetch(&key, || self.store.get(&key.object, None).map(Bytes::from))?;
+        let (entries, _) = index::decode_file(&bytes);
+        // An index is a hint: only entries inside the segment count (the
+        // walk then checks the batch each one names).
+        let good = index::well_formed_prefix(&entries, seg.bytes);
+        Ok(entries[..good].to_vec())
+    }
+
+    /// Bytes `range` of the segment's log object, through the cache. A
+    /// range inside one chunk is a view of it; a longer one is copied
+    /// together.
+    fn read(
+        &self,
+        p: u64,
+        seg: &RemoteSegment,
+        range: std::ops::Range<u64>,
+    ) -> Result<Bytes, TierError> {
+        let key = log_key(p, seg);
+        let c = self.chunk_bytes.max(1);
+        let first = range.start / c;
+        let last = range.end.saturating_sub(1) / c;
+        let mut out = BytesMut::new();
+        for n in first..=last {
+            let chunk = self.chunk(&key, seg, n)?;
+            let from = range.start.max(n * c) - n * c;
+            let to = (range.end.min((n + 1) * c) - n * c).min(chunk.len() as u64);
+            if from > to {
+                return Err(self.damaged(
+                    p,
+                    seg,
+                    n * c + chunk.len() as u64,
+                    format!(
+                        "the object ends there, its manifest says {} bytes",
+                        seg.bytes
+                    ),
+                ));
+            }
+            let part = chunk.slice(from as usize..to as usize);
+            if first == last {
+                return Ok(part);
+            }
+            out.extend_from_slice(&part);
+        }
+        Ok(out.freeze())
+    }
+
+    /// Chunk `n` of object `key`.
+    fn chunk(&self, key: &str, seg: &RemoteSegment, n: u64) -> Result<Bytes, TierError> {
+        let c = self.chunk_bytes.max(1);
+        let ck = ChunkKey {
+            object: key.to_owned(),
+            chunk: n,
+        };
+        Ok(self.cache.get_or_fetch(&ck, || {
+            let range = n * c..((n + 1) * c).min(seg.bytes);
+            self.store.get(key, Some(range)).map(Bytes::from)
+        })?)
+    }
+
+    /// Fetches chunk `n` of the segment into the cache ahead of its use.
+    pub fn prefetch(&self, p: u64, seg: &RemoteSegment, n: u64) {
+        let key = log_key(p, seg);
+        let ck = ChunkKey {
+            object: key.clone(),
+            chunk: n,
+        };
+        if n * self.chunk_bytes.max(1) >= seg.bytes || self.cache.contains(&ck) {
+            return;
+        }
+        let c = self.chunk_bytes.max(1);
+        let range = n * c..((n + 1) * c).min(seg.bytes);
+        if let Ok(bytes) = self.store.get(&key, Some(range)) {
+            self.cache.insert(ck, Bytes::from(bytes));
+        }
+    }
+}

@@ -1,0 +1,411 @@
+//! A tier: the store, what it holds (the manifests, as last loaded or
+//! committed), the chunk cache and the threads that read from it. The
+//! engine drives uploads through [`Tier::offload`] on a thread of its own
+//! and hands polls below a partition's local log to [`Tier::poll`].
+
+use crate::cache::{CacheStats, ChunkCache};
+use crate::error::TierError;
+use crate::manifest::Manifest;
+use crate::read::Reader;
+use crate::store::ObjectStore;
+use crate::upload::{clean_strays, commit, expire, load_manifest, upload_segment};
+use corelog_segment::log::{PollFrom, PollReply, Retention, SealedSegment};
+use corelog_segment::Limits;
+use futures_channel::oneshot;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// How a tier runs.
+#[derive(Debug, Clone)]
+pub struct TierConfig {
+    /// The store.
+    pub store: Arc<dyn ObjectStore>,
+    /// Per partition, the bytes of sealed segments kept on local disk once
+    /// the store holds them (the active segment always stays).
+    pub local_retention_bytes: u64,
+    /// Bytes per ranged GET (and per cached chunk).
+    pub chunk_bytes: u64,
+    /// The chunk cache's budget, in bytes.
+    pub cache_bytes: u64,
+    /// How often the uploader looks for sealed segments.
+    pub upload_every: Duration,
+    /// Threads serving remote reads.
+    pub readers: usize,
+}
+
+impl TierConfig {
+    /// Defaults for a store: 1 GiB kept locally, 4 MiB chunks, a 256 MiB
+    /// cache, a look every second, two readers.
+    pub fn new(store: Arc<dyn ObjectStore>) -> TierConfig {
+        TierConfig {
+            store,
+            local_retention_bytes: 1 << 30,
+            chunk_bytes: 4 << 20,
+            cache_bytes: 256 << 20,
+            upload_every: Duration::from_secs(1),
+            readers: 2,
+        }
+    }
+}
+
+/// What a tier has done, for stats.
+#[derive(Debug, Default)]
+pub struct TierCounters {
+    /// Segments copied and committed since start.
+    pub uploaded_segments: AtomicU64,
+    /// Their bytes.
+    pub uploaded_bytes: AtomicU64,
+    /// Sealed segments waiting to be copied (at the last pass).
+    pub backlog_segments: AtomicU64,
+    /// Their bytes.
+    pub backlog_bytes: AtomicU64,
+    /// Uploads or commits that failed since start.
+    pub upload_errors: AtomicU64,
+    /// Segments removed from the store by retention.
+    pub expired_segments: AtomicU64,
+    /// Objects no manifest named, deleted.
+    pub strays_deleted: AtomicU64,
+    /// Polls served from the store.
+    pub remote_polls: AtomicU64,
+    /// Their bytes.
+    pub remote_poll_bytes: AtomicU64,
+}
+
+/// A tier's figures at one moment ([`Tier::figures`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TierFigures {
+    /// Segments copied and committed since start, and their bytes.
+    pub uploaded: (u64, u64),
+    /// Sealed segments waiting to be copied at the last pass, and their bytes.
+    pub backlog: (u64, u64),
+    /// Uploads or commits that failed since start.
+    pub upload_errors: u64,
+    /// Segments removed from the store by retention.
+    pub expired_segments: u64,
+    /// Objects no manifest named, deleted.
+    pub strays_deleted: u64,
+    /// Polls served from the store, and their bytes.
+    pub remote_polls: (u64, u64),
+    /// The chunk cache.
+    pub cache: CacheStats,
+}
+
+impl std::fmt::Display for TierFigures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "tier: {} segments uploaded ({} B, {} failed), backlog {} segments ({} B), {} expired, {} strays deleted, {} remote polls ({} B), cache {:.0}% hits ({} of {} B)",
+            self.uploaded.0,
+            self.uploaded.1,
+            self.upload_errors,
+            self.backlog.0,
+            self.backlog.1,
+            self.expired_segments,
+            self.strays_deleted,
+            self.remote_polls.0,
+            self.remote_polls.1,
+            self.cache.hit_rate() * 100.0,
+            self.cache.bytes,
+            self.cache.budget,
+        )
+    }
+}
+
+/// What one pass did for one partition.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct OffloadPass {
+    /// The end of what the store holds: local segments wholly below it may go.
+    pub offloaded_through: u64,
+    /// Segments copied and committed.
+    pub uploaded: usize,
+    /// Sealed segments still waiting, and their bytes.
+    pub backlog: (u64, u64),
+}
+
+type PollJob = (
+    u64,
+    PollFrom,
+    u64,
+    oneshot::Sender<Result<Option<PollReply>, TierError>>,
+);
+
+enum Job {
+    Poll(PollJob),
+    Prefetch(u64, u64, u64),
+}
+
+/// A running tier.
+#[derive(Debug)]
+pub struct Tier {
+    config: TierConfig,
+    limits: Limits,
+    cache: ChunkCache,
+    manifests: Mutex<HashMap<u64, Arc<Manifest>>>,
+    counters: TierCounters,
+    jobs: Mutex<Option<mpsc::Sender<Job>>>,
+    readers: Mutex<Vec<JoinHandle<()>>>,
+    /// One upload pass at a time: a manifest has one writer.
+    uploading: Mutex<()>,
+}
+
+impl Tier {
+    /// Checks the store (it answers, the bucket exists, the credentials
+    /// are accepted) and starts the reader threads.
+    pub fn start(config: TierConfig, limits: Limits) -> Result<Arc<Tier>, TierError> {
+        config.store.check()?;
+        let (tx, rx) = mpsc::channel::<Job>();
+        let tier = Arc::new(Tier {
+            cache: ChunkCache::new(config.cache_bytes),
+            config,
+            limits,
+            manifests: Mutex::new(HashMap::new()),
+            counters: TierCounters::default(),
+            jobs: Mutex::new(Some(tx)),
+            readers: Mutex::new(Vec::new()),
+            uploading: Mutex::new(()),
+        });
+        let rx = Arc::new(Mutex::new(rx));
+        let mut readers = Vec::new();
+        for i in 0..tier.config.readers.max(1) {
+            let (tier, rx) = (Arc::downgrade(&tier), rx.clone());
+            let spawned = std::thread::Builder::new()
+                .name(format!("corelog-tier-read-{i}"))
+                .spawn(move || read_jobs(tier, rx));
+            match spawned {
+                Ok(h) => readers.push(h),
+                Err(e) => tracing::warn!("tier: no reader thread: {e}"),
+            }
+        }
+        *lock(&tier.readers) = readers;
+        Ok(tier)
+    }
+
+    /// Stops the reader threads (waiting reads answer [`TierError::Stopped`]).
+    pub fn stop(&self) {
+        lock(&self.jobs).take();
+        for h in std::mem::take(&mut *lock(&self.readers)) {
+            let _ = h.join();
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &TierConfig {
+        &self.config
+    }
+
+    /// What the tier has done.
+    pub fn counters(&self) -> &TierCounters {
+        &self.counters
+    }
+
+    /// The tier's figures now.
+    pub fn figures(&self) -> TierFigures {
+        let c = &self.counters;
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        TierFigures {
+            uploaded: (get(&c.uploaded_segments), get(&c.uploaded_bytes)),
+            backlog: (get(&c.backlog_segments), get(&c.backlog_bytes)),
+            upload_errors: get(&c.upload_errors),
+            expired_segments: get(&c.expired_segments),
+            strays_deleted: get(&c.strays_deleted),
+            remote_polls: (get(&c.remote_polls), get(&c.remote_poll_bytes)),
+            cache: self.cache.stats(),
+        }
+    }
+
+    /// The chunk cache's figures.
+    pub fn cache_stats(&self) -> CacheStats {
+        self.cache.stats()
+    }
+
+    /// The partition's manifest as last loaded or committed (loaded from
+    /// the store the first time).
+    pub fn manifest(&self, partition: u64) -> Result<Arc<Manifest>, TierError> {
+        if let Some(m) = lock(&self.manifests).get(&partition) {
+            return Ok(m.clone());
+        }
+        let m = Arc::new(load_manifest(self.config.store.as_ref(), partition)?);
+        lock(&self.manifests).insert(partition, m.clone());
+        Ok(m)
+    }
+
+    /// Whether the store may hold batches before `offset` (a poll there
+    /// that the local log could not serve goes to the store).
+    pub fn holds_before(&self, partition: u64, offset: u64) -> bool {
+        match lock(&self.manifests).get(&partition) {
+            Some(m) => m.start_offset().is_some_and(|s| s < offset),
+            // Not loaded yet: ask the store.
+            None => true,
+        }
+    }
+
+    /// One upload pass for a partition: on the first, stray objects are
+    /// deleted; then the store's retention is applied, and the sealed
+    /// segments it does not hold are copied oldest first, the manifest
+    /// committed after each. Stops at the first failure (later segments
+    /// wait, so what the store holds never skips one).
+    pub fn offload(
+        &self,
+        partition: u64,
+        sealed: &[SealedSegment],
+        retention: &Retention,
+        local: (u64, u64),
+        now_micros: u64,
+    ) -> Result<OffloadPass, TierError> {
+        let _one_writer = lock(&self.uploading);
+        let store = self.config.store.as_ref();
+        let first_look = !lock(&self.manifests).contains_key(&partition);
+        let mut m = (*self.manifest(partition)?).clone();
+        if first_look {
+            let strays = clean_strays(store, &m)?;
+            self.counters
+                .strays_deleted
+                .fetch_add(strays.len() as u64, Ordering::Relaxed);
+            for k in strays {
+                tracing::info!(
+                    "tier: deleted {}, which no manifest names",
+                    store.object_name(&k)
+                );
+            }
+        }
+        let expired = expire(store, &mut m, retention, local.0, local.1, now_micros)?;
+        self.counters
+            .expired_segments
+            .fetch_add(expired.len() as u64, Ordering::Relaxed);
+        self.publish(&m);
+        let waiting: Vec<&SealedSegment> = sealed
+            .iter()
+            .filter(|s| s.base_offset >= m.end_offset() && !m.holds(s.base_offset))
+            .collect();
+        let mut pass = OffloadPass::default();
+        let mut failed = None;
+        for s in &waiting {
+            let done = upload_segment(store, partition, s).and_then(|r| {
+                let mut next = m.clone();
+                next.segments.push(r);
+                commit(store, &mut next)?;
+                Ok(next)
+            });
+            match done {
+                Ok(next) => {
+                    m = next;
+                    self.publish(&m);
+                    pass.uploaded += 1;
+                    self.counters
+                        .uploaded_segments
+                        .fetch_add(1, Ordering::Relaxed);
+                    self.counters
+                        .uploaded_bytes
+                        .fetch_add(s.len, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    self.counters.upload_errors.fetch_add(1, Ordering::Relaxed);
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        pass.backlog = waiting
+            .iter()
+            .skip(pass.uploaded)
+            .fold((0, 0), |(n, b), s| (n + 1, b + s.len));
+        pass.offloaded_through = m.end_offset();
+        match failed {
+            Some(e) if pass.uploaded == 0 => Err(e),
+            Some(e) => {
+                tracing::warn!("tier: partition {partition}: {e}");
+                Ok(pass)
+            }
+            None => Ok(pass),
+        }
+    }
+
+    fn publish(&self, m: &Manifest) {
+        lock(&self.manifests).insert(m.partition, Arc::new(m.clone()));
+    }
+
+    /// Serves a poll from the store (blocking): `None` when it holds
+    /// nothing there.
+    pub fn poll(
+        &self,
+        partition: u64,
+        from: PollFrom,
+        max_bytes: u64,
+    ) -> Result<Option<PollReply>, TierError> {
+        let m = self.manifest(partition)?;
+        let Some((reply, base, end)) = self.reader().poll(&m, from, max_bytes)? else {
+            return Ok(None);
+        };
+        self.counters.remote_polls.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .remote_poll_bytes
+            .fetch_add(reply.len(), Ordering::Relaxed);
+        // The consumer reads on from `end`: fetch the chunk after the one
+        // holding it (or the next segment's first) before it gets there.
+        let c = self.config.chunk_bytes.max(1);
+        let seg = m.segments.iter().find(|s| s.base_offset == base);
+        let ahead = match seg {
+            Some(s) if end / c + 1 < s.bytes.div_ceil(c) => Some((base, end / c + 1)),
+            _ => m
+                .segment_from(reply.next_offset())
+                .map(|s| (s.base_offset, 0)),
+        };
+        if let (Some((base, n)), Some(jobs)) = (ahead, lock(&self.jobs).as_ref()) {
+            let _ = jobs.send(Job::Prefetch(partition, base, n));
+        }
+        Ok(Some(reply))
+    }
+
+    /// [`Tier::poll`] on a reader thread, answered on the channel.
+    pub fn poll_on_reader(
+        &self,
+        partition: u64,
+        from: PollFrom,
+        max_bytes: u64,
+    ) -> oneshot::Receiver<Result<Option<PollReply>, TierError>> {
+        let (tx, rx) = oneshot::channel();
+        if let Some(jobs) = lock(&self.jobs).as_ref() {
+            // A stopped tier drops the sender: the receiver sees it.
+            let _ = jobs.send(Job::Poll((partition, from, max_bytes, tx)));
+        }
+        rx
+    }
+
+    fn reader(&self) -> Reader<'_> {
+        Reader {
+            store: self.config.store.as_ref(),
+            cache: &self.cache,
+            chunk_bytes: self.config.chunk_bytes,
+            limits: self.limits,
+        }
+    }
+}
+
+fn read_jobs(tier: std::sync::Weak<Tier>, rx: Arc<Mutex<mpsc::Receiver<Job>>>) {
+    loop {
+        let job = lock(&rx).recv();
+        let (Ok(job), Some(tier)) = (job, tier.upgrade()) else {
+            return;
+        };
+        match job {
+            Job::Poll((p, from, max, tx)) => {
+                let _ = tx.send(tier.poll(p, from, max));
+            }
+            Job::Prefetch(p, base, n) => {
+                if let Ok(m) = tier.manifest(p) {
+                    if let Some(seg) = m.segments.iter().find(|s| s.base_offset == base) {
+                        tier.reader().prefetch(p, seg, n);
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
