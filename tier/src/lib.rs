@@ -28,6 +28,8 @@ pub use cache::CacheStats;
 pub use error::{StoreError, TierError};
 pub use manifest::{Manifest, RemoteSegment};
 pub use memory::MemoryStore;
+/// The credentials an [`S3Store`] signs with (`rusty-s3`'s).
+pub use rusty_s3::Credentials;
 pub use s3::{S3Location, S3Store};
 pub use store::{ObjectInfo, ObjectStore};
 pub use tier::{OffloadPass, Tier, TierConfig, TierCounters, TierFigures};

@@ -126,6 +126,24 @@ impl S3Store {
         })
     }
 
+    /// Creates the bucket (a first setup, a test's store); one that exists
+    /// already and is this account's is no error.
+    pub fn create_bucket(&self) -> Result<(), StoreError> {
+        let url = self
+            .bucket
+            .create_bucket(&self.credentials)
+            .sign(SIGNED_FOR);
+        match self.answer("PUT", "", self.agent.put(url.as_str()).send_empty()) {
+            Ok(_) => Ok(()),
+            Err(StoreError::Failed { message, .. })
+                if message.starts_with("BucketAlreadyOwnedByYou") =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
     fn full_key(&self, key: &str) -> String {
         format!("{}{key}", self.location.prefix)
     }

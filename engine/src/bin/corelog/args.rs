@@ -83,3 +83,25 @@ pub(crate) struct RepairArgs {
     #[arg(long)]
     pub(crate) partition: u64,
 }
+
+#[derive(Args)]
+pub(crate) struct TierStatusArgs {
+    /// Data directory.
+    #[arg(long)]
+    pub(crate) dir: PathBuf,
+    /// The tier, as the server was given it: s3://BUCKET/PREFIX
+    /// (credentials and region from AWS_ACCESS_KEY_ID,
+    /// AWS_SECRET_ACCESS_KEY, AWS_REGION).
+    #[arg(long)]
+    pub(crate) tier: String,
+    /// The endpoint of an S3-compatible store (http://host:port).
+    #[arg(long)]
+    pub(crate) tier_endpoint: Option<String>,
+    /// Only this partition.
+    #[arg(long)]
+    pub(crate) partition: Option<u64>,
+    /// Also download every remote segment and check it: its XXH3 against
+    /// the manifest's, and every batch (layout, checksums, offsets).
+    #[arg(long)]
+    pub(crate) verify: bool,
+}

@@ -25,6 +25,9 @@ pub(crate) enum CliError {
     /// Reading the files directly failed.
     #[error(transparent)]
     Read(corelog_segment::log::read_only::ReadError),
+    /// The tier's store could not be named or read.
+    #[error("tier: {0}")]
+    Tier(String),
 }
 
 /// How `corelog` exits (see `EXIT_CODES` in main.rs).

@@ -6,8 +6,9 @@ mod args;
 mod error;
 mod read;
 mod repair;
+mod tier;
 
-use args::{AppendArgs, DumpArgs, PollArgs, RepairArgs, VerifyArgs};
+use args::{AppendArgs, DumpArgs, PollArgs, RepairArgs, TierStatusArgs, VerifyArgs};
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
 
@@ -51,6 +52,18 @@ enum Command {
     /// the partition's aside/ directory. Nothing is deleted; what moved
     /// where is printed.
     Repair(RepairArgs),
+    /// Tiered storage: what the object store holds beside the directory.
+    #[command(subcommand)]
+    Tier(TierCommand),
+}
+
+#[derive(Subcommand)]
+enum TierCommand {
+    /// Per partition: the local segments, the store's (its manifest), and
+    /// the sealed segments waiting to be copied. Reads only, here and in
+    /// the store. With --verify, every remote segment is downloaded and
+    /// checked (exit 4 when one is damaged, named).
+    Status(TierStatusArgs),
 }
 
 fn main() -> ExitCode {
@@ -62,6 +75,7 @@ fn main() -> ExitCode {
         Command::Verify(a) => read::verify(a),
         Command::Dump(a) => read::dump(a),
         Command::Repair(a) => repair::repair(a),
+        Command::Tier(TierCommand::Status(a)) => tier::status(a),
     };
     match result {
         Ok(exit) => exit.into(),
