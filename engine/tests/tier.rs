@@ -151,6 +151,11 @@ fn while_the_store_is_down_sends_go_on_nothing_is_trimmed_and_the_backlog_drains
         .load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(backlog, report.backlog_segments);
     assert_eq!(engine.handle().stats(2).wait().unwrap().first_offset, 0);
+    // Polls of what is local go on, whatever the start they name.
+    for from in [PollFrom::First, PollFrom::Offset(0), PollFrom::Timestamp(0)] {
+        let r = engine.handle().poll(2, from, 1).wait().unwrap();
+        assert_eq!(r.first_offset(), 0, "{from:?}");
+    }
     store.set_down(false);
     let report = engine.handle().offload_pass();
     assert!(

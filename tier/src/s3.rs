@@ -114,8 +114,16 @@ impl S3Store {
             .map_err(|e| format!("endpoint `{endpoint}`: {e}"))?;
         let agent: ureq::Agent = ureq::Agent::config_builder()
             .http_status_as_error(false)
+            // A store that stops answering fails the request within
+            // seconds; one that answers slowly may take as long as a large
+            // segment takes to send (a body shorter than its length, which
+            // makes ureq spin, cannot come from a sealed segment, and is
+            // bounded by `timeout_send_body` all the same).
             .timeout_connect(Some(Duration::from_secs(5)))
-            .timeout_global(Some(Duration::from_secs(120)))
+            .timeout_per_read(Some(Duration::from_secs(30)))
+            .timeout_per_write(Some(Duration::from_secs(30)))
+            .timeout_recv_response(Some(Duration::from_secs(60)))
+            .timeout_send_body(Some(Duration::from_secs(1800)))
             .build()
             .into();
         Ok(S3Store {

@@ -130,7 +130,9 @@ pub(crate) fn below_local(
             PollFrom::First | PollFrom::Timestamp(_) => true,
             PollFrom::Last => false,
         };
-        if !ask || !tier.holds_before(partition, r.first_offset()) {
+        // A local log from offset 0 has nothing below it: such polls never
+        // wait on the store (nor fail with it).
+        if !ask || r.first_offset() == 0 || !tier.holds_before(partition, r.first_offset()) {
             return Ok(r);
         }
         let failed = |e: TierError| RequestError::Tier {
