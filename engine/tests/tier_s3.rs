@@ -116,7 +116,7 @@ fn assert_store_matches_manifest(engine: &Engine, store: &dyn ObjectStore, p: u6
             let k = format!("partitions/{p}/{:020}-{:020}", s.base_offset, s.next_offset);
             [format!("{k}.index"), format!("{k}.log")]
         })
-        .chain([format!("partitions/{p}/manifest.json")])
+        .chain([format!("partitions/{p}/manifest-{:020}.json", 0)])
         .collect();
     named.sort();
     assert_eq!(keys, named);
@@ -319,11 +319,7 @@ fn tier_kill_child() {
     let (dir, endpoint, prefix, suffix, nth) = (parts[0], parts[1], parts[2], parts[3], parts[4]);
     let store = HoldAt {
         inner: store_at(endpoint, prefix, weed::SECRET_KEY),
-        suffix: if suffix == "log" {
-            ".log"
-        } else {
-            "manifest.json"
-        },
+        suffix: if suffix == "log" { ".log" } else { ".json" },
         nth: nth.parse().unwrap(),
         seen: AtomicUsize::new(0),
         marker: Path::new(dir).join("held"),

@@ -51,6 +51,7 @@ mod machine;
 mod net;
 mod slog_drain;
 mod status;
+mod tier_leadership;
 
 pub use command::Origin;
 pub use config::{ClusterConfig, ConfigError, Inconsistency, NodeAddr, ReplicaOptions, Secret};
@@ -61,6 +62,7 @@ pub use machine::{MachineError, MetaMachine};
 #[cfg(feature = "testing")]
 pub use net::fetch::hold as fetch_hold;
 pub use status::GroupView;
+pub use tier_leadership::TierLeadership;
 
 use group::{Group, GroupSetup, Role};
 use inbox::Inbox;

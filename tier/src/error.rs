@@ -95,6 +95,17 @@ pub enum TierError {
     /// A remote read's batches failed their check (named in the error).
     #[error(transparent)]
     Batch(#[from] LogError),
+    /// This node no longer leads the partition's group under the term it
+    /// was about to commit a manifest in: nothing was committed.
+    #[error(
+        "partition {partition}: no longer the leader of term {term}: the manifest is not committed"
+    )]
+    Deposed {
+        /// The partition.
+        partition: u64,
+        /// The term.
+        term: u64,
+    },
     /// The tier was stopped (the engine shuts down).
     #[error("the tier is stopped")]
     Stopped,

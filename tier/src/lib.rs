@@ -16,8 +16,10 @@
 
 pub mod cache;
 pub mod error;
+pub mod leadership;
 pub mod manifest;
 pub mod memory;
+pub mod pass;
 pub mod read;
 pub mod s3;
 pub mod store;
@@ -26,6 +28,7 @@ pub mod upload;
 
 pub use cache::CacheStats;
 pub use error::{StoreError, TierError};
+pub use leadership::Leadership;
 pub use manifest::{Manifest, RemoteSegment};
 pub use memory::MemoryStore;
 /// The credentials an [`S3Store`] signs with (`rusty-s3`'s).

@@ -5,7 +5,7 @@
 //! delete failed; the next pass deletes it.
 //!
 //! ```text
-//! PREFIX/partitions/<p>/manifest.json
+//! PREFIX/partitions/<p>/manifest-<term, 20 digits>.json
 //! PREFIX/partitions/<p>/<base, 20 digits>-<next, 20 digits>.log    the segment, byte for byte
 //! PREFIX/partitions/<p>/<base, 20 digits>-<next, 20 digits>.index  its index, seal record included
 //! ```
@@ -13,6 +13,12 @@
 //! An object's key is a function of what it holds (the partition and the
 //! offsets), so an upload redone after a crash replaces the same object:
 //! no committed duplicate can arise.
+//!
+//! A manifest is written under the term of its writer: in a cluster only
+//! the leader of the partition's group writes, and only its term's key, so
+//! a deposed leader that commits late writes an older term's manifest,
+//! which the newest term's hides. The manifest in force is the one of the
+//! highest term (a single node writes term 0).
 
 use crate::error::TierError;
 use serde::{Deserialize, Serialize};
@@ -50,6 +56,9 @@ pub struct Manifest {
     pub partition: u64,
     /// Commits so far (each PUT one more).
     pub generation: u64,
+    /// The term it was written under (0 on a single node).
+    #[serde(default)]
+    pub term: u64,
     /// The segments.
     pub segments: Vec<RemoteSegment>,
 }
@@ -61,19 +70,32 @@ impl Manifest {
             version: MANIFEST_VERSION,
             partition,
             generation: 0,
+            term: 0,
             segments: Vec::new(),
         }
     }
 
-    /// The manifest's key.
-    pub fn key(partition: u64) -> String {
-        format!("{}manifest.json", partition_prefix(partition))
+    /// The key of the partition's manifest written under `term`.
+    pub fn key(partition: u64, term: u64) -> String {
+        format!(
+            "{}{MANIFEST_PREFIX}{term:020}.json",
+            partition_prefix(partition)
+        )
     }
 
-    /// Parses and checks a stored manifest.
-    pub fn decode(partition: u64, bytes: &[u8]) -> Result<Manifest, TierError> {
+    /// The term a manifest key names, if it is one.
+    pub fn term_of_key(partition: u64, key: &str) -> Option<u64> {
+        let digits = key
+            .strip_prefix(&partition_prefix(partition))?
+            .strip_prefix(MANIFEST_PREFIX)?
+            .strip_suffix(".json")?;
+        (digits.len() == 20).then(|| digits.parse().ok())?
+    }
+
+    /// Parses and checks a stored manifest, read from `term`'s key.
+    pub fn decode(partition: u64, term: u64, bytes: &[u8]) -> Result<Manifest, TierError> {
         let damaged = |reason: String| TierError::Manifest {
-            key: Manifest::key(partition),
+            key: Manifest::key(partition, term),
             reason,
         };
         let m: Manifest = serde_json::from_slice(bytes).map_err(|e| damaged(e.to_string()))?;
@@ -85,6 +107,9 @@ impl Manifest {
         }
         if m.partition != partition {
             return Err(damaged(format!("names partition {}", m.partition)));
+        }
+        if m.term != term {
+            return Err(damaged(format!("names term {}", m.term)));
         }
         let mut end = 0u64;
         for (i, s) in m.segments.iter().enumerate() {
@@ -135,6 +160,9 @@ impl Manifest {
     }
 }
 
+/// How a manifest's key begins (after the partition's prefix).
+pub const MANIFEST_PREFIX: &str = "manifest-";
+
 /// The prefix of a partition's objects.
 pub fn partition_prefix(partition: u64) -> String {
     format!("partitions/{partition}/")
@@ -175,7 +203,9 @@ mod tests {
     fn a_manifest_round_trips_and_finds_segments() {
         let mut m = Manifest::new(7);
         m.segments = vec![seg(0, 10), seg(10, 20), seg(30, 40)];
-        let back = Manifest::decode(7, &m.encode()).expect("decodes");
+        let back = Manifest::decode(7, 0, &m.encode()).expect("decodes");
+        assert_eq!(Manifest::term_of_key(7, &Manifest::key(7, 12)), Some(12));
+        assert_eq!(Manifest::term_of_key(7, &Manifest::key(8, 12)), None);
         assert_eq!(back, m);
         assert_eq!(m.segment_from(5).map(|s| s.base_offset), Some(0));
         assert_eq!(m.segment_from(10).map(|s| s.base_offset), Some(10));
@@ -189,13 +219,13 @@ mod tests {
     fn a_damaged_manifest_is_named() {
         let mut m = Manifest::new(7);
         m.segments = vec![seg(0, 10), seg(5, 20)];
-        let err = Manifest::decode(7, &m.encode()).expect_err("overlap");
-        assert!(
-            err.to_string().contains("partitions/7/manifest.json"),
-            "{err}"
-        );
-        let err = Manifest::decode(8, &Manifest::new(7).encode()).expect_err("other partition");
+        let err = Manifest::decode(7, 0, &m.encode()).expect_err("overlap");
+        let key = "partitions/7/manifest-00000000000000000000.json";
+        assert!(err.to_string().contains(key), "{err}");
+        let err = Manifest::decode(8, 0, &Manifest::new(7).encode()).expect_err("other partition");
         assert!(err.to_string().contains("names partition 7"), "{err}");
-        assert!(Manifest::decode(7, b"{not json").is_err());
+        let err = Manifest::decode(7, 3, &Manifest::new(7).encode()).expect_err("other term");
+        assert!(err.to_string().contains("names term 0"), "{err}");
+        assert!(Manifest::decode(7, 0, b"{not json").is_err());
     }
 }

@@ -5,11 +5,12 @@
 
 use crate::cache::{CacheStats, ChunkCache};
 use crate::error::TierError;
+use crate::leadership::Leadership;
 use crate::manifest::Manifest;
 use crate::read::Reader;
 use crate::store::ObjectStore;
-use crate::upload::{clean_strays, commit, expire, load_manifest, upload_segment};
-use corelog_segment::log::{PollFrom, PollReply, Retention, SealedSegment};
+use crate::upload::load_manifest;
+use corelog_segment::log::{PollFrom, PollReply};
 use corelog_segment::Limits;
 use futures_channel::oneshot;
 use std::collections::HashMap;
@@ -35,6 +36,10 @@ pub struct TierConfig {
     pub upload_every: Duration,
     /// Threads serving remote reads.
     pub readers: usize,
+    /// In a cluster, who may write the manifests (the leader of each
+    /// partition's group) and under which term; `None` on a single node,
+    /// which always may, under term 0.
+    pub leadership: Option<Arc<dyn Leadership>>,
 }
 
 impl TierConfig {
@@ -48,6 +53,7 @@ impl TierConfig {
             cache_bytes: 256 << 20,
             upload_every: Duration::from_secs(1),
             readers: 2,
+            leadership: None,
         }
     }
 }
@@ -141,15 +147,19 @@ enum Job {
 /// A running tier.
 #[derive(Debug)]
 pub struct Tier {
-    config: TierConfig,
+    pub(crate) config: TierConfig,
     limits: Limits,
     cache: ChunkCache,
-    manifests: Mutex<HashMap<u64, Arc<Manifest>>>,
-    counters: TierCounters,
+    pub(crate) manifests: Mutex<HashMap<u64, Arc<Manifest>>>,
+    pub(crate) counters: TierCounters,
     jobs: Mutex<Option<mpsc::Sender<Job>>>,
     readers: Mutex<Vec<JoinHandle<()>>>,
-    /// One upload pass at a time: a manifest has one writer.
-    uploading: Mutex<()>,
+    /// One upload pass at a time: a manifest has one writer here.
+    pub(crate) uploading: Mutex<()>,
+    /// Per partition, the term whose strays and older manifests were
+    /// cleaned (after that term's first commit, in a cluster), and the
+    /// passes since.
+    pub(crate) cleaned: Mutex<HashMap<u64, (u64, u32)>>,
 }
 
 impl Tier {
@@ -167,6 +177,7 @@ impl Tier {
             jobs: Mutex::new(Some(tx)),
             readers: Mutex::new(Vec::new()),
             uploading: Mutex::new(()),
+            cleaned: Mutex::new(HashMap::new()),
         });
         let rx = Arc::new(Mutex::new(rx));
         let mut readers = Vec::new();
@@ -243,88 +254,7 @@ impl Tier {
         }
     }
 
-    /// One upload pass for a partition: on the first, stray objects are
-    /// deleted; then the store's retention is applied, and the sealed
-    /// segments it does not hold are copied oldest first, the manifest
-    /// committed after each. Stops at the first failure (later segments
-    /// wait, so what the store holds never skips one).
-    pub fn offload(
-        &self,
-        partition: u64,
-        sealed: &[SealedSegment],
-        retention: &Retention,
-        local: (u64, u64),
-        now_micros: u64,
-    ) -> Result<OffloadPass, TierError> {
-        let _one_writer = lock(&self.uploading);
-        let store = self.config.store.as_ref();
-        let first_look = !lock(&self.manifests).contains_key(&partition);
-        let mut m = (*self.manifest(partition)?).clone();
-        if first_look {
-            let strays = clean_strays(store, &m)?;
-            self.counters
-                .strays_deleted
-                .fetch_add(strays.len() as u64, Ordering::Relaxed);
-            for k in strays {
-                tracing::info!(
-                    "tier: deleted {}, which no manifest names",
-                    store.object_name(&k)
-                );
-            }
-        }
-        let expired = expire(store, &mut m, retention, local.0, local.1, now_micros)?;
-        self.counters
-            .expired_segments
-            .fetch_add(expired.len() as u64, Ordering::Relaxed);
-        self.publish(&m);
-        let waiting: Vec<&SealedSegment> = sealed
-            .iter()
-            .filter(|s| s.base_offset >= m.end_offset() && !m.holds(s.base_offset))
-            .collect();
-        let mut pass = OffloadPass::default();
-        let mut failed = None;
-        for s in &waiting {
-            let done = upload_segment(store, partition, s).and_then(|r| {
-                let mut next = m.clone();
-                next.segments.push(r);
-                commit(store, &mut next)?;
-                Ok(next)
-            });
-            match done {
-                Ok(next) => {
-                    m = next;
-                    self.publish(&m);
-                    pass.uploaded += 1;
-                    self.counters
-                        .uploaded_segments
-                        .fetch_add(1, Ordering::Relaxed);
-                    self.counters
-                        .uploaded_bytes
-                        .fetch_add(s.len, Ordering::Relaxed);
-                }
-                Err(e) => {
-                    self.counters.upload_errors.fetch_add(1, Ordering::Relaxed);
-                    failed = Some(e);
-                    break;
-                }
-            }
-        }
-        pass.backlog = waiting
-            .iter()
-            .skip(pass.uploaded)
-            .fold((0, 0), |(n, b), s| (n + 1, b + s.len));
-        pass.offloaded_through = m.end_offset();
-        match failed {
-            Some(e) if pass.uploaded == 0 => Err(e),
-            Some(e) => {
-                tracing::warn!("tier: partition {partition}: {e}");
-                Ok(pass)
-            }
-            None => Ok(pass),
-        }
-    }
-
-    fn publish(&self, m: &Manifest) {
+    pub(crate) fn publish(&self, m: &Manifest) {
         lock(&self.manifests).insert(m.partition, Arc::new(m.clone()));
     }
 

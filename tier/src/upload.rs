@@ -3,26 +3,56 @@
 //! store's own housekeeping (strays, retention).
 
 use crate::error::{StoreError, TierError};
-use crate::manifest::{index_key, log_key, partition_prefix, Manifest, RemoteSegment};
+use crate::manifest::{
+    index_key, log_key, partition_prefix, Manifest, RemoteSegment, MANIFEST_PREFIX,
+};
 use crate::store::ObjectStore;
 use corelog_segment::log::{Retention, SealedSegment};
 use std::io::Read;
 use xxhash_rust::xxh3::Xxh3;
 
-/// The partition's manifest in the store, or an empty one when none was
-/// ever committed.
+/// The partition's manifest in force: the highest term's, or an empty one
+/// when none was ever committed.
 pub fn load_manifest(store: &dyn ObjectStore, partition: u64) -> Result<Manifest, TierError> {
-    match store.get(&Manifest::key(partition), None) {
-        Ok(bytes) => Manifest::decode(partition, &bytes),
-        Err(StoreError::NotFound { .. }) => Ok(Manifest::new(partition)),
+    let Some(term) = manifest_terms(store, partition)?.into_iter().max() else {
+        return Ok(Manifest::new(partition));
+    };
+    match store.get(&Manifest::key(partition, term), None) {
+        Ok(bytes) => Manifest::decode(partition, term, &bytes),
+        // Deleted since the listing: a newer term's superseded it.
+        Err(StoreError::NotFound { .. }) => load_manifest(store, partition),
         Err(e) => Err(e.into()),
     }
 }
 
-/// Commits `manifest` (one more generation): one atomic PUT.
-pub fn commit(store: &dyn ObjectStore, manifest: &mut Manifest) -> Result<(), TierError> {
+/// The terms of the partition's manifests in the store.
+pub fn manifest_terms(store: &dyn ObjectStore, partition: u64) -> Result<Vec<u64>, TierError> {
+    let prefix = format!("{}{MANIFEST_PREFIX}", partition_prefix(partition));
+    Ok(store
+        .list(&prefix)?
+        .iter()
+        .filter_map(|o| Manifest::term_of_key(partition, &o.key))
+        .collect())
+}
+
+/// Commits `manifest` (one more generation) under its term: one atomic
+/// PUT, made only while `may_commit()` (this node still leads).
+pub fn commit(
+    store: &dyn ObjectStore,
+    manifest: &mut Manifest,
+    may_commit: &dyn Fn() -> bool,
+) -> Result<(), TierError> {
+    if !may_commit() {
+        return Err(TierError::Deposed {
+            partition: manifest.partition,
+            term: manifest.term,
+        });
+    }
     manifest.generation += 1;
-    let done = store.put(&Manifest::key(manifest.partition), &manifest.encode());
+    let done = store.put(
+        &Manifest::key(manifest.partition, manifest.term),
+        &manifest.encode(),
+    );
     if done.is_err() {
         manifest.generation -= 1;
     }
@@ -118,6 +148,7 @@ pub fn clean_strays(
 /// first, then their objects deleted (a failed delete leaves a stray).
 pub fn expire(
     store: &dyn ObjectStore,
+    may_commit: &dyn Fn() -> bool,
     manifest: &mut Manifest,
     retention: &Retention,
     local_first: u64,
@@ -152,7 +183,7 @@ pub fn expire(
     }
     let mut next = manifest.clone();
     let removed: Vec<RemoteSegment> = next.segments.drain(..drop).collect();
-    commit(store, &mut next)?;
+    commit(store, &mut next, may_commit)?;
     *manifest = next;
     for s in &removed {
         // A failure leaves a stray for the next pass's cleaning.

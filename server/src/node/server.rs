@@ -51,7 +51,8 @@ pub struct ServerConfig {
     /// byte from the mappings (`writev`).
     pub send_by_reference: Option<usize>,
     /// Tiered storage: sealed segments copied to an object store and read
-    /// back from it (one node only, for now).
+    /// back from it (in a cluster, every node names the same store; only a
+    /// partition's leader writes it).
     pub tier: Option<corelog::TierConfig>,
 }
 
@@ -123,11 +124,6 @@ pub enum ServerError {
         /// the cluster file's
         file: usize,
     },
-    /// `--tier` with `--cluster`: a cluster's uploads would need one
-    /// uploader per partition (its leader) and the manifest replicated,
-    /// which corelog does not do yet.
-    #[error("--tier is not supported in a cluster yet: run tiered storage on a single node")]
-    TierInCluster,
     /// The limits do not fit together.
     #[error(transparent)]
     Limits(#[from] LimitsError),
@@ -167,13 +163,21 @@ impl Server {
             Some(f) => Some(crate::net::tls::server_config(&f.cert, &f.key)?),
             None => None,
         };
-        let engine = open_engine(&config)?;
+        // In a cluster, a partition's manifest in the tier is written by
+        // its group's leader only: the answer comes from the replica, once
+        // it runs.
+        let leadership = (config.cluster.is_some() && config.tier.is_some())
+            .then(corelog_replica::TierLeadership::new);
+        let engine = open_engine(&config, leadership.clone())?;
         let metadata = Arc::new(MetadataStore::open(&config.dir)?);
         delete_orphans(&engine, &metadata, config.cluster.is_some())?;
         let replica = match &config.cluster {
             Some(c) => Some(start_replica(&config, c, &engine, &metadata)?),
             None => None,
         };
+        if let (Some(l), Some(r)) = (&leadership, &replica) {
+            l.attach(&r.handle(), engine.handle());
+        }
         apply_retention(&engine, &metadata)?;
         let max_request = config
             .limits
@@ -376,14 +380,16 @@ const ACCEPT_BACKLOG: i32 = 1024;
 /// Opens the engine: in a cluster with the cluster file's shard count,
 /// and partition logs that are the replicated log (a commit mark, and
 /// the fsync policy of `--fsync`: see `ReplicaOptions::log_config`).
-fn open_engine(config: &ServerConfig) -> Result<Engine, ServerError> {
+fn open_engine(
+    config: &ServerConfig,
+    leadership: Option<Arc<corelog_replica::TierLeadership>>,
+) -> Result<Engine, ServerError> {
     let base = LogConfig {
         fsync: config.fsync,
         segment_bytes: config.segment_bytes,
         ..LogConfig::default()
     };
     let (shards, log) = match &config.cluster {
-        Some(_) if config.tier.is_some() => return Err(ServerError::TierInCluster),
         Some(c) => {
             if let Some(flag) = config.shards.filter(|s| *s != c.config.shards) {
                 return Err(ServerError::ShardsMismatch {
@@ -403,7 +409,10 @@ fn open_engine(config: &ServerConfig) -> Result<Engine, ServerError> {
         pin_threads: config.pin_threads,
         log,
         retention_check: config.retention_check,
-        tier: config.tier.clone(),
+        tier: config.tier.clone().map(|t| corelog::TierConfig {
+            leadership: leadership.map(|l| l as Arc<dyn corelog::tier::Leadership>),
+            ..t
+        }),
         ..Config::new(&config.dir)
     })?)
 }

@@ -1,0 +1,128 @@
+//! Tiered storage in a cluster: three nodes in one process name one store;
+//! only the leader of a partition's group uploads and writes its manifest,
+//! under its term; followers trim below that manifest; after the leader
+//! stops, the new leader continues under its own term, and the log read
+//! from offset 0 on any node is the whole log, each batch once.
+
+mod common;
+
+use common::*;
+use corelog::tier::upload::load_manifest;
+use corelog::tier::MemoryStore;
+use corelog::TierConfig;
+use corelog_replica::TierLeadership;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+const ELECT: Duration = Duration::from_secs(10);
+
+fn tiered_node(
+    id: u64,
+    dir: &std::path::Path,
+    cluster: &corelog_replica::ClusterConfig,
+    store: &Arc<MemoryStore>,
+) -> Node {
+    let lead = TierLeadership::new();
+    let l = lead.clone();
+    let store = store.clone();
+    let node = Node::start_with(id, dir, cluster, options(), move |c| {
+        c.log.segment_bytes = 16 << 10;
+        c.log.index_interval_bytes = 1024;
+        c.tier = Some(TierConfig {
+            local_retention_bytes: 16 << 10,
+            chunk_bytes: 8 << 10,
+            cache_bytes: 1 << 20,
+            upload_every: Duration::from_millis(50),
+            leadership: Some(l),
+            ..TierConfig::new(store)
+        });
+    });
+    lead.attach(&node.handle(), node.engine());
+    node
+}
+
+/// Every message id of partition 1 on `node`, read from offset 0.
+fn ids(node: &Node) -> Vec<u128> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    loop {
+        let r = node
+            .engine()
+            .poll(1, corelog::PollFrom::Offset(at), 1 << 20)
+            .wait()
+            .unwrap_or_else(|e| panic!("node {}: poll from {at}: {e}", node.id));
+        if r.is_empty() {
+            return out;
+        }
+        out.extend(r.messages().map(|m| m.id()));
+        at = r.next_offset();
+    }
+}
+
+fn expected(tags: std::ops::Range<u64>) -> Vec<u128> {
+    tags.flat_map(|t| (0..20u128).map(move |i| u128::from(t) << 32 | i))
+        .collect()
+}
+
+fn uploaded(node: &Node) -> u64 {
+    node.engine().tier().expect("tiered").figures().uploaded.0
+}
+
+fn wait(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "not within 30 s: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn only_the_leader_uploads_and_its_successor_continues_under_its_own_term() {
+    init_log();
+    let store = Arc::new(MemoryStore::new());
+    let dirs: Vec<_> = (0..3)
+        .map(|_| tempfile::tempdir().expect("tempdir"))
+        .collect();
+    let cluster = cluster(3);
+    let mut nodes: Vec<Node> = (0..3)
+        .map(|i| tiered_node(i as u64 + 1, dirs[i].path(), &cluster, &store))
+        .collect();
+    let leader = wait_for_leader(&nodes.iter().collect::<Vec<_>>(), ELECT);
+    let li = (leader - 1) as usize;
+    for tag in 0..200 {
+        append_retrying(&nodes[li], 1, batch(tag, 20));
+    }
+    wait("the leader uploads", || uploaded(&nodes[li]) >= 8);
+    let first_term = load_manifest(store.as_ref(), 1).expect("manifest").term;
+    assert!(first_term > 0);
+    for (i, n) in nodes.iter().enumerate() {
+        if i != li {
+            assert_eq!(uploaded(n), 0, "follower {} uploaded", n.id);
+            // Followers trim below the leader's manifest of the current term.
+            wait("a follower trims", || {
+                n.engine().stats(1).wait().expect("stats").first_offset > 0
+            });
+        }
+        assert_eq!(ids(n), expected(0..200), "node {}", n.id);
+    }
+    // The leader stops; a new one continues the log and the uploads.
+    nodes[li].stop();
+    let rest: Vec<&Node> = nodes.iter().filter(|n| n.replica.is_some()).collect();
+    let next = wait_for_leader(&rest, ELECT);
+    let ni = (next - 1) as usize;
+    let before = uploaded(&nodes[ni]);
+    for tag in 200..400 {
+        append_retrying(&nodes[ni], 1, batch(tag, 20));
+    }
+    wait("the new leader uploads", || {
+        uploaded(&nodes[ni]) >= before + 8
+    });
+    let m = load_manifest(store.as_ref(), 1).expect("manifest");
+    assert!(m.term > first_term, "term {} after {first_term}", m.term);
+    for w in m.segments.windows(2) {
+        assert_eq!(w[0].next_offset, w[1].base_offset, "{m:?}");
+    }
+    for n in nodes.iter().filter(|n| n.replica.is_some()) {
+        assert_eq!(ids(n), expected(0..400), "node {}", n.id);
+    }
+}

@@ -1,0 +1,189 @@
+//! An offload pass for one partition ([`Tier::offload`]): the leader (a
+//! single node always) copies and commits; a follower only learns what the
+//! store holds, and trims below it once its leader has committed in the
+//! group's current term.
+
+use crate::error::TierError;
+use crate::leadership::{role, Role};
+use crate::manifest::Manifest;
+use crate::tier::{OffloadPass, Tier};
+use crate::upload::{clean_strays, commit, expire, load_manifest, manifest_terms, upload_segment};
+use corelog_segment::log::{Retention, SealedSegment};
+use std::sync::atomic::Ordering;
+
+/// A leader cleans its partition's strays again after this many passes.
+pub const CLEAN_EVERY_PASSES: u32 = 64;
+
+impl Tier {
+    /// One pass for a partition. As its leader: the store's retention
+    /// applied, then the sealed segments it does not hold copied oldest
+    /// first, the manifest committed after each under this node's term;
+    /// stops at the first failure (later segments wait, so the store never
+    /// skips one). As a follower: the manifest in force read, and local
+    /// copies may go below it only when it was written in the group's
+    /// current term. `local` is the log's first offset and bytes.
+    pub fn offload(
+        &self,
+        partition: u64,
+        sealed: &[SealedSegment],
+        retention: &Retention,
+        local: (u64, u64),
+        now_micros: u64,
+    ) -> Result<OffloadPass, TierError> {
+        let _one_writer = self.uploading.lock().unwrap_or_else(|p| p.into_inner());
+        match role(self.config.leadership.as_deref(), partition) {
+            Role::Leads(term) => self.lead(partition, term, sealed, retention, local, now_micros),
+            Role::Follows(Some(term)) => self.follow(partition, term),
+            Role::Follows(None) => Ok(OffloadPass::default()),
+        }
+    }
+
+    fn still_leads(&self, partition: u64, term: u64) -> bool {
+        role(self.config.leadership.as_deref(), partition) == Role::Leads(term)
+    }
+
+    fn lead(
+        &self,
+        partition: u64,
+        term: u64,
+        sealed: &[SealedSegment],
+        retention: &Retention,
+        local: (u64, u64),
+        now_micros: u64,
+    ) -> Result<OffloadPass, TierError> {
+        let store = self.config.store.as_ref();
+        let cached = self.cached(partition).filter(|m| m.term == term);
+        let first_look = cached.is_none();
+        let mut m = match cached {
+            Some(m) => m,
+            None => load_manifest(store, partition)?,
+        };
+        if m.term > term {
+            // A later leader has committed: this node is behind.
+            self.publish(&m);
+            return Ok(OffloadPass::default());
+        }
+        m.term = term;
+        let single = self.config.leadership.is_none();
+        if first_look && single {
+            // Nobody else writes: what the manifest does not name is stray.
+            self.clean(&m)?;
+        }
+        let may = || self.still_leads(partition, term);
+        let expired = expire(store, &may, &mut m, retention, local.0, local.1, now_micros)?;
+        self.counters
+            .expired_segments
+            .fetch_add(expired.len() as u64, Ordering::Relaxed);
+        self.publish(&m);
+        let waiting: Vec<&SealedSegment> = sealed
+            .iter()
+            .filter(|s| s.base_offset >= m.end_offset() && !m.holds(s.base_offset))
+            .collect();
+        let mut pass = OffloadPass::default();
+        let mut failed = None;
+        for s in &waiting {
+            let done = upload_segment(store, partition, s).and_then(|r| {
+                let mut next = m.clone();
+                next.segments.push(r);
+                commit(store, &mut next, &may)?;
+                Ok(next)
+            });
+            match done {
+                Ok(next) => {
+                    m = next;
+                    self.publish(&m);
+                    pass.uploaded += 1;
+                    self.counters
+                        .uploaded_segments
+                        .fetch_add(1, Ordering::Relaxed);
+                    self.counters
+                        .uploaded_bytes
+                        .fetch_add(s.len, Ordering::Relaxed);
+                }
+                Err(e) => {
+                    self.counters.upload_errors.fetch_add(1, Ordering::Relaxed);
+                    failed = Some(e);
+                    break;
+                }
+            }
+        }
+        if !single && self.due_for_cleaning(partition, term) {
+            // Once this term's manifest is in force, what it does not name
+            // and older terms' manifests go; again every
+            // `CLEAN_EVERY_PASSES`, for what a deposed leader wrote late.
+            if manifest_terms(store, partition)?.contains(&term) {
+                self.clean(&m)?;
+            }
+        }
+        pass.backlog = waiting
+            .iter()
+            .skip(pass.uploaded)
+            .fold((0, 0), |(n, b), s| (n + 1, b + s.len));
+        pass.offloaded_through = m.end_offset();
+        match failed {
+            Some(e) if pass.uploaded == 0 => Err(e),
+            Some(e) => {
+                tracing::warn!("tier: partition {partition}: {e}");
+                Ok(pass)
+            }
+            None => Ok(pass),
+        }
+    }
+
+    fn follow(&self, partition: u64, term: u64) -> Result<OffloadPass, TierError> {
+        let m = load_manifest(self.config.store.as_ref(), partition)?;
+        self.publish(&m);
+        Ok(OffloadPass {
+            // Only a manifest of the current term is known to be the
+            // leader's last word.
+            offloaded_through: if m.term == term { m.end_offset() } else { 0 },
+            ..OffloadPass::default()
+        })
+    }
+
+    fn cached(&self, partition: u64) -> Option<Manifest> {
+        let manifests = self.manifests.lock().unwrap_or_else(|p| p.into_inner());
+        manifests.get(&partition).map(|m| (**m).clone())
+    }
+
+    /// Whether a leader of `term` should clean the partition now: never
+    /// yet in this term, or `CLEAN_EVERY_PASSES` passes since it last did.
+    fn due_for_cleaning(&self, partition: u64, term: u64) -> bool {
+        let mut cleaned = self.cleaned.lock().unwrap_or_else(|p| p.into_inner());
+        match cleaned.get_mut(&partition) {
+            Some((t, passes)) if *t == term => {
+                *passes += 1;
+                *passes >= CLEAN_EVERY_PASSES
+            }
+            _ => true,
+        }
+    }
+
+    /// Deletes the partition's objects `m` does not name, and the manifests
+    /// of terms before its own.
+    fn clean(&self, m: &Manifest) -> Result<(), TierError> {
+        let store = self.config.store.as_ref();
+        let mut strays = clean_strays(store, m)?;
+        for t in manifest_terms(store, m.partition)? {
+            if t < m.term {
+                let key = Manifest::key(m.partition, t);
+                store.delete(&key)?;
+                strays.push(key);
+            }
+        }
+        self.counters
+            .strays_deleted
+            .fetch_add(strays.len() as u64, Ordering::Relaxed);
+        for k in strays {
+            tracing::info!(
+                "tier: deleted {}, which no manifest in force names",
+                store.object_name(&k)
+            );
+        }
+        self.cleaned
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(m.partition, (m.term, 0));
+        Ok(())
+    }
+}

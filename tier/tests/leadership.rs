@@ -1,0 +1,144 @@
+//! Manifests in a cluster: only a partition's leader writes, under its
+//! term; a deposed leader that commits late writes a manifest the newer
+//! term's hides, so no segment is held twice and nothing its successor
+//! committed is lost; a follower trims only below its current term's.
+#![allow(clippy::unwrap_used)]
+
+use corelog_segment::log::{Retention, SealedSegment};
+use corelog_segment::Limits;
+use corelog_tier::upload::load_manifest;
+use corelog_tier::{Leadership, MemoryStore, Tier, TierConfig};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// A node's view of leadership, set by the test.
+#[derive(Debug, Default)]
+struct Lead(Mutex<(Option<u64>, Option<u64>)>);
+
+impl Lead {
+    fn set(&self, leading: Option<u64>, term: u64) {
+        *self.0.lock().unwrap() = (leading, Some(term));
+    }
+}
+
+impl Leadership for Lead {
+    fn leading(&self, _: u64) -> Option<u64> {
+        self.0.lock().unwrap().0
+    }
+    fn term(&self, _: u64) -> Option<u64> {
+        self.0.lock().unwrap().1
+    }
+}
+
+fn node(store: &Arc<MemoryStore>) -> (Arc<Tier>, Arc<Lead>) {
+    let lead = Arc::new(Lead::default());
+    let config = TierConfig {
+        leadership: Some(lead.clone()),
+        ..TierConfig::new(store.clone())
+    };
+    (Tier::start(config, Limits::default()).unwrap(), lead)
+}
+
+/// Sealed segments of ten offsets each, as files (their bytes are not read
+/// back here).
+fn segments(dir: &Path, n: u64) -> Vec<SealedSegment> {
+    (0..n)
+        .map(|i| {
+            let log_path = dir.join(format!("{i}.log"));
+            let index_path = dir.join(format!("{i}.index"));
+            std::fs::write(&log_path, vec![i as u8; 100]).unwrap();
+            std::fs::write(&index_path, b"").unwrap();
+            SealedSegment {
+                base_offset: i * 10,
+                next_offset: i * 10 + 10,
+                len: 100,
+                first_timestamp: i,
+                last_timestamp: i,
+                log_path,
+                index_path,
+            }
+        })
+        .collect()
+}
+
+fn pass(t: &Tier, segs: &[SealedSegment]) -> corelog_tier::OffloadPass {
+    t.offload(1, segs, &Retention::default(), (0, 0), 0)
+        .unwrap()
+}
+
+fn held(store: &MemoryStore) -> Vec<u64> {
+    let m = load_manifest(store, 1).unwrap();
+    m.segments.iter().map(|s| s.base_offset).collect()
+}
+
+#[test]
+fn a_deposed_leaders_late_commit_is_hidden_and_no_segment_is_held_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let segs = segments(tmp.path(), 4);
+    let store = Arc::new(MemoryStore::new());
+    let (a, lead_a) = node(&store);
+    let (b, lead_b) = node(&store);
+    lead_a.set(Some(1), 1);
+    lead_b.set(None, 1);
+    assert_eq!(pass(&a, &segs[..2]).uploaded, 2);
+    // The follower uploads nothing, and may trim below its term's manifest.
+    let p = pass(&b, &segs[..2]);
+    assert_eq!((p.uploaded, p.offloaded_through), (0, 20));
+    // Leadership moves to b (term 2) while a still believes it leads term 1.
+    lead_b.set(Some(2), 2);
+    assert_eq!(pass(&b, &segs[..3]).uploaded, 1);
+    assert_eq!(held(&store), vec![0, 10, 20]);
+    // A node that believes it leads term 1 and has not seen term 2's
+    // manifest yet finds it, and stands back.
+    let (d, lead_d) = node(&store);
+    lead_d.set(Some(1), 1);
+    assert_eq!(pass(&d, &segs).uploaded, 0);
+    d.stop();
+    // a's late commits (of term 1) hide nothing of term 2's.
+    let late = pass(&a, &segs);
+    assert_eq!(late.uploaded, 2, "{late:?}");
+    assert_eq!(held(&store), vec![0, 10, 20]);
+    // a learns the new term: a follower of term 2, trimming below its
+    // manifest, never below its own late commit.
+    lead_a.set(None, 2);
+    assert_eq!(pass(&a, &segs).offloaded_through, 30);
+    assert_eq!(pass(&b, &segs).uploaded, 1);
+    assert_eq!(held(&store), vec![0, 10, 20, 30]);
+    // A term with no commit yet: a follower trims nothing.
+    lead_a.set(None, 3);
+    assert_eq!(pass(&a, &segs).offloaded_through, 0);
+    // Each segment's objects once; a's late term-1 manifest is hidden, and
+    // the leader's periodic cleaning removes it.
+    for _ in 0..corelog_tier::pass::CLEAN_EVERY_PASSES {
+        pass(&b, &segs);
+    }
+    let keys = store.keys();
+    let manifests: Vec<&String> = keys.iter().filter(|k| k.contains("manifest-")).collect();
+    assert_eq!(manifests.len(), 1, "{keys:?}");
+    assert!(
+        manifests[0].ends_with("manifest-00000000000000000002.json"),
+        "{keys:?}"
+    );
+    assert_eq!(keys.len(), 1 + 2 * 4, "{keys:?}");
+    a.stop();
+    b.stop();
+}
+
+#[test]
+fn a_node_that_is_no_longer_confirmed_commits_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let segs = segments(tmp.path(), 2);
+    let store = Arc::new(MemoryStore::new());
+    let (a, lead_a) = node(&store);
+    lead_a.set(Some(1), 1);
+    assert_eq!(pass(&a, &segs[..1]).uploaded, 1);
+    // It no longer leads: no upload, no commit, its manifest stays.
+    lead_a.set(None, 1);
+    assert_eq!(pass(&a, &segs).uploaded, 0);
+    assert_eq!(held(&store), vec![0]);
+    // Unknown term (the cluster not started): nothing at all.
+    let (c, _) = node(&store);
+    assert_eq!(pass(&c, &segs), corelog_tier::OffloadPass::default());
+    a.stop();
+    c.stop();
+}
