@@ -325,3 +325,94 @@ fn a_store_that_does_not_answer_at_open_is_named() {
     assert!(matches!(err, corelog::OpenError::Tier { .. }), "{err}");
     assert!(err.to_string().contains("memory://"), "{err}");
 }
+
+/// A store that reads an upload's body slowly: 64 bytes every 25 ms.
+#[derive(Debug)]
+struct Slow(MemoryStore);
+
+impl ObjectStore for Slow {
+    fn describe(&self) -> String {
+        self.0.describe()
+    }
+    fn object_name(&self, key: &str) -> String {
+        self.0.object_name(key)
+    }
+    fn check(&self) -> Result<(), corelog::tier::StoreError> {
+        self.0.check()
+    }
+    fn put(&self, key: &str, bytes: &[u8]) -> Result<(), corelog::tier::StoreError> {
+        self.0.put(key, bytes)
+    }
+    fn put_reader(
+        &self,
+        key: &str,
+        body: &mut dyn std::io::Read,
+        len: u64,
+    ) -> Result<(), corelog::tier::StoreError> {
+        let mut all = Vec::new();
+        let mut buf = [0u8; 64];
+        while (all.len() as u64) < len {
+            let n = body
+                .read(&mut buf)
+                .map_err(|e| corelog::tier::StoreError::Unreachable {
+                    store: self.describe(),
+                    reason: e.to_string(),
+                })?;
+            if n == 0 {
+                break;
+            }
+            all.extend_from_slice(&buf[..n]);
+            std::thread::sleep(Duration::from_millis(25));
+        }
+        self.0.put(key, &all)
+    }
+    fn get(
+        &self,
+        key: &str,
+        range: Option<std::ops::Range<u64>>,
+    ) -> Result<Vec<u8>, corelog::tier::StoreError> {
+        self.0.get(key, range)
+    }
+    fn delete(&self, key: &str) -> Result<(), corelog::tier::StoreError> {
+        self.0.delete(key)
+    }
+    fn list(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<corelog::tier::ObjectInfo>, corelog::tier::StoreError> {
+        self.0.list(prefix)
+    }
+}
+
+#[test]
+fn a_shutdown_does_not_wait_for_an_upload_to_finish() {
+    let tmp = tempfile::tempdir().unwrap();
+    let slow = Arc::new(Slow(MemoryStore::new()));
+    let tier = TierConfig {
+        local_retention_bytes: SEGMENT,
+        upload_every: Duration::from_millis(10),
+        ..TierConfig::new(slow.clone())
+    };
+    let engine = Engine::open(Config {
+        shards: Some(1),
+        pin_threads: false,
+        log: log(),
+        ..Config::new(tmp.path()).tier(tier)
+    })
+    .unwrap();
+    fill(&engine, 7, 100);
+    // The offloader is sending a segment of 16 KiB at 2.6 KB/s: some 6 s
+    // each, several to go.
+    let started = std::time::Instant::now();
+    while slow.0.keys().is_empty() && started.elapsed() < Duration::from_millis(300) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let t = std::time::Instant::now();
+    engine.shutdown().unwrap();
+    // Cut short, not waited for (a bound far below an upload's 6 s).
+    assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    // Nothing half-sent is named: the store holds no manifest naming a
+    // segment it lacks.
+    let keys = slow.0.keys();
+    assert!(!keys.iter().any(|k| k.ends_with(".json")), "{keys:?}");
+}

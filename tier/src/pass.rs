@@ -33,6 +33,11 @@ impl Tier {
         let _one_writer = self.uploading.lock().unwrap_or_else(|p| p.into_inner());
         match role(self.config.leadership.as_deref(), partition) {
             Role::Leads(term) => self.lead(partition, term, sealed, retention, local, now_micros),
+            // A follower with nothing past its local limit has nothing to
+            // trim: it asks the store nothing.
+            Role::Follows(Some(_)) if local.1 <= self.config.local_retention_bytes => {
+                Ok(OffloadPass::default())
+            }
             Role::Follows(Some(term)) => self.follow(partition, term),
             Role::Follows(None) => Ok(OffloadPass::default()),
         }
@@ -82,7 +87,7 @@ impl Tier {
         let mut pass = OffloadPass::default();
         let mut failed = None;
         for s in &waiting {
-            let done = upload_segment(store, partition, s).and_then(|r| {
+            let done = upload_segment(store, partition, s, &self.stopping).and_then(|r| {
                 let mut next = m.clone();
                 next.segments.push(r);
                 commit(store, &mut next, &may)?;

@@ -14,7 +14,7 @@ use corelog_segment::log::{PollFrom, PollReply};
 use corelog_segment::Limits;
 use futures_channel::oneshot;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -160,6 +160,8 @@ pub struct Tier {
     /// cleaned (after that term's first commit, in a cluster), and the
     /// passes since.
     pub(crate) cleaned: Mutex<HashMap<u64, (u64, u32)>>,
+    /// Set by [`Tier::stop`]: an upload in progress fails at its next read.
+    pub(crate) stopping: AtomicBool,
 }
 
 impl Tier {
@@ -178,6 +180,7 @@ impl Tier {
             readers: Mutex::new(Vec::new()),
             uploading: Mutex::new(()),
             cleaned: Mutex::new(HashMap::new()),
+            stopping: AtomicBool::new(false),
         });
         let rx = Arc::new(Mutex::new(rx));
         let mut readers = Vec::new();
@@ -195,8 +198,10 @@ impl Tier {
         Ok(tier)
     }
 
-    /// Stops the reader threads (waiting reads answer [`TierError::Stopped`]).
+    /// Stops the reader threads (waiting reads answer [`TierError::Stopped`])
+    /// and fails an upload in progress (it is redone at the next start).
     pub fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
         lock(&self.jobs).take();
         for h in std::mem::take(&mut *lock(&self.readers)) {
             let _ = h.join();

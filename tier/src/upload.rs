@@ -9,6 +9,7 @@ use crate::manifest::{
 use crate::store::ObjectStore;
 use corelog_segment::log::{Retention, SealedSegment};
 use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
 use xxhash_rust::xxh3::Xxh3;
 
 /// The partition's manifest in force: the highest term's, or an empty one
@@ -59,15 +60,23 @@ pub fn commit(
     Ok(done?)
 }
 
-/// Reads a file for an upload, hashing what it reads.
-struct Hashing<R> {
+/// Reads a file for an upload, hashing what it reads; fails once `stop`
+/// is set, so a shutdown does not wait for a large upload.
+struct Hashing<'a, R> {
     inner: R,
     hash: Xxh3,
     read: u64,
+    stop: &'a AtomicBool,
 }
 
-impl<R: Read> Read for Hashing<R> {
+impl<R: Read> Read for Hashing<'_, R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.stop.load(Ordering::Relaxed) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::Interrupted,
+                "the tier is stopping",
+            ));
+        }
         let n = self.inner.read(buf)?;
         self.hash.update(&buf[..n]);
         self.read += n as u64;
@@ -82,6 +91,7 @@ pub fn upload_segment(
     store: &dyn ObjectStore,
     partition: u64,
     seg: &SealedSegment,
+    stop: &AtomicBool,
 ) -> Result<RemoteSegment, TierError> {
     let local = |path: &std::path::Path| {
         let path = path.to_owned();
@@ -102,6 +112,7 @@ pub fn upload_segment(
         inner: file,
         hash: Xxh3::new(),
         read: 0,
+        stop,
     };
     store.put_reader(&log_key(partition, &remote), &mut body, seg.len)?;
     if body.read != seg.len {

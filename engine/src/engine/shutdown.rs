@@ -42,12 +42,13 @@ impl Engine {
         if thread::on_shard_thread() {
             return Err(ShutdownError::WouldBlockShard);
         }
-        // The offloader asks the shards for work: it stops first.
-        if let Some(mut o) = self.offloader.take() {
-            o.stop();
-        }
+        // The offloader asks the shards for work: it stops first, its
+        // upload in progress cut short by the tier's stop.
         if let Some(t) = &self.handle.shared.tier {
             t.stop();
+        }
+        if let Some(mut o) = self.offloader.take() {
+            o.stop();
         }
         let started = Instant::now();
         self.handle.shared.closing.store(true, Ordering::SeqCst);
