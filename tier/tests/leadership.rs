@@ -34,6 +34,7 @@ fn node(store: &Arc<MemoryStore>) -> (Arc<Tier>, Arc<Lead>) {
     let lead = Arc::new(Lead::default());
     let config = TierConfig {
         leadership: Some(lead.clone()),
+        local_retention_bytes: 0,
         ..TierConfig::new(store.clone())
     };
     (Tier::start(config, Limits::default()).unwrap(), lead)
