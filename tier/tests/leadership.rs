@@ -63,7 +63,8 @@ fn segments(dir: &Path, n: u64) -> Vec<SealedSegment> {
 }
 
 fn pass(t: &Tier, segs: &[SealedSegment]) -> corelog_tier::OffloadPass {
-    t.offload(1, segs, &Retention::default(), (0, 0), 0)
+    // The log holds more locally than its limit (0): a follower looks.
+    t.offload(1, segs, &Retention::default(), (0, 1000), 0)
         .unwrap()
 }
 
