@@ -30,7 +30,7 @@ impl Handle {
     /// append acknowledged, a replica's commit mark moved), and answers
     /// as soon as they do: a consumer that has caught up waits here
     /// instead of polling in a loop (Kafka's fetch `max_wait`). Empty at
-    /// `max_wait`; [`RequestError::ShuttingDown`] at once when the engine
+    /// `max_wait`; [`RequestError::ShuttingDown`](crate::RequestError::ShuttingDown) at once when the engine
     /// shuts down meanwhile. The shard
     /// wakes the waiters of a partition when its visible end moves; while
     /// nobody waits, appends pay nothing for it.
