@@ -20,8 +20,11 @@
 # across partitions: side by side against one at a time), prealloc (durable appends with
 # preallocation in steps, whole segments, none), admission (criterion: admission against XXH3),
 # tail (an append's latency at half load split into the producer's lateness and call-to-ack,
-# against fio at the same rate; OUT=docs/bench/tail.md).
-# Results: $OUT (default docs/bench/results.md).
+# against fio at the same rate; OUT=docs/bench/tail.md), tier (tiered storage against a
+# SeaweedFS on loopback, iggy-bench: produce with offload on against off, consume from the store
+# against local, what the store and the disk hold; scripts/bench_tier.sh, which says what it
+# needs: TIER_BYTES, TIER_LOCAL...).
+# Results: $OUT (default docs/bench/results.md; docs/bench/tier.md for `tier` alone).
 # After a run of the default set into the default file, the README's block between the
 # "bench.sh results" markers is replaced by that file, as it is.
 set -euo pipefail
@@ -30,8 +33,9 @@ cd "$(dirname "$0")/.."
 DEFAULT_SCENARIOS="pagecache durable scaling polls latency"
 REPS=${REPS:-3}
 DATA_DIR=${DATA_DIR:-/var/tmp/corelog-bench-data}
-OUT=${OUT:-docs/bench/results.md}
 SCENARIOS=${*:-$DEFAULT_SCENARIOS}
+OUT_DEFAULT=docs/bench/results.md; [ "$SCENARIOS" = tier ] && OUT_DEFAULT=docs/bench/tier.md
+OUT=${OUT:-$OUT_DEFAULT}
 COMMAND="REPS=$REPS scripts/bench.sh${*:+ $*}"
 JSON_DIR=$(mktemp -d)
 SERVER_PIDS=() # servers a scenario has running; whatever is left of them dies with the script
@@ -576,6 +580,9 @@ PY
     ;;
   cluster)
     . scripts/bench_cluster.sh
+    ;;
+  tier)
+    . scripts/bench_tier.sh
     ;;
   *) echo "unknown scenario $s" >&2; exit 2 ;;
   esac

@@ -1,29 +1,39 @@
 //! The chunk cache: fixed-size pieces of remote objects, fetched by ranged
 //! GETs and held in memory up to a byte budget, the least recently used
-//! evicted first.
+//! evicted first. A chunk being fetched (a read-ahead, another reader) is
+//! waited for, never fetched twice at once.
 
 use bytes::Bytes;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Condvar, Mutex, MutexGuard};
 
-/// A piece of an object: its key and the chunk's number (`u64::MAX` for
-/// a whole small object, such as an index).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+/// A piece of a segment's objects: the partition, the segment's base
+/// offset, and the chunk's number (bytes `[n * chunk, (n + 1) * chunk)` of
+/// its log object; [`INDEX_CHUNK`] for its whole index object).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ChunkKey {
-    /// The object's key.
-    pub object: String,
-    /// The chunk's number: bytes `[n * chunk, (n + 1) * chunk)`.
+    /// The partition.
+    pub partition: u64,
+    /// The segment's base offset.
+    pub base: u64,
+    /// The chunk's number.
     pub chunk: u64,
 }
+
+/// The chunk number of a segment's index object.
+pub const INDEX_CHUNK: u64 = u64::MAX;
 
 /// How the cache has served.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CacheStats {
-    /// Lookups served from memory.
+    /// Lookups served from memory (a chunk fetched ahead included, waited
+    /// for when it was still arriving).
     pub hits: u64,
-    /// Lookups that fetched from the store.
+    /// Lookups that fetched from the store themselves.
     pub misses: u64,
+    /// Chunks fetched ahead of their use.
+    pub prefetched: u64,
     /// Bytes held now.
     pub bytes: u64,
     /// The byte budget.
@@ -46,14 +56,17 @@ impl CacheStats {
 #[derive(Debug)]
 pub struct ChunkCache {
     inner: Mutex<Held>,
+    arrived: Condvar,
     budget: u64,
     hits: AtomicU64,
     misses: AtomicU64,
+    prefetched: AtomicU64,
 }
 
 #[derive(Debug, Default)]
 struct Held {
     chunks: HashMap<ChunkKey, (Bytes, u64)>,
+    fetching: HashSet<ChunkKey>,
     tick: u64,
     bytes: u64,
 }
@@ -64,30 +77,64 @@ impl ChunkCache {
     pub fn new(budget: u64) -> ChunkCache {
         ChunkCache {
             inner: Mutex::new(Held::default()),
+            arrived: Condvar::new(),
             budget,
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
+            prefetched: AtomicU64::new(0),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Held> {
+    fn lock(&self) -> MutexGuard<'_, Held> {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The chunk, from memory, or fetched by `fetch` and kept.
+    /// The chunk, from memory (waiting for it when another thread is
+    /// fetching it), or fetched by `fetch` and kept.
     pub fn get_or_fetch<E>(
         &self,
         key: &ChunkKey,
         fetch: impl FnOnce() -> Result<Bytes, E>,
     ) -> Result<Bytes, E> {
-        if let Some(b) = self.touch(key) {
-            self.hits.fetch_add(1, Ordering::Relaxed);
-            return Ok(b);
+        let mut h = self.lock();
+        loop {
+            if let Some(b) = touch(&mut h, key) {
+                self.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(b);
+            }
+            if h.fetching.insert(*key) {
+                break;
+            }
+            h = self.arrived.wait(h).unwrap_or_else(|p| p.into_inner());
         }
+        drop(h);
         self.misses.fetch_add(1, Ordering::Relaxed);
-        let bytes = fetch()?;
-        self.insert(key.clone(), bytes.clone());
-        Ok(bytes)
+        self.fetched(key, fetch())
+    }
+
+    /// Fetches the chunk ahead of its use, unless it is held or arriving.
+    pub fn prefetch<E>(&self, key: &ChunkKey, fetch: impl FnOnce() -> Result<Bytes, E>) {
+        {
+            let mut h = self.lock();
+            if h.chunks.contains_key(key) || !h.fetching.insert(*key) {
+                return;
+            }
+        }
+        if self.fetched(key, fetch()).is_ok() {
+            self.prefetched.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Keeps what a fetch brought (if anything) and wakes its waiters.
+    fn fetched<E>(&self, key: &ChunkKey, got: Result<Bytes, E>) -> Result<Bytes, E> {
+        let mut h = self.lock();
+        h.fetching.remove(key);
+        if let Ok(b) = &got {
+            self.keep(&mut h, *key, b.clone());
+        }
+        drop(h);
+        self.arrived.notify_all();
+        got
     }
 
     /// Whether the chunk is held (not counted as a lookup).
@@ -95,9 +142,13 @@ impl ChunkCache {
         self.lock().chunks.contains_key(key)
     }
 
-    /// Keeps a chunk fetched ahead of its use (a prefetch).
+    /// Keeps a chunk.
     pub fn insert(&self, key: ChunkKey, bytes: Bytes) {
         let mut h = self.lock();
+        self.keep(&mut h, key, bytes);
+    }
+
+    fn keep(&self, h: &mut Held, key: ChunkKey, bytes: Bytes) {
         h.tick += 1;
         let tick = h.tick;
         let len = bytes.len() as u64;
@@ -110,7 +161,7 @@ impl ChunkCache {
                 .chunks
                 .iter()
                 .min_by_key(|(_, (_, t))| *t)
-                .map(|(k, _)| k.clone())
+                .map(|(k, _)| *k)
             else {
                 break;
             };
@@ -120,14 +171,14 @@ impl ChunkCache {
         }
     }
 
-    /// Drops every chunk of `object` (it was found damaged, or deleted).
-    pub fn forget(&self, object: &str) {
+    /// Drops every chunk of a segment (it was found damaged, or deleted).
+    pub fn forget(&self, partition: u64, base: u64) {
         let mut h = self.lock();
         let keys: Vec<ChunkKey> = h
             .chunks
             .keys()
-            .filter(|k| k.object == object)
-            .cloned()
+            .filter(|k| k.partition == partition && k.base == base)
+            .copied()
             .collect();
         for k in keys {
             if let Some((b, _)) = h.chunks.remove(&k) {
@@ -136,33 +187,37 @@ impl ChunkCache {
         }
     }
 
-    fn touch(&self, key: &ChunkKey) -> Option<Bytes> {
-        let mut h = self.lock();
-        h.tick += 1;
-        let tick = h.tick;
-        let entry = h.chunks.get_mut(key)?;
-        entry.1 = tick;
-        Some(entry.0.clone())
-    }
-
     /// Hits, misses and bytes held.
     pub fn stats(&self) -> CacheStats {
         CacheStats {
             hits: self.hits.load(Ordering::Relaxed),
             misses: self.misses.load(Ordering::Relaxed),
+            prefetched: self.prefetched.load(Ordering::Relaxed),
             bytes: self.lock().bytes,
             budget: self.budget,
         }
     }
 }
 
+fn touch(h: &mut Held, key: &ChunkKey) -> Option<Bytes> {
+    h.tick += 1;
+    let tick = h.tick;
+    let entry = h.chunks.get_mut(key)?;
+    entry.1 = tick;
+    Some(entry.0.clone())
+}
+
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
+    use std::sync::Arc;
+    use std::time::Duration;
 
     fn key(n: u64) -> ChunkKey {
         ChunkKey {
-            object: "o".into(),
+            partition: 1,
+            base: 0,
             chunk: n,
         }
     }
@@ -182,7 +237,27 @@ mod tests {
         assert!(c.contains(&key(1)) && !c.contains(&key(2)));
         let s = c.stats();
         assert_eq!((s.hits, s.misses, s.bytes), (1, 3, 200));
-        c.forget("o");
+        c.forget(1, 0);
         assert_eq!(c.stats().bytes, 0);
+    }
+
+    #[test]
+    fn a_chunk_being_fetched_is_waited_for_not_fetched_twice() {
+        let c = Arc::new(ChunkCache::new(1 << 20));
+        let ahead = {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                c.prefetch::<()>(&key(7), || {
+                    std::thread::sleep(Duration::from_millis(200));
+                    Ok(Bytes::from_static(b"ahead"))
+                })
+            })
+        };
+        std::thread::sleep(Duration::from_millis(50));
+        let got: Result<Bytes, ()> = c.get_or_fetch(&key(7), || Ok(Bytes::from_static(b"twice")));
+        assert_eq!(got, Ok(Bytes::from_static(b"ahead")));
+        ahead.join().unwrap();
+        let s = c.stats();
+        assert_eq!((s.hits, s.misses, s.prefetched), (1, 0, 1));
     }
 }

@@ -4,7 +4,7 @@
 //! The reply is the same [`PollReply`] a local poll gives, over the
 //! fetched bytes, every batch verified before it is served.
 
-use crate::cache::{ChunkCache, ChunkKey};
+use crate::cache::{ChunkCache, ChunkKey, INDEX_CHUNK};
 use crate::error::TierError;
 use crate::manifest::{index_key, log_key, Manifest, RemoteSegment};
 use crate::store::ObjectStore;
@@ -14,7 +14,38 @@ use corelog_segment::log::index::{self, IndexEntry};
 use corelog_segment::log::scan::header_at;
 use corelog_segment::log::{PollFrom, PollReply};
 use corelog_segment::Limits;
+use std::collections::HashMap;
 use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+/// Decoded index objects, by partition and segment base (at most
+/// [`IndexCache::HELD`]; all dropped when full).
+#[derive(Debug, Default)]
+pub struct IndexCache(Mutex<HashMap<SegmentId, Arc<[IndexEntry]>>>);
+
+/// A segment: its partition and base offset.
+type SegmentId = (u64, u64);
+
+impl IndexCache {
+    /// Indexes held at most.
+    pub const HELD: usize = 256;
+
+    fn get(&self, k: SegmentId) -> Option<Arc<[IndexEntry]>> {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&k)
+            .cloned()
+    }
+
+    fn put(&self, k: SegmentId, entries: Arc<[IndexEntry]>) {
+        let mut held = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if held.len() >= IndexCache::HELD {
+            held.clear();
+        }
+        held.insert(k, entries);
+    }
+}
 
 /// What a remote read needs.
 #[derive(Debug)]
@@ -23,6 +54,8 @@ pub struct Reader<'a> {
     pub store: &'a dyn ObjectStore,
     /// The chunk cache.
     pub cache: &'a ChunkCache,
+    /// Decoded indexes.
+    pub indexes: &'a IndexCache,
     /// Bytes per chunk.
     pub chunk_bytes: u64,
     /// The batch limits (the engine's).
@@ -66,7 +99,7 @@ impl Reader<'_> {
             PollReply::from_fetched(bytes, origin, start.pos, &self.limits).inspect_err(|_| {
                 // Never served; fetched again next time, in case the
                 // damage was in flight.
-                self.cache.forget(&key);
+                self.cache.forget(p, seg.base_offset);
             })?;
         if reply.first_offset() != start.offset {
             return Err(TierError::Damaged {
@@ -197,7 +230,7 @@ impl Reader<'_> {
 
     fn damaged(&self, p: u64, seg: &RemoteSegment, position: u64, reason: String) -> TierError {
         let key = log_key(p, seg);
-        self.cache.forget(&key);
+        self.cache.forget(p, seg.base_offset);
         TierError::Damaged {
             object: self.store.object_name(&key),
             position,
@@ -205,20 +238,28 @@ impl Reader<'_> {
         }
     }
 
-    /// The segment's index entries (the whole index object, cached).
-    fn index(&self, p: u64, seg: &RemoteSegment) -> Result<Vec<IndexEntry>, TierError> {
+    /// The segment's index entries (the whole index object, fetched once
+    /// and kept decoded).
+    fn index(&self, p: u64, seg: &RemoteSegment) -> Result<Arc<[IndexEntry]>, TierError> {
+        if let Some(e) = self.indexes.get((p, seg.base_offset)) {
+            return Ok(e);
+        }
         let key = ChunkKey {
-            object: index_key(p, seg),
-            chunk: u64::MAX,
+            partition: p,
+            base: seg.base_offset,
+            chunk: INDEX_CHUNK,
         };
+        let object = index_key(p, seg);
         let bytes = self
             .cache
-            .get_or_fetch(&key, || self.store.get(&key.object, None).map(Bytes::from))?;
+            .get_or_fetch(&key, || self.store.get(&object, None).map(Bytes::from))?;
         let (entries, _) = index::decode_file(&bytes);
         // An index is a hint: only entries inside the segment count (the
         // walk then checks the batch each one names).
         let good = index::well_formed_prefix(&entries, seg.bytes);
-        Ok(entries[..good].to_vec())
+        let entries: Arc<[IndexEntry]> = entries[..good].into();
+        self.indexes.put((p, seg.base_offset), entries.clone());
+        Ok(entries)
     }
 
     /// Bytes `range` of the segment's log object, through the cache. A
@@ -230,13 +271,12 @@ impl Reader<'_> {
         seg: &RemoteSegment,
         range: std::ops::Range<u64>,
     ) -> Result<Bytes, TierError> {
-        let key = log_key(p, seg);
         let c = self.chunk_bytes.max(1);
         let first = range.start / c;
         let last = range.end.saturating_sub(1) / c;
         let mut out = BytesMut::new();
         for n in first..=last {
-            let chunk = self.chunk(&key, seg, n)?;
+            let chunk = self.chunk(p, seg, n)?;
             let from = range.start.max(n * c) - n * c;
             let to = (range.end.min((n + 1) * c) - n * c).min(chunk.len() as u64);
             if from > to {
@@ -259,33 +299,35 @@ impl Reader<'_> {
         Ok(out.freeze())
     }
 
-    /// Chunk `n` of object `key`.
-    fn chunk(&self, key: &str, seg: &RemoteSegment, n: u64) -> Result<Bytes, TierError> {
-        let c = self.chunk_bytes.max(1);
-        let ck = ChunkKey {
-            object: key.to_owned(),
+    /// Chunk `n` of the segment's log object.
+    fn chunk(&self, p: u64, seg: &RemoteSegment, n: u64) -> Result<Bytes, TierError> {
+        let key = ChunkKey {
+            partition: p,
+            base: seg.base_offset,
             chunk: n,
         };
-        Ok(self.cache.get_or_fetch(&ck, || {
-            let range = n * c..((n + 1) * c).min(seg.bytes);
-            self.store.get(key, Some(range)).map(Bytes::from)
-        })?)
+        Ok(self.cache.get_or_fetch(&key, || self.fetch(p, seg, n))?)
     }
 
-    /// Fetches chunk `n` of the segment into the cache ahead of its use.
-    pub fn prefetch(&self, p: u64, seg: &RemoteSegment, n: u64) {
-        let key = log_key(p, seg);
-        let ck = ChunkKey {
-            object: key.clone(),
-            chunk: n,
-        };
-        if n * self.chunk_bytes.max(1) >= seg.bytes || self.cache.contains(&ck) {
-            return;
-        }
+    fn fetch(&self, p: u64, seg: &RemoteSegment, n: u64) -> Result<Bytes, crate::StoreError> {
         let c = self.chunk_bytes.max(1);
         let range = n * c..((n + 1) * c).min(seg.bytes);
-        if let Ok(bytes) = self.store.get(&key, Some(range)) {
-            self.cache.insert(ck, Bytes::from(bytes));
+        self.store
+            .get(&log_key(p, seg), Some(range))
+            .map(Bytes::from)
+    }
+
+    /// Fetches chunk `n` of the segment into the cache ahead of its use
+    /// (nothing when it is held, arriving, or past the end).
+    pub fn prefetch(&self, p: u64, seg: &RemoteSegment, n: u64) {
+        if n.saturating_mul(self.chunk_bytes.max(1)) >= seg.bytes {
+            return;
         }
+        let key = ChunkKey {
+            partition: p,
+            base: seg.base_offset,
+            chunk: n,
+        };
+        self.cache.prefetch(&key, || self.fetch(p, seg, n));
     }
 }

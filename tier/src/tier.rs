@@ -7,7 +7,7 @@ use crate::cache::{CacheStats, ChunkCache};
 use crate::error::TierError;
 use crate::leadership::Leadership;
 use crate::manifest::Manifest;
-use crate::read::Reader;
+use crate::read::{IndexCache, Reader};
 use crate::store::ObjectStore;
 use crate::upload::load_manifest;
 use corelog_segment::log::{PollFrom, PollReply};
@@ -104,7 +104,7 @@ impl std::fmt::Display for TierFigures {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "tier: {} segments uploaded ({} B, {} failed), backlog {} segments ({} B), {} expired, {} strays deleted, {} remote polls ({} B), cache {:.0}% hits ({} of {} B)",
+            "tier: {} segments uploaded ({} B, {} failed), backlog {} segments ({} B), {} expired, {} strays deleted, {} remote polls ({} B), cache {:.0}% hits ({} chunks fetched ahead, {} of {} B)",
             self.uploaded.0,
             self.uploaded.1,
             self.upload_errors,
@@ -115,6 +115,7 @@ impl std::fmt::Display for TierFigures {
             self.remote_polls.0,
             self.remote_polls.1,
             self.cache.hit_rate() * 100.0,
+            self.cache.prefetched,
             self.cache.bytes,
             self.cache.budget,
         )
@@ -131,6 +132,10 @@ pub struct OffloadPass {
     /// Sealed segments still waiting, and their bytes.
     pub backlog: (u64, u64),
 }
+
+/// Chunks fetched ahead of a consumer reading from the store (at most a
+/// quarter of the cache's budget).
+pub const READ_AHEAD: u64 = 8;
 
 type PollJob = (
     u64,
@@ -152,8 +157,11 @@ pub struct Tier {
     cache: ChunkCache,
     pub(crate) manifests: Mutex<HashMap<u64, Arc<Manifest>>>,
     pub(crate) counters: TierCounters,
-    jobs: Mutex<Option<mpsc::Sender<Job>>>,
+    /// Polls for the reader threads, and read-ahead for the threads that
+    /// fetch ahead (apart, so a poll never waits behind a read-ahead).
+    jobs: Mutex<Option<(mpsc::Sender<Job>, mpsc::Sender<Job>)>>,
     readers: Mutex<Vec<JoinHandle<()>>>,
+    indexes: IndexCache,
     /// One upload pass at a time: a manifest has one writer here.
     pub(crate) uploading: Mutex<()>,
     /// Per partition, the term whose strays and older manifests were
@@ -170,28 +178,34 @@ impl Tier {
     pub fn start(config: TierConfig, limits: Limits) -> Result<Arc<Tier>, TierError> {
         config.store.check()?;
         let (tx, rx) = mpsc::channel::<Job>();
+        let (ahead_tx, ahead_rx) = mpsc::channel::<Job>();
         let tier = Arc::new(Tier {
             cache: ChunkCache::new(config.cache_bytes),
             config,
             limits,
             manifests: Mutex::new(HashMap::new()),
             counters: TierCounters::default(),
-            jobs: Mutex::new(Some(tx)),
+            jobs: Mutex::new(Some((tx, ahead_tx))),
             readers: Mutex::new(Vec::new()),
+            indexes: IndexCache::default(),
             uploading: Mutex::new(()),
             cleaned: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
         });
-        let rx = Arc::new(Mutex::new(rx));
         let mut readers = Vec::new();
-        for i in 0..tier.config.readers.max(1) {
-            let (tier, rx) = (Arc::downgrade(&tier), rx.clone());
-            let spawned = std::thread::Builder::new()
-                .name(format!("corelog-tier-read-{i}"))
-                .spawn(move || read_jobs(tier, rx));
-            match spawned {
-                Ok(h) => readers.push(h),
-                Err(e) => tracing::warn!("tier: no reader thread: {e}"),
+        let n = tier.config.readers.max(1);
+        // Twice as many fetching ahead: a store answers GETs in parallel.
+        for (name, rx, n) in [("read", rx, n), ("ahead", ahead_rx, 2 * n)] {
+            let rx = Arc::new(Mutex::new(rx));
+            for i in 0..n {
+                let (tier, rx) = (Arc::downgrade(&tier), rx.clone());
+                let spawned = std::thread::Builder::new()
+                    .name(format!("corelog-tier-{name}-{i}"))
+                    .spawn(move || read_jobs(tier, rx));
+                match spawned {
+                    Ok(h) => readers.push(h),
+                    Err(e) => tracing::warn!("tier: no {name} thread: {e}"),
+                }
             }
         }
         *lock(&tier.readers) = readers;
@@ -279,20 +293,36 @@ impl Tier {
         self.counters
             .remote_poll_bytes
             .fetch_add(reply.len(), Ordering::Relaxed);
-        // The consumer reads on from `end`: fetch the chunk after the one
-        // holding it (or the next segment's first) before it gets there.
-        let c = self.config.chunk_bytes.max(1);
-        let seg = m.segments.iter().find(|s| s.base_offset == base);
-        let ahead = match seg {
-            Some(s) if end / c + 1 < s.bytes.div_ceil(c) => Some((base, end / c + 1)),
-            _ => m
-                .segment_from(reply.next_offset())
-                .map(|s| (s.base_offset, 0)),
-        };
-        if let (Some((base, n)), Some(jobs)) = (ahead, lock(&self.jobs).as_ref()) {
-            let _ = jobs.send(Job::Prefetch(partition, base, n));
-        }
+        self.read_ahead(&m, base, end);
         Ok(Some(reply))
+    }
+
+    /// The consumer reads on from byte `end` of segment `base`: the next
+    /// [`READ_AHEAD`] chunks (into the next segment past this one's end)
+    /// are fetched before it gets there, by the read-ahead threads.
+    fn read_ahead(&self, m: &Manifest, base: u64, end: u64) {
+        let c = self.config.chunk_bytes.max(1);
+        // Never more than a quarter of the cache ahead.
+        let window = READ_AHEAD.min(self.config.cache_bytes / c / 4).max(1);
+        let Some(i) = m.segments.iter().position(|s| s.base_offset == base) else {
+            return;
+        };
+        let jobs = lock(&self.jobs);
+        let Some((_, ahead)) = jobs.as_ref() else {
+            return;
+        };
+        let (mut seg, mut n) = (i, end / c + 1);
+        for _ in 0..window {
+            let Some(s) = m.segments.get(seg) else {
+                return;
+            };
+            if n >= s.bytes.div_ceil(c) {
+                (seg, n) = (seg + 1, 0);
+                continue;
+            }
+            let _ = ahead.send(Job::Prefetch(m.partition, s.base_offset, n));
+            n += 1;
+        }
     }
 
     /// [`Tier::poll`] on a reader thread, answered on the channel.
@@ -305,7 +335,7 @@ impl Tier {
         let (tx, rx) = oneshot::channel();
         if let Some(jobs) = lock(&self.jobs).as_ref() {
             // A stopped tier drops the sender: the receiver sees it.
-            let _ = jobs.send(Job::Poll((partition, from, max_bytes, tx)));
+            let _ = jobs.0.send(Job::Poll((partition, from, max_bytes, tx)));
         }
         rx
     }
@@ -314,6 +344,7 @@ impl Tier {
         Reader {
             store: self.config.store.as_ref(),
             cache: &self.cache,
+            indexes: &self.indexes,
             chunk_bytes: self.config.chunk_bytes,
             limits: self.limits,
         }
