@@ -55,6 +55,10 @@ mkdir -p "$DATA_DIR" "$(dirname "$OUT")"
 
 fresh() { # empty data dir, dirty pages written, page cache dropped (if allowed), memory warm
   rm -rf "${DATA_DIR:?}"/*
+  settle
+}
+
+settle() { # fresh, the data kept
   sync
   # On a VM, memory freed by dropping the page cache may go back to the host; the first writer
   # to take it again pays for faulting it back in (fio measured 0.6 GB/s cold, 4 GB/s warm).

@@ -87,18 +87,6 @@ forget_pid() { # drops $1 from SERVER_PIDS
   for p in "${SERVER_PIDS[@]}"; do [ "$p" = "$1" ] || keep+=("$p"); done
   SERVER_PIDS=("${keep[@]}")
 }
-# Like fresh, the data kept: dirty pages written back, memory warmed, the page cache dropped.
-settle() {
-  sync
-  dd if=/dev/zero of="$DATA_DIR/warm" bs=1M count=2500 status=none
-  rm -f "$DATA_DIR/warm"
-  local err
-  if err=$( (echo 3 >/proc/sys/vm/drop_caches) 2>&1); then
-    echo cold >>"$JSON_DIR/cold"
-  else
-    echo "warm: ${err:-drop_caches failed}" >>"$JSON_DIR/cold"
-  fi
-}
 
 # SeaweedFS in $DATA_DIR/weed on 8 free ports from WEED_BASE, the bucket created; fails (with
 # weed's log tail in the notes) if it does not answer within 60 s.

@@ -7,6 +7,7 @@
 
 mod common;
 
+use common::stream::{expected, fill, read_all};
 use common::*;
 use corelog::tier::{MemoryStore, ObjectStore};
 use corelog::{Config, Engine, ErrorKind, FsyncPolicy, LogConfig, PollFrom, Retention, TierConfig};
@@ -44,44 +45,6 @@ fn open_tiered(dir: &Path, store: &Arc<MemoryStore>, keep: u64, log: LogConfig) 
     .unwrap()
 }
 
-/// Appends batches `0..n` of stream `p` to partition `p`; returns the
-/// stored bytes of each (what a poll must give back).
-fn fill(engine: &Engine, p: u64, n: u64) {
-    for seq in 0..n {
-        engine.handle().append(p, batch(p, seq)).wait().unwrap();
-    }
-}
-
-/// Every message of `p` from offset 0, by polls of `max` bytes: their ids
-/// in order, and the offset each poll continued from.
-fn read_all(engine: &Engine, p: u64, max: u64) -> Vec<(u64, u128)> {
-    let mut out = Vec::new();
-    let mut next = 0;
-    loop {
-        let r = engine
-            .handle()
-            .poll(p, PollFrom::Offset(next), max)
-            .wait()
-            .unwrap();
-        if r.is_empty() {
-            return out;
-        }
-        r.verify(&engine.handle().limits()).unwrap();
-        out.extend(r.messages().map(|m| (m.offset(), m.id())));
-        assert!(r.next_offset() > next, "a poll from {next} did not move on");
-        next = r.next_offset();
-    }
-}
-
-/// What stream `p`'s `n` batches hold: (offset, id) of each message.
-fn expected(p: u64, n: u64) -> Vec<(u64, u128)> {
-    (0..n)
-        .flat_map(|seq| {
-            (0..messages_in(seq)).map(move |i| (base_offset_of(seq) + i, message_id(p, seq, i)))
-        })
-        .collect()
-}
-
 fn local_bytes(dir: &Path, p: u64) -> u64 {
     std::fs::read_dir(dir.join("partitions").join(p.to_string()))
         .unwrap()
@@ -96,7 +59,7 @@ fn offloaded_segments_are_read_back_from_offset_zero_as_one_log() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Arc::new(MemoryStore::new());
     let engine = open_tiered(tmp.path(), &store, 2 * SEGMENT, log());
-    fill(&engine, 1, 600);
+    fill(&engine, 1, 0..600);
     let report = engine.handle().offload_pass();
     assert!(report.failed.is_empty(), "{report:?}");
     assert!(report.uploaded >= 10, "{report:?}");
@@ -138,7 +101,7 @@ fn while_the_store_is_down_sends_go_on_nothing_is_trimmed_and_the_backlog_drains
     let store = Arc::new(MemoryStore::new());
     let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
     store.set_down(true);
-    fill(&engine, 2, 300);
+    fill(&engine, 2, 0..300);
     let report = engine.handle().offload_pass();
     assert_eq!(report.failed.len(), 1, "{report:?}");
     assert!(report.failed[0].1.contains("does not answer"), "{report:?}");
@@ -172,7 +135,7 @@ fn only_what_the_store_holds_is_trimmed_locally() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Arc::new(MemoryStore::new());
     let engine = open_tiered(tmp.path(), &store, 0, log());
-    fill(&engine, 6, 300);
+    fill(&engine, 6, 0..300);
     // Two segments' objects and commits (log, index, manifest each), then
     // every PUT fails.
     store.fail_puts_after(Some(6));
@@ -197,7 +160,7 @@ fn an_upload_whose_manifest_was_never_committed_is_redone_once_and_its_strays_cl
     let tmp = tempfile::tempdir().unwrap();
     let store = Arc::new(MemoryStore::new());
     let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
-    fill(&engine, 3, 300);
+    fill(&engine, 3, 0..300);
     // The objects land, the manifest's commit fails: as a crash between them.
     store.refuse_puts_ending(Some(".json"));
     let report = engine.handle().offload_pass();
@@ -239,7 +202,7 @@ fn a_damaged_object_is_named_and_never_served() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Arc::new(MemoryStore::new());
     let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
-    fill(&engine, 4, 300);
+    fill(&engine, 4, 0..300);
     assert!(engine.handle().offload_pass().failed.is_empty());
     let first = store
         .keys()
@@ -271,7 +234,7 @@ fn retention_applies_to_the_whole_log_and_deletes_from_the_store() {
     let tmp = tempfile::tempdir().unwrap();
     let store = Arc::new(MemoryStore::new());
     let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
-    fill(&engine, 5, 600);
+    fill(&engine, 5, 0..600);
     assert!(engine.handle().offload_pass().failed.is_empty());
     let tier = engine.handle().tier().unwrap().clone();
     let before = tier.manifest(5).unwrap().segments.len();
@@ -400,7 +363,7 @@ fn a_shutdown_does_not_wait_for_an_upload_to_finish() {
         ..Config::new(tmp.path()).tier(tier)
     })
     .unwrap();
-    fill(&engine, 7, 100);
+    fill(&engine, 7, 0..100);
     // The offloader is sending a segment of 16 KiB at 2.6 KB/s: some 6 s
     // each, several to go.
     let started = std::time::Instant::now();

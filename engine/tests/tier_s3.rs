@@ -10,6 +10,7 @@ mod common;
 #[path = "common/weed.rs"]
 mod weed;
 
+use common::stream::{expected, fill, read_all};
 use common::*;
 use corelog::tier::{ObjectStore, S3Location, S3Store, StoreError, TierError};
 use corelog::{Config, Engine, ErrorKind, FsyncPolicy, LogConfig, PollFrom, TierConfig};
@@ -62,37 +63,6 @@ fn open_tiered(
         log: log(),
         ..Config::new(dir).tier(tier)
     })
-}
-
-fn fill(engine: &Engine, p: u64, seqs: std::ops::Range<u64>) {
-    for seq in seqs {
-        engine.handle().append(p, batch(p, seq)).wait().unwrap();
-    }
-}
-
-fn read_all(engine: &Engine, p: u64, max: u64) -> Vec<(u64, u128)> {
-    let mut out = Vec::new();
-    let mut next = 0;
-    loop {
-        let r = engine
-            .handle()
-            .poll(p, PollFrom::Offset(next), max)
-            .wait()
-            .unwrap();
-        if r.is_empty() {
-            return out;
-        }
-        out.extend(r.messages().map(|m| (m.offset(), m.id())));
-        next = r.next_offset();
-    }
-}
-
-fn expected(p: u64, n: u64) -> Vec<(u64, u128)> {
-    (0..n)
-        .flat_map(|seq| {
-            (0..messages_in(seq)).map(move |i| (base_offset_of(seq) + i, message_id(p, seq, i)))
-        })
-        .collect()
 }
 
 /// Every object of the partition: each segment the manifest names, once,

@@ -1,6 +1,8 @@
 //! Helpers shared by the engine's integration tests.
 #![allow(dead_code, clippy::unwrap_used)]
 
+pub mod stream;
+
 use corelog::replication::ReplicaLog;
 use corelog::{BatchBuilder, Config, Engine, LogConfig, MessageSpec};
 use std::io::Write;
