@@ -70,3 +70,58 @@ fn messages_start_at_the_offset_asked_for_inside_a_batch() {
         log.close().await.unwrap();
     });
 }
+
+/// A reply over fetched bytes (a tier's chunk) is the same reply a mapped
+/// poll gives, and damage in them is named by origin and byte, never served.
+#[test]
+fn a_reply_over_fetched_bytes_is_verified_before_it_is_served() {
+    use corelog_segment::log::{Damage, LogError, PollReply};
+    use corelog_segment::Limits;
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = dir.path().join("partitions/5");
+    let stored: Vec<u8> = run(async {
+        let storage = UringStorage::new(64).unwrap();
+        let (log, _) = PartitionLog::open(storage, &pdir, 5, small_config())
+            .await
+            .unwrap();
+        for tag in 0..3 {
+            log.append(batch(tag, 4, 50)).await.unwrap();
+        }
+        let r = log.poll(PollFrom::First, 1 << 20).unwrap();
+        r.slices().flatten().copied().collect()
+    });
+    let origin = std::path::PathBuf::from("s3://b/p/partitions/5/seg.log");
+    let limits = Limits::default();
+    let r = PollReply::from_fetched(stored.clone().into(), origin.clone(), 1000, &limits).unwrap();
+    assert_eq!(
+        (r.first_offset(), r.next_offset(), r.batch_count()),
+        (0, 12, 3)
+    );
+    assert_eq!(r.slices().flatten().copied().collect::<Vec<u8>>(), stored);
+    assert!(
+        r.slice_file(0).is_none(),
+        "fetched bytes have no file to send from"
+    );
+    // A flipped payload byte in the second batch: named at its batch's
+    // position in the origin, and no reply.
+    let second = stored.len() / 3;
+    let mut bad = stored.clone();
+    bad[second + 300] ^= 1;
+    match PollReply::from_fetched(bad.into(), origin.clone(), 1000, &limits) {
+        Err(LogError::Corrupt { path, position, .. }) => {
+            assert_eq!(path, origin);
+            assert_eq!(position, 1000 + second as u64);
+        }
+        other => panic!("{other:?}"),
+    }
+    // A torn tail, and nothing at all.
+    let torn = stored[..stored.len() - 10].to_vec();
+    assert!(matches!(
+        PollReply::from_fetched(torn.into(), origin.clone(), 0, &limits),
+        Err(LogError::Corrupt {
+            damage: Damage::TornBatch { .. } | Damage::Batch(_),
+            ..
+        })
+    ));
+    assert!(PollReply::from_fetched(Vec::new().into(), origin, 0, &limits).is_err());
+}

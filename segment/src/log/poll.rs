@@ -56,6 +56,10 @@ impl Chunk {
         // The range was checked against the mapping when the reply was made.
         self.map.slice(self.range.clone()).unwrap_or(&[])
     }
+
+    fn bytes_walk(&self) -> BatchWalk<'_> {
+        BatchWalk { rest: self.bytes() }
+    }
 }
 
 impl std::fmt::Debug for PollReply {
@@ -103,33 +107,30 @@ impl PollReply {
         limits: &Limits,
     ) -> Result<PollReply, LogError> {
         let len = bytes.len();
-        let mut reply = PollReply::empty(0);
-        reply.chunks.push(Chunk {
-            map: Mapping::from_bytes(bytes),
-            range: 0..len,
-            path: origin,
-            at,
-        });
-        let walk: Vec<(u64, u64)> = reply
-            .batches()
-            .map(|b| (b.base_offset(), b.next_offset()))
-            .collect();
-        let (Some(first), Some(last)) = (walk.first(), walk.last()) else {
+        let Some(first) = header_at(&bytes, 0) else {
             return Err(LogError::Corrupt {
-                path: reply.chunks[0].path.clone(),
+                path: origin,
                 position: at,
                 damage: Damage::TornHeader {
                     available: len as u64,
                 },
             });
         };
-        reply.first_offset = first.0;
-        reply.start = first.0;
-        reply.next_offset = last.1;
-        reply.batches = walk.len();
-        reply.bytes = len as u64;
-        // Also catches bytes the walk above stopped short of.
+        let mut reply = PollReply::empty(first.base_offset);
+        reply.chunks.push(Chunk {
+            map: Mapping::from_bytes(bytes),
+            range: 0..len,
+            path: origin,
+            at,
+        });
+        // Every batch checked, each continuing the one before from the
+        // first's offset, before any is walked.
         reply.verify(limits)?;
+        for b in reply.chunks[0].bytes_walk() {
+            reply.batches += 1;
+            reply.next_offset = b.next_offset();
+        }
+        reply.bytes = len as u64;
         Ok(reply)
     }
 
