@@ -379,3 +379,44 @@ fn a_shutdown_does_not_wait_for_an_upload_to_finish() {
     let keys = slow.0.keys();
     assert!(!keys.iter().any(|k| k.ends_with(".json")), "{keys:?}");
 }
+
+#[test]
+fn a_fresh_directory_against_a_filled_prefix_trusts_no_manifest_of_it() {
+    let store = Arc::new(MemoryStore::new());
+    let first = tempfile::tempdir().unwrap();
+    let engine = open_tiered(first.path(), &store, SEGMENT, log());
+    fill(&engine, 1, 0..300);
+    let report = engine.handle().offload_pass();
+    assert!(report.failed.is_empty() && report.trimmed > 0, "{report:?}");
+    engine.shutdown().unwrap();
+    let before = store.keys();
+    // Another directory, the same prefix, its own partition 1 (the same
+    // producer batches, stamped at other times).
+    let second = tempfile::tempdir().unwrap();
+    let engine = open_tiered(second.path(), &store, SEGMENT, log());
+    fill(&engine, 1, 0..300);
+    let report = engine.handle().offload_pass();
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    assert!(
+        report.failed[0]
+            .1
+            .contains("does not describe the local log"),
+        "{report:?}"
+    );
+    // Nothing of it removed locally, nothing of the store's touched.
+    assert_eq!(report.trimmed, 0);
+    assert_eq!(engine.handle().stats(1).wait().unwrap().first_offset, 0);
+    assert_eq!(store.keys(), before);
+    assert_eq!(read_all(&engine, 1, 1 << 20), expected(1, 300));
+    engine.shutdown().unwrap();
+    // The directory that wrote it still agrees with it after a restart.
+    let engine = open_tiered(first.path(), &store, SEGMENT, log());
+    fill(&engine, 1, 300..400);
+    let report = engine.handle().offload_pass();
+    assert!(
+        report.failed.is_empty() && report.uploaded > 0,
+        "{report:?}"
+    );
+    assert_eq!(read_all(&engine, 1, 1 << 20), expected(1, 400));
+    engine.shutdown().unwrap();
+}

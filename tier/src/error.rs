@@ -106,6 +106,16 @@ pub enum TierError {
         /// The term.
         term: u64,
     },
+    /// The store's manifest for the partition was not written from this
+    /// partition's log (a data directory started afresh against a prefix
+    /// an earlier one filled): nothing is uploaded or removed for it.
+    #[error("partition {partition}: the store's manifest does not describe the local log ({reason}); nothing is uploaded or removed for it: point --tier at another prefix, or delete the partition's objects from the store")]
+    Foreign {
+        /// The partition.
+        partition: u64,
+        /// What disagrees.
+        reason: String,
+    },
     /// The tier was stopped (the engine shuts down).
     #[error("the tier is stopped")]
     Stopped,

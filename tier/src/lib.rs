@@ -24,6 +24,7 @@ pub mod read;
 pub mod s3;
 pub mod store;
 pub mod tier;
+mod trust;
 pub mod upload;
 
 pub use cache::CacheStats;

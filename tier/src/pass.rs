@@ -7,6 +7,7 @@ use crate::error::TierError;
 use crate::leadership::{role, Role};
 use crate::manifest::Manifest;
 use crate::tier::{OffloadPass, Tier};
+use crate::trust::Agreement;
 use crate::upload::{clean_strays, commit, expire, load_manifest, manifest_terms, upload_segment};
 use corelog_segment::log::{Retention, SealedSegment};
 use std::sync::atomic::Ordering;
@@ -70,6 +71,12 @@ impl Tier {
         }
         m.term = term;
         let single = self.config.leadership.is_none();
+        if single && !self.is_trusted(partition) {
+            if self.agreement(partition, &m, sealed)? == Agreement::Undecided {
+                return Ok(OffloadPass::default());
+            }
+            self.trust(partition);
+        }
         if first_look && single {
             // Nobody else writes: what the manifest does not name is stray.
             self.clean(&m)?;
@@ -144,6 +151,16 @@ impl Tier {
             offloaded_through: if m.term == term { m.end_offset() } else { 0 },
             ..OffloadPass::default()
         })
+    }
+
+    fn is_trusted(&self, partition: u64) -> bool {
+        let trusted = self.trusted.lock().unwrap_or_else(|p| p.into_inner());
+        trusted.contains(&partition)
+    }
+
+    fn trust(&self, partition: u64) {
+        let mut trusted = self.trusted.lock().unwrap_or_else(|p| p.into_inner());
+        trusted.insert(partition);
     }
 
     fn cached(&self, partition: u64) -> Option<Manifest> {

@@ -170,6 +170,9 @@ pub struct Tier {
     pub(crate) cleaned: Mutex<HashMap<u64, (u64, u32)>>,
     /// Set by [`Tier::stop`]: an upload in progress fails at its next read.
     pub(crate) stopping: AtomicBool,
+    /// Partitions whose manifest was found to describe their log, this run
+    /// (`trust.rs`).
+    pub(crate) trusted: Mutex<std::collections::HashSet<u64>>,
 }
 
 impl Tier {
@@ -191,6 +194,7 @@ impl Tier {
             uploading: Mutex::new(()),
             cleaned: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
+            trusted: Mutex::new(std::collections::HashSet::new()),
         });
         let mut readers = Vec::new();
         let n = tier.config.readers.max(1);
