@@ -570,12 +570,18 @@ impl Handle {
     /// Polls already holding its segments keep reading them. Deleting a
     /// partition that does not exist succeeds. Not atomic: after a crash
     /// during the removal, the remains open (or fail to) as a partition;
-    /// delete it again.
+    /// delete it again. With a tier, what the store holds for it is
+    /// deleted too, on a tier thread (a store that fails is logged, and
+    /// its objects stay: a later log of that id does not trust them).
     pub fn delete_partition(&self, partition: u64) -> Reply<()> {
-        self.send(self.shard_of(partition), |reply| Request::Delete {
+        let local = self.send(self.shard_of(partition), |reply| Request::Delete {
             partition,
             reply,
-        })
+        });
+        match &self.shared.tier {
+            Some(t) => offload::delete_remote(t, partition, local),
+            None => local,
+        }
     }
 
     /// Every open partition, sorted.

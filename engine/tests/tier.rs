@@ -420,3 +420,34 @@ fn a_fresh_directory_against_a_filled_prefix_trusts_no_manifest_of_it() {
     assert_eq!(read_all(&engine, 1, 1 << 20), expected(1, 400));
     engine.shutdown().unwrap();
 }
+
+#[test]
+fn a_deleted_partition_leaves_nothing_in_the_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
+    fill(&engine, 8, 0..300);
+    fill(&engine, 9, 0..300);
+    assert!(engine.handle().offload_pass().failed.is_empty());
+    let of = |p: u64| {
+        let prefix = format!("partitions/{p}/");
+        store
+            .keys()
+            .into_iter()
+            .filter(|k| k.starts_with(&prefix))
+            .count()
+    };
+    assert!(of(8) > 0 && of(9) > 0);
+    engine.handle().delete_partition(8).wait().unwrap();
+    assert_eq!(of(8), 0, "{:?}", store.keys());
+    assert!(of(9) > 0, "another partition's objects stay");
+    // The id used again: a new log, uploaded from its start.
+    fill(&engine, 8, 0..300);
+    let report = engine.handle().offload_pass();
+    assert!(
+        report.failed.is_empty() && report.uploaded > 0,
+        "{report:?}"
+    );
+    assert_eq!(read_all(&engine, 8, 1 << 20), expected(8, 300));
+    engine.shutdown().unwrap();
+}

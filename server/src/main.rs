@@ -34,9 +34,9 @@ struct Args {
     /// When a send is acknowledged: never | batch | interval:MS.
     #[arg(long, default_value = "never")]
     fsync: FsyncPolicy,
-    /// Segment size in bytes: a partition's segment is sealed past it
-    /// (retention and DELETE_SEGMENTS delete whole sealed segments).
-    #[arg(long, default_value_t = corelog::LogConfig::default().segment_bytes)]
+    /// Segment size (K/M/G suffixes): a partition's segment is sealed past
+    /// it (retention and DELETE_SEGMENTS delete whole sealed segments).
+    #[arg(long, default_value_t = corelog::LogConfig::default().segment_bytes, value_parser = parse_bytes)]
     segment_bytes: u64,
     /// Poll replies to plain-TCP clients send each run of stored bytes of
     /// at least this size from its segment file (sendfile, no copy through

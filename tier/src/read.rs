@@ -38,6 +38,12 @@ impl IndexCache {
             .cloned()
     }
 
+    /// Drops the partition's indexes.
+    pub fn forget_partition(&self, partition: u64) {
+        let mut held = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        held.retain(|(p, _), _| *p != partition);
+    }
+
     fn put(&self, k: SegmentId, entries: Arc<[IndexEntry]>) {
         let mut held = self.0.lock().unwrap_or_else(|p| p.into_inner());
         if held.len() >= IndexCache::HELD {

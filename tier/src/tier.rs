@@ -147,6 +147,7 @@ type PollJob = (
 enum Job {
     Poll(PollJob),
     Prefetch(u64, u64, u64),
+    Purge(u64, oneshot::Sender<Result<usize, TierError>>),
 }
 
 /// A running tier.
@@ -329,6 +330,34 @@ impl Tier {
         }
     }
 
+    /// Deletes everything the store holds for a deleted partition: its
+    /// manifests first (so none names a missing object), then its objects;
+    /// forgets what this tier knew of it. Returns the objects deleted.
+    pub fn purge(&self, partition: u64) -> Result<usize, TierError> {
+        let _one_writer = lock(&self.uploading);
+        let store = self.config.store.as_ref();
+        let mut objects = store.list(&crate::manifest::partition_prefix(partition))?;
+        // Manifests first.
+        objects.sort_by_key(|o| Manifest::term_of_key(partition, &o.key).is_none());
+        for o in &objects {
+            store.delete(&o.key)?;
+        }
+        lock(&self.manifests).remove(&partition);
+        lock(&self.cleaned).remove(&partition);
+        lock(&self.trusted).remove(&partition);
+        self.indexes.forget_partition(partition);
+        Ok(objects.len())
+    }
+
+    /// [`Tier::purge`] on a reader thread, answered on the channel.
+    pub fn purge_on_reader(&self, partition: u64) -> oneshot::Receiver<Result<usize, TierError>> {
+        let (tx, rx) = oneshot::channel();
+        if let Some(jobs) = lock(&self.jobs).as_ref() {
+            let _ = jobs.0.send(Job::Purge(partition, tx));
+        }
+        rx
+    }
+
     /// [`Tier::poll`] on a reader thread, answered on the channel.
     pub fn poll_on_reader(
         &self,
@@ -364,6 +393,9 @@ fn read_jobs(tier: std::sync::Weak<Tier>, rx: Arc<Mutex<mpsc::Receiver<Job>>>) {
         match job {
             Job::Poll((p, from, max, tx)) => {
                 let _ = tx.send(tier.poll(p, from, max));
+            }
+            Job::Purge(p, tx) => {
+                let _ = tx.send(tier.purge(p));
             }
             Job::Prefetch(p, base, n) => {
                 if let Ok(m) = tier.manifest(p) {

@@ -149,3 +149,21 @@ pub(crate) fn below_local(
         }
     })
 }
+
+/// A partition deleted locally (`local`), then in the store.
+pub(crate) fn delete_remote(tier: &Arc<Tier>, partition: u64, local: Reply<()>) -> Reply<()> {
+    let tier = tier.clone();
+    Reply::joined(async move {
+        local.await?;
+        match tier.purge_on_reader(partition).await {
+            Ok(Ok(n)) => tracing::info!("tier: partition {partition} deleted: {n} objects"),
+            Ok(Err(e)) => tracing::warn!(
+                "tier: partition {partition} deleted locally; its objects stay in the store: {e}"
+            ),
+            Err(_) => tracing::warn!(
+                "tier: partition {partition} deleted locally; the tier stopped before its objects were"
+            ),
+        }
+        Ok(())
+    })
+}
