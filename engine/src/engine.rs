@@ -565,25 +565,6 @@ impl Handle {
         })
     }
 
-    /// Deletes `partition`: closes its log (in-flight appends finish or
-    /// fail), removes its directory and syncs the parent directory.
-    /// Polls already holding its segments keep reading them. Deleting a
-    /// partition that does not exist succeeds. Not atomic: after a crash
-    /// during the removal, the remains open (or fail to) as a partition;
-    /// delete it again. With a tier, what the store holds for it is
-    /// deleted too, on a tier thread (a store that fails is logged, and
-    /// its objects stay: a later log of that id does not trust them).
-    pub fn delete_partition(&self, partition: u64) -> Reply<()> {
-        let local = self.send(self.shard_of(partition), |reply| Request::Delete {
-            partition,
-            reply,
-        });
-        match &self.shared.tier {
-            Some(t) => offload::delete_remote(t, partition, local),
-            None => local,
-        }
-    }
-
     /// Every open partition, sorted.
     pub fn partitions(&self) -> Reply<Vec<u64>> {
         let replies: Vec<Reply<Vec<u64>>> = (0..self.shards())

@@ -150,8 +150,28 @@ pub(crate) fn below_local(
     })
 }
 
+impl Handle {
+    /// Deletes `partition`: closes its log (in-flight appends finish or
+    /// fail), removes its directory and syncs the parent directory.
+    /// Polls already holding its segments keep reading them. Deleting a
+    /// partition that does not exist succeeds. Not atomic: after a crash
+    /// during the removal, the remains open (or fail to) as a partition;
+    /// delete it again. With a tier, what the store holds for it is
+    /// deleted too, on a tier thread (a store that fails is logged, and
+    /// its objects stay: a later log of that id does not trust them).
+    pub fn delete_partition(&self, partition: u64) -> Reply<()> {
+        let local = self.send(self.shard_of(partition), |reply| {
+            crate::request::Request::Delete { partition, reply }
+        });
+        match &self.shared.tier {
+            Some(t) => delete_remote(t, partition, local),
+            None => local,
+        }
+    }
+}
+
 /// A partition deleted locally (`local`), then in the store.
-pub(crate) fn delete_remote(tier: &Arc<Tier>, partition: u64, local: Reply<()>) -> Reply<()> {
+fn delete_remote(tier: &Arc<Tier>, partition: u64, local: Reply<()>) -> Reply<()> {
     let tier = tier.clone();
     Reply::joined(async move {
         local.await?;
