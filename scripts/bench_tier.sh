@@ -91,7 +91,8 @@ forget_pid() { # drops $1 from SERVER_PIDS
 # SeaweedFS in $DATA_DIR/weed on 8 free ports from WEED_BASE, the bucket created; fails (with
 # weed's log tail in the notes) if it does not answer within 60 s.
 weed_start() {
-  local d=$DATA_DIR/weed b t
+  local d=${TIER_STORE_DIR:-$DATA_DIR}/weed b t
+  rm -rf "$d"
   mkdir -p "$d/data"
   printf '{"identities":[{"name":"corelog","credentials":[{"accessKey":"%s","secretKey":"%s"}],"actions":["Admin","Read","List","Tagging","Write"]}]}\n' \
     "$TIER_ACCESS_KEY" "$TIER_SECRET_KEY" >"$d/s3.json"
@@ -174,6 +175,27 @@ tier_stop() { # SIGINT (its shutdown line holds the tier's figures), SIGKILL aft
   wait "$SPID" 2>/dev/null || true
   forget_pid "$SPID"
 }
+# CPU seconds (user + system) of process $1 so far; of its threads named $2* when given.
+cpu_s() {
+  python3 - "$1" "${2:-}" <<'PY'
+import glob, os, sys
+pid, name = sys.argv[1], sys.argv[2]
+hz = os.sysconf("SC_CLK_TCK")
+def ticks(stat):
+    f = open(stat).read().rsplit(")", 1)[1].split()
+    return int(f[11]) + int(f[12])
+try:
+    if not name:
+        print(ticks(f"/proc/{pid}/stat") / hz)
+    else:
+        print(sum(ticks(t + "/stat") for t in glob.glob(f"/proc/{pid}/task/*")
+                  if open(t + "/comm").read().startswith(name)) / hz)
+except OSError:
+    print("nan")
+PY
+}
+per_gb() { python3 -c "import sys; a, b, by = map(float, sys.argv[1:]); print('FAILED' if by <= 0 or a != a or b != b else round((b - a) / (by / 1e9), 3))" "$@"; }
+
 # Warnings and errors a server logged (credentials' warning aside), into the notes.
 tier_trouble() { # $1 what, $2 log
   local lines
@@ -288,9 +310,11 @@ for rep in $(seq "$REPS"); do
   # 2. produce, offload on; the backlog drained; what the store and the disk hold
   settle
   on=FAILED; cs=FAILED; hits=FAILED; x=FAILED; lmb=FAILED; drain=FAILED; smb=FAILED; run_note=""
+  wput=FAILED; oput=FAILED; wget=FAILED; cget=FAILED
   if AWS_ACCESS_KEY_ID=$TIER_ACCESS_KEY AWS_SECRET_ACCESS_KEY=$TIER_SECRET_KEY \
     tier_serve "$DATA_DIR/on" "$JSON_DIR/on.log" --tier "s3://$BUCKET/run-$rep" --tier-endpoint "$S3_URL" \
       --local-retention-bytes "$LOCAL" "${TIER_CACHE_FLAGS[@]}"; then
+    w0=$(cpu_s "$WEED_PID")
     on=$(tier_igb "produce, offload on, run $rep" pinned-producer)
     t0=$SECONDS
     prefix="$FILER_URL/buckets/$BUCKET/run-$rep"
@@ -307,13 +331,18 @@ for rep in $(seq "$REPS"); do
     else
       echo "- **FAILED**: offload on, run $rep: the upload backlog did not drain within $TIER_DRAIN_S s (local $lb B, of it .log $llb B; the store $sb B, its manifests name $mb B)" >>"$JSON_DIR/notes"
     fi
+    w1=$(cpu_s "$WEED_PID"); off_cpu=$(cpu_s "$SPID" corelog-offload)
+    wput=$(per_gb "$w0" "$w1" "$sb"); oput=$(per_gb 0 "$off_cpu" "$sb")
     x=$(python3 -c "print($sb / ($TIER_PRODUCERS * $LOCAL))")
     lmb=$(python3 -c "print($lb / 1e6)"); smb=$(python3 -c "print($sb / 1e6)")
     run_note="run $rep: the store held $((s0 / 1000000)) MB when the producer finished, $((sb / 1000000)) MB (manifests: $((mb / 1000000)) MB) $([ "$drain" = FAILED ] && echo "when the wait ended, NOT DRAINED" || echo "${drain} s after"); local $((lb / 1000000)) MB (of it .log $((llb / 1000000)) MB)"
     # 3. consume from the store, on the same server
     settle
+    w0=$(cpu_s "$WEED_PID"); c0=$(cpu_s "$SPID")
     cs=$(tier_igb "consume from the store, run $rep" pinned-consumer)
     cs_mb=$(cat "$JSON_DIR/igb.mb")
+    w1=$(cpu_s "$WEED_PID"); c1=$(cpu_s "$SPID")
+    wget=$(per_gb "$w0" "$w1" "${cs_mb:-0}e6"); cget=$(per_gb "$c0" "$c1" "${cs_mb:-0}e6")
     tier_stop
     line=$(plain "$JSON_DIR/on.log" | grep "engine at shutdown" | tail -1 || true)
     hits=$(sed -n 's/.*cache \([0-9.]*\)% hits.*/\1/p' <<<"$line")
@@ -322,17 +351,19 @@ for rep in $(seq "$REPS"); do
   fi
   tier_trouble "offload on, run $rep" "$JSON_DIR/on.log"
   [ -z "$run_note" ] || echo "- $run_note" >>"$JSON_DIR/notes"
-  for k in on cs hits x drain; do TV[$k]+=" ${!k}"; done
+  for k in on cs hits x drain wput oput wget cget; do TV[$k]+=" ${!k}"; done
   TV[local]+=" $lmb"; TV[store]+=" $smb"
   # 4. consume local: the offload-off data, no --tier
   settle
-  cl=FAILED
+  cl=FAILED; lget=FAILED
   if tier_serve "$DATA_DIR/off" "$JSON_DIR/local.log"; then
+    c0=$(cpu_s "$SPID")
     cl=$(tier_igb "consume local, run $rep" pinned-consumer)
+    lget=$(per_gb "$c0" "$(cpu_s "$SPID")" "$(cat "$JSON_DIR/igb.mb")e6")
     tier_stop
   fi
   tier_trouble "consume local, run $rep" "$JSON_DIR/local.log"
-  TV[cl]+=" $cl"
+  TV[cl]+=" $cl"; TV[lget]+=" $lget"
   weed_stop
 done
 
@@ -345,4 +376,8 @@ row value "the store holds, backlog drained (× local retention, $TIER_PRODUCERS
 row value "local disk use, backlog drained (MB; limit: local retention + 2 segments per partition)" "${TV[local]}" "<=" "$(python3 -c "print(round($LIMIT / 1e6))")" "MB"
 row value "the store's bytes, backlog drained (MB)" "${TV[store]}" - - "MB"
 row value "backlog drained, after the producer ended (s)" "${TV[drain]}" - - "s"
+row value "CPU per GB offloaded: the store, SeaweedFS (s/GB, from the producer's start to the drain)" "${TV[wput]}" - - "s"
+row value "CPU per GB offloaded: corelog's offloader thread (s/GB: reading, hashing and sending sealed segments)" "${TV[oput]}" - - "s"
+row value "CPU per GB consumed from the store: the store, SeaweedFS (s/GB)" "${TV[wget]}" - - "s"
+row ratio "CPU per GB consumed from the store: corelog-server (s/GB)" "the same, all local" "${TV[lget]}" "${TV[cget]}"
 unset TV

@@ -121,6 +121,10 @@ struct Args {
     /// Memory for chunks read from the store (K/M/G suffixes).
     #[arg(long, default_value = "256M", value_parser = parse_bytes)]
     tier_cache_bytes: u64,
+    /// Bytes per ranged GET from the store, the chunk cache's unit (K/M/G
+    /// suffixes; at least 64K).
+    #[arg(long, default_value = "16M", value_parser = parse_bytes)]
+    tier_chunk_bytes: u64,
 }
 
 /// `--tier` and its flags: the store, checked when the engine opens.
@@ -133,6 +137,7 @@ fn tier_of(args: &Args) -> Result<Option<corelog::TierConfig>, String> {
     Ok(Some(corelog::TierConfig {
         local_retention_bytes: args.local_retention_bytes,
         cache_bytes: args.tier_cache_bytes,
+        chunk_bytes: args.tier_chunk_bytes.max(64 << 10),
         ..corelog::TierConfig::new(std::sync::Arc::new(store))
     }))
 }
