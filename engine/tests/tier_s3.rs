@@ -150,6 +150,27 @@ fn a_stopped_store_holds_back_nothing_but_the_upload_and_the_backlog_drains_afte
     engine.shutdown().unwrap();
 }
 
+/// `corelog verify --tier` (and `tier status --verify`) against the
+/// test's store, with the store's credentials in the environment.
+fn corelog_against(w: &Weed, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_corelog"))
+        .args(args)
+        .args(["--tier-endpoint", &w.endpoint()])
+        .env("AWS_ACCESS_KEY_ID", weed::ACCESS_KEY)
+        .env("AWS_SECRET_ACCESS_KEY", weed::SECRET_KEY)
+        .output()
+        .unwrap()
+}
+
+fn said(out: &std::process::Output) -> String {
+    format!(
+        "exit {:?}\n{}{}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 #[test]
 fn a_damaged_object_in_the_store_is_named_and_never_served() {
     if !require_weed() {
@@ -161,6 +182,20 @@ fn a_damaged_object_in_the_store_is_named_and_never_served() {
     let engine = open_tiered(tmp.path(), s.clone(), SEGMENT).unwrap();
     fill(&engine, 3, 0..800);
     assert!(engine.handle().offload_pass().failed.is_empty());
+    engine.shutdown().unwrap();
+    let dir = tmp.path().to_str().unwrap();
+    let tier = format!("s3://{BUCKET}/damaged");
+    let verify = ["verify", "--dir", dir, "--tier", &tier];
+    let status = ["tier", "status", "--dir", dir, "--tier", &tier, "--verify"];
+    for args in [&verify[..], &status[..]] {
+        let out = corelog_against(&w, args);
+        assert_eq!(out.status.code(), Some(0), "{}", said(&out));
+    }
+    assert!(
+        said(&corelog_against(&w, &verify)).contains("the store (s3://"),
+        "verify --tier did not look at the store"
+    );
+
     let key = "partitions/3/".to_owned();
     let first = s
         .list(&key)
@@ -173,18 +208,44 @@ fn a_damaged_object_in_the_store_is_named_and_never_served() {
     let at = batch(3, 0).len() + 300;
     bytes[at] ^= 0xff;
     s.put(&first, &bytes).unwrap();
+    let object = format!("s3://{BUCKET}/damaged/{first}");
+    for args in [&verify[..], &status[..]] {
+        let out = corelog_against(&w, args);
+        assert_eq!(out.status.code(), Some(4), "{}", said(&out));
+        assert!(said(&out).contains(&object), "{}", said(&out));
+    }
+
+    let engine = open_tiered(tmp.path(), s.clone(), SEGMENT).unwrap();
     let err = engine
         .handle()
         .poll(3, PollFrom::Offset(0), 1 << 20)
         .wait()
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
-    assert!(
-        err.to_string()
-            .contains(&format!("s3://{BUCKET}/damaged/{first}")),
-        "{err}"
-    );
+    assert!(err.to_string().contains(&object), "{err}");
     engine.shutdown().unwrap();
+    s.put(
+        &first,
+        &s.get(&first, None)
+            .map(|mut b| {
+                b[at] ^= 0xff;
+                b
+            })
+            .unwrap(),
+    )
+    .unwrap();
+
+    // A manifest that lost its newest segment: offsets in neither place.
+    let mut m = corelog::tier::upload::load_manifest(s.as_ref(), 3).unwrap();
+    let lost = m.segments.pop().unwrap();
+    corelog::tier::upload::commit(s.as_ref(), &mut m, &|| true).unwrap();
+    let out = corelog_against(&w, &verify);
+    assert_eq!(out.status.code(), Some(4), "{}", said(&out));
+    assert!(
+        said(&out).contains(&format!("offsets {}..", lost.base_offset)),
+        "{}",
+        said(&out)
+    );
 }
 
 #[test]

@@ -59,6 +59,15 @@ pub(crate) struct VerifyArgs {
     /// Only this partition.
     #[arg(long)]
     pub(crate) partition: Option<u64>,
+    /// Also check what the object store holds for the partitions (the
+    /// server's --tier, s3://BUCKET/PREFIX): every remote segment
+    /// downloaded and checked whole, and the store's log meeting the local
+    /// one. Credentials from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY.
+    #[arg(long)]
+    pub(crate) tier: Option<String>,
+    /// The endpoint of an S3-compatible store (http://host:port).
+    #[arg(long, requires = "tier")]
+    pub(crate) tier_endpoint: Option<String>,
 }
 
 #[derive(Args)]

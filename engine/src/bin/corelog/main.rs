@@ -43,7 +43,9 @@ enum Command {
     /// Check every segment: layout, checksums, offset continuity, index
     /// agreement; then say exactly what recovery will do when the partition
     /// is next opened. Exit 0 when all is sound, 4 when anything is wrong
-    /// (each bad file and byte named). Nothing is repaired.
+    /// (each bad file and byte named). Nothing is repaired. With --tier,
+    /// the object store's segments too (each downloaded and checked whole)
+    /// and that its log meets the local one.
     Verify(VerifyArgs),
     /// Print segments, batches and (with --messages) messages for people.
     Dump(DumpArgs),

@@ -99,6 +99,7 @@ pub(crate) fn verify(a: VerifyArgs) -> Result<Exit, CliError> {
     let _lock = DirLock::acquire_shared(&a.dir)?;
     let config = LogConfig::default();
     let mut bad = 0usize;
+    let mut ids = Vec::new();
     for (id, dir) in partitions(&a.dir, a.partition)? {
         let summary: PartitionSummary = inspect_partition(&dir, &config.limits, |_, _, _| {});
         let (batches, messages): (u64, u64) = summary
@@ -140,6 +141,10 @@ pub(crate) fn verify(a: VerifyArgs) -> Result<Exit, CliError> {
             }
         }
         bad += summary.findings.len() + usize::from(outlook.is_err());
+        ids.push(id);
+    }
+    if let Some(tier) = &a.tier {
+        bad += crate::tier::verify_store(&a.dir, tier, a.tier_endpoint.as_deref(), &ids)?;
     }
     if bad > 0 {
         println!("{bad} problem(s) found");

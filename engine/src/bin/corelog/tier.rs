@@ -10,11 +10,61 @@ use corelog::tier::{ObjectStore, S3Location, S3Store};
 use corelog::{Limits, PollReply};
 use std::path::{Path, PathBuf};
 
-pub(crate) fn status(a: TierStatusArgs) -> Result<Exit, CliError> {
-    let location =
-        S3Location::parse(&a.tier, a.tier_endpoint.as_deref()).map_err(CliError::Tier)?;
+/// The store `--tier` names, answering.
+fn open_store(tier: &str, endpoint: Option<&str>) -> Result<S3Store, CliError> {
+    let location = S3Location::parse(tier, endpoint).map_err(CliError::Tier)?;
     let store = S3Store::from_env(location).map_err(CliError::Tier)?;
     store.check().map_err(|e| CliError::Tier(e.to_string()))?;
+    Ok(store)
+}
+
+/// `corelog verify --tier`: for each of `partitions`, every segment the
+/// store's manifest names, checked whole, and the store's log meeting the
+/// local one (no offsets in neither). Prints what it checked and each
+/// problem; returns how many.
+pub(crate) fn verify_store(
+    dir: &Path,
+    tier: &str,
+    endpoint: Option<&str>,
+    partitions: &[u64],
+) -> Result<usize, CliError> {
+    let store = open_store(tier, endpoint)?;
+    let root = dir.join("partitions");
+    let mut bad = 0;
+    for &p in partitions {
+        let m = load_manifest(&store, p).map_err(|e| CliError::Tier(e.to_string()))?;
+        let Some(end) = m.segments.last().map(|s| s.next_offset) else {
+            println!(
+                "partition {p}: the store ({}) holds nothing",
+                store.describe()
+            );
+            continue;
+        };
+        println!(
+            "partition {p}: the store ({}) holds {} segments, offsets {}..{end}",
+            store.describe(),
+            m.segments.len(),
+            m.start_offset().unwrap_or(0),
+        );
+        for s in &m.segments {
+            if let Err(why) = verify_remote(&store, p, s) {
+                bad += 1;
+                println!("  BAD {}: {why}", store.object_name(&log_key(p, s)));
+            }
+        }
+        let local_first = local_segments(&root.join(p.to_string()))?
+            .first()
+            .map(|(b, _)| *b);
+        if let Some(first) = local_first.filter(|f| *f > end) {
+            bad += 1;
+            println!("  BAD offsets {end}..{first} are neither in the store nor on local disk");
+        }
+    }
+    Ok(bad)
+}
+
+pub(crate) fn status(a: TierStatusArgs) -> Result<Exit, CliError> {
+    let store = open_store(&a.tier, a.tier_endpoint.as_deref())?;
     let root = a.dir.join("partitions");
     let partitions = match a.partition {
         Some(p) => vec![p],
