@@ -20,7 +20,8 @@
 # across partitions: side by side against one at a time), prealloc (durable appends with
 # preallocation in steps, whole segments, none), admission (criterion: admission against XXH3),
 # tail (an append's latency at half load split into the producer's lateness and call-to-ack,
-# against fio at the same rate; OUT=docs/bench/tail.md), tier (tiered storage against a
+# against fio at the same rate, with the VM's free page reporting as found and paused;
+# scripts/bench_tail.sh; OUT=docs/bench/tail.md), tier (tiered storage against a
 # SeaweedFS on loopback, iggy-bench: produce with offload on against off, consume from the store
 # against local, what the store and the disk hold; scripts/bench_tier.sh, which says what it
 # needs: TIER_BYTES, TIER_LOCAL...).
@@ -90,10 +91,16 @@ fio_mbps() {
 }
 
 # corelog-bench: prints JSON key $1 from a run with flags $2...
+# vCPU time the host took from this VM so far (steal, all CPUs), in ms: /proc/stat counts it in
+# USER_HZ ticks.
+steal_ms() { awk -v hz="$(getconf CLK_TCK)" '/^cpu /{printf "%d\n", $9 * 1000 / hz}' /proc/stat; }
+
 bench() {
   local key=$1; shift
   fresh
+  local s0; s0=$(steal_ms)
   "$B" --quiet --data-dir "$DATA_DIR/c" --json "$JSON_DIR/b.json" "$@" >"$JSON_DIR/b.out" 2>&1 || { cat "$JSON_DIR/b.out" >&2; exit 1; }
+  echo $(($(steal_ms) - s0)) >"$JSON_DIR/steal" # the host's share of the run's vCPU time
   jget "$JSON_DIR/b.json" "$key"
 }
 
@@ -208,65 +215,7 @@ for s in $SCENARIOS; do
     done
     ;;
   tail)
-    # Issue 34's shape: 1 shard, 1 producer thread, 1 partition, 10 x 1000 B batches,
-    # fsync=never, at half of this shape's own peak, 1 GB from a quiet machine (fresh: write-back
-    # drained, caches dropped). Each run's latency is split: how late the producer sent each batch
-    # after it was due (its own pacing and wake-up), and from the append call to the ack in hand
-    # (admission, queue, shard, write, reply, wake-up). fio in the same pattern, moments apart:
-    # one psync job, 10 KiB writes at the same byte rate (its clat: the write call alone).
-    T="--shards 1 --producers 1 --partitions 1 --message-size 1000 --messages-per-batch 10 --no-poll --fsync never"
-    pk=""
-    for _ in $(seq "$REPS"); do pk+=" $(bench append.mb_per_s $T --total-bytes 1GB --warmup 0)"; done
-    peak=$(median $pk); rate=$((peak / 2))
-    p50=""; p99=""; p999=""; mx=""; l99=""; l999=""; s50=""; s99=""; s999=""; f50=""; f99=""; f999=""; d99=""
-    b50=""; b99=""; b999=""; bmx=""; bs50=""
-    for _ in $(seq "$REPS"); do
-      # The same, the producer a busy thread: it spins for sends due within 300 µs and while
-      # its append is in flight (--spin-us), so neither its pacing nor the reply wakes it.
-      bench append.mb_per_s $T --rate "$rate" --total-bytes 1GB --warmup 0.5 --spin-us 300 >/dev/null
-      b50+=" $(jget "$JSON_DIR/b.json" append.latency_us.p50)"
-      b99+=" $(jget "$JSON_DIR/b.json" append.latency_us.p99)"
-      b999+=" $(jget "$JSON_DIR/b.json" append.latency_us.p999)"
-      bmx+=" $(jget "$JSON_DIR/b.json" append.latency_us.max)"
-      bs50+=" $(jget "$JSON_DIR/b.json" append_split.call_to_ack_us.p50)"
-      bench append.mb_per_s $T --rate "$rate" --total-bytes 1GB --warmup 0.5 >/dev/null
-      p50+=" $(jget "$JSON_DIR/b.json" append.latency_us.p50)"
-      p99+=" $(jget "$JSON_DIR/b.json" append.latency_us.p99)"
-      p999+=" $(jget "$JSON_DIR/b.json" append.latency_us.p999)"
-      mx+=" $(jget "$JSON_DIR/b.json" append.latency_us.max)"
-      l99+=" $(jget "$JSON_DIR/b.json" append_split.sent_late_us.p99)"
-      l999+=" $(jget "$JSON_DIR/b.json" append_split.sent_late_us.p999)"
-      s50+=" $(jget "$JSON_DIR/b.json" append_split.call_to_ack_us.p50)"
-      s99+=" $(jget "$JSON_DIR/b.json" append_split.call_to_ack_us.p99)"
-      s999+=" $(jget "$JSON_DIR/b.json" append_split.call_to_ack_us.p999)"
-      fresh
-      fio --name=tail --directory="$DATA_DIR" --ioengine=psync --rw=write --bs=10k --size=1000m \
-          --rate="$((rate * 1000000))" --numjobs=1 --output-format=json --output="$JSON_DIR/fio.json" >/dev/null
-      read -r a b c < <(python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["jobs"][0]["write"]["clat_ns"]["percentile"]
-print(p["50.000000"]/1e3, p["99.000000"]/1e3, p["99.900000"]/1e3)' "$JSON_DIR/fio.json")
-      f50+=" $a"; f99+=" $b"; f999+=" $c"
-      # The default shape (every shard, its producers and partitions), at the same half rate.
-      bench append.mb_per_s --message-size 1000 --messages-per-batch 10 --no-poll --fsync never --rate "$rate" --total-bytes 1GB --warmup 0.5 >/dev/null
-      d99+=" $(jget "$JSON_DIR/b.json" append.latency_us.p99)"
-    done
-    S="1 shard, 1 producer, 10 × 1000 B, \`fsync=never\`, $rate of $peak MB/s"
-    row value "append p50 at half of peak, from schedule ($S) (µs)" "$p50" - - "µs"
-    row value "append p99, same (µs)" "$p99" "<=" 200 "µs"
-    row value "append p99.9, same (µs)" "$p999" "<=" 1000 "µs"
-    row value "append max, same (µs)" "$mx" "<=" 5000 "µs"
-    row value "of it, sent late after due (the producer's pacing and wake-up): p99 (µs)" "$l99" - - "µs"
-    row value "of it, sent late: p99.9 (µs)" "$l999" - - "µs"
-    row value "of it, call to ack (admission, queue, shard, write, reply, wake-up): p50 (µs)" "$s50" - - "µs"
-    row ratio "append p99 from schedule (µs)" "fio psync, 10 KiB writes at the same rate: clat p99" "$f99" "$p99" "<=" 5
-    row ratio "call to ack p99 (µs)" "fio clat p99" "$f99" "$s99" "<=" 5
-    row ratio "call to ack p99.9 (µs)" "fio clat p99.9" "$f999" "$s999"
-    row ratio "call to ack p50 (µs)" "fio clat p50" "$f50" "$s50"
-    row value "append p99, the default shape (every shard, its producers), $rate MB/s (µs)" "$d99" "<=" 500 "µs"
-    row value "append p50 from schedule, the producer spinning (\`--spin-us 300\`: no wake-ups) (µs)" "$b50" - - "µs"
-    row value "append p99, same (µs)" "$b99" "<=" 200 "µs"
-    row value "append p99.9, same (µs)" "$b999" "<=" 1000 "µs"
-    row value "append max, same (µs)" "$bmx" "<=" 5000 "µs"
-    row ratio "call to ack p50, the producer spinning (µs)" "fio clat p50" "$f50" "$bs50"
+    . scripts/bench_tail.sh
     ;;
   peers)
     # Peers a user might pick instead (built with --features peers): walrus-rust and the
