@@ -117,6 +117,39 @@ fn offloaded_segments_come_back_from_a_real_store_as_one_log() {
     engine.shutdown().unwrap();
 }
 
+/// A ranged read lands in the caller's buffer: exactly the range's bytes,
+/// fewer where the object ends first, nothing past the range written.
+#[test]
+fn a_ranged_read_fills_the_buffer_given_with_the_ranges_bytes_only() {
+    if !require_weed() {
+        return;
+    }
+    let w = Weed::start();
+    let s = store(&w, "ranges");
+    let object: Vec<u8> = (0..100_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+    s.put("o", &object).unwrap();
+    for (range, buf_len) in [
+        (0..4096u64, 4096),
+        (1000..61_000, 70_000),
+        (99_000..120_000, 30_000),
+    ] {
+        let mut buf = vec![0xAAu8; buf_len];
+        let n = s.get_into("o", range.clone(), &mut buf).unwrap();
+        let end = (range.end as usize).min(object.len());
+        assert_eq!(n, end - range.start as usize, "{range:?}");
+        assert_eq!(&buf[..n], &object[range.start as usize..end], "{range:?}");
+        assert!(
+            buf[n..].iter().all(|&b| b == 0xAA),
+            "{range:?}: written past it"
+        );
+        assert_eq!(
+            buf[..n],
+            s.get("o", Some(range.clone())).unwrap()[..],
+            "{range:?}"
+        );
+    }
+}
+
 #[test]
 fn a_stopped_store_holds_back_nothing_but_the_upload_and_the_backlog_drains_after() {
     if !require_weed() {

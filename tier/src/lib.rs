@@ -14,6 +14,7 @@
 //! The engine (`corelog`) runs the uploads on a thread of its own and
 //! routes polls below a partition's local start here.
 
+pub mod buffers;
 pub mod cache;
 pub mod error;
 pub mod leadership;

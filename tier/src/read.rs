@@ -4,6 +4,7 @@
 //! The reply is the same [`PollReply`] a local poll gives, over the
 //! fetched bytes, every batch verified before it is served.
 
+use crate::buffers::ChunkBuffers;
 use crate::cache::{ChunkCache, ChunkKey, INDEX_CHUNK};
 use crate::error::TierError;
 use crate::manifest::{index_key, log_key, Manifest, RemoteSegment};
@@ -64,6 +65,8 @@ pub struct Reader<'a> {
     pub indexes: &'a IndexCache,
     /// Bytes per chunk.
     pub chunk_bytes: u64,
+    /// Buffers of `chunk_bytes` for the chunks fetched.
+    pub buffers: &'a ChunkBuffers,
     /// The batch limits (the engine's).
     pub limits: Limits,
 }
@@ -318,9 +321,17 @@ impl Reader<'_> {
     fn fetch(&self, p: u64, seg: &RemoteSegment, n: u64) -> Result<Bytes, crate::StoreError> {
         let c = self.chunk_bytes.max(1);
         let range = n * c..((n + 1) * c).min(seg.bytes);
-        self.store
-            .get(&log_key(p, seg), Some(range))
-            .map(Bytes::from)
+        if range.end - range.start > self.buffers.size() as u64 {
+            // Chunks larger than the buffers (over 1 GiB) take memory of
+            // their own.
+            return self
+                .store
+                .get(&log_key(p, seg), Some(range))
+                .map(Bytes::from);
+        }
+        let mut buf = self.buffers.take();
+        let got = self.store.get_into(&log_key(p, seg), range, &mut buf)?;
+        Ok(self.buffers.freeze(buf, got))
     }
 
     /// Fetches chunk `n` of the segment into the cache ahead of its use

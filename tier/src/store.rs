@@ -29,6 +29,16 @@ pub trait ObjectStore: Send + Sync + std::fmt::Debug + 'static {
     fn put_reader(&self, key: &str, body: &mut dyn Read, len: u64) -> Result<(), StoreError>;
     /// The object's bytes, or `range` of them.
     fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Vec<u8>, StoreError>;
+    /// `range` of the object's bytes written at the start of `buf` (at
+    /// least as long as the range): how many there were, fewer where the
+    /// object ends first. A store that can read a body straight into
+    /// memory it is given says so here; the others copy what `get` gave.
+    fn get_into(&self, key: &str, range: Range<u64>, buf: &mut [u8]) -> Result<usize, StoreError> {
+        let got = self.get(key, Some(range))?;
+        let n = got.len().min(buf.len());
+        buf[..n].copy_from_slice(&got[..n]);
+        Ok(n)
+    }
     /// Removes the object (no error when it does not exist).
     fn delete(&self, key: &str) -> Result<(), StoreError>;
     /// Every object whose key starts with `prefix`.

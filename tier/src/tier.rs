@@ -3,6 +3,7 @@
 //! engine drives uploads through [`Tier::offload`] on a thread of its own
 //! and hands polls below a partition's local log to [`Tier::poll`].
 
+use crate::buffers::ChunkBuffers;
 use crate::cache::{CacheStats, ChunkCache};
 use crate::error::TierError;
 use crate::leadership::Leadership;
@@ -158,6 +159,8 @@ pub struct Tier {
     pub(crate) config: TierConfig,
     limits: Limits,
     cache: ChunkCache,
+    /// The fetched chunks' buffers, used again once evicted.
+    buffers: ChunkBuffers,
     pub(crate) manifests: Mutex<HashMap<u64, Arc<Manifest>>>,
     pub(crate) counters: TierCounters,
     /// Polls for the reader threads, and read-ahead for the threads that
@@ -187,6 +190,11 @@ impl Tier {
         let (ahead_tx, ahead_rx) = mpsc::channel::<Job>();
         let tier = Arc::new(Tier {
             cache: ChunkCache::new(config.cache_bytes),
+            // At most 1 GiB each (a larger chunk is fetched into memory of
+            // its own, `Reader::fetch`).
+            buffers: ChunkBuffers::new(
+                usize::try_from(config.chunk_bytes.clamp(1, 1 << 30)).unwrap_or(1 << 30),
+            ),
             config,
             limits,
             manifests: Mutex::new(HashMap::new()),
@@ -381,6 +389,7 @@ impl Tier {
             cache: &self.cache,
             indexes: &self.indexes,
             chunk_bytes: self.config.chunk_bytes,
+            buffers: &self.buffers,
             limits: self.limits,
         }
     }
