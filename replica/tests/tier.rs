@@ -8,10 +8,11 @@ mod common;
 
 use common::*;
 use corelog::tier::upload::load_manifest;
-use corelog::tier::MemoryStore;
+use corelog::tier::{MemoryStore, ObjectInfo, ObjectStore, StoreError};
 use corelog::TierConfig;
 use corelog_replica::TierLeadership;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const ELECT: Duration = Duration::from_secs(10);
@@ -22,9 +23,17 @@ fn tiered_node(
     cluster: &corelog_replica::ClusterConfig,
     store: &Arc<MemoryStore>,
 ) -> Node {
+    tiered_node_on(id, dir, cluster, store.clone())
+}
+
+fn tiered_node_on(
+    id: u64,
+    dir: &std::path::Path,
+    cluster: &corelog_replica::ClusterConfig,
+    store: Arc<dyn ObjectStore>,
+) -> Node {
     let lead = TierLeadership::new();
     let l = lead.clone();
-    let store = store.clone();
     let node = Node::start_with(id, dir, cluster, options(), move |c| {
         c.log.segment_bytes = 16 << 10;
         c.log.index_interval_bytes = 1024;
@@ -119,6 +128,134 @@ fn only_the_leader_uploads_and_its_successor_continues_under_its_own_term() {
     });
     let m = load_manifest(store.as_ref(), 1).expect("manifest");
     assert!(m.term > first_term, "term {} after {first_term}", m.term);
+    for w in m.segments.windows(2) {
+        assert_eq!(w[0].next_offset, w[1].base_offset, "{m:?}");
+    }
+    for n in nodes.iter().filter(|n| n.replica.is_some()) {
+        assert_eq!(ids(n), expected(0..400), "node {}", n.id);
+    }
+}
+
+/// One node's view of the shared store: while `hold` is set, a manifest
+/// PUT waits (after the node checked it still leads) and goes on once it
+/// is cleared: a commit caught between its check and its write.
+#[derive(Debug)]
+struct Gate {
+    inner: Arc<MemoryStore>,
+    hold: AtomicBool,
+    held: AtomicUsize,
+    /// Manifest keys written after a hold, and whether the store took them.
+    late: Mutex<Vec<(String, bool)>>,
+}
+
+impl Gate {
+    fn new(inner: &Arc<MemoryStore>) -> Arc<Gate> {
+        Arc::new(Gate {
+            inner: inner.clone(),
+            hold: AtomicBool::new(false),
+            held: AtomicUsize::new(0),
+            late: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+impl ObjectStore for Gate {
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+    fn object_name(&self, key: &str) -> String {
+        self.inner.object_name(key)
+    }
+    fn check(&self) -> Result<(), StoreError> {
+        self.inner.check()
+    }
+    fn put(&self, key: &str, bytes: &[u8]) -> Result<(), StoreError> {
+        if !key.contains("manifest-") || !self.hold.load(Ordering::SeqCst) {
+            return self.inner.put(key, bytes);
+        }
+        self.held.fetch_add(1, Ordering::SeqCst);
+        while self.hold.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        let done = self.inner.put(key, bytes);
+        let mut late = self.late.lock().unwrap_or_else(|p| p.into_inner());
+        late.push((key.to_owned(), done.is_ok()));
+        done
+    }
+    fn put_reader(
+        &self,
+        key: &str,
+        body: &mut dyn std::io::Read,
+        len: u64,
+    ) -> Result<(), StoreError> {
+        self.inner.put_reader(key, body, len)
+    }
+    fn get(&self, key: &str, range: Option<std::ops::Range<u64>>) -> Result<Vec<u8>, StoreError> {
+        self.inner.get(key, range)
+    }
+    fn delete(&self, key: &str) -> Result<(), StoreError> {
+        self.inner.delete(key)
+    }
+    fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, StoreError> {
+        self.inner.list(prefix)
+    }
+}
+
+/// The leader is stopped between uploading a segment and committing the
+/// manifest that names it; its successor uploads the same segments and
+/// commits under its term; then the deposed leader's commit lands, late.
+/// The manifest in force is the successor's: each offset once, and every
+/// node reads the whole log, each batch once.
+#[test]
+fn a_leader_change_mid_upload_leaves_no_committed_duplicate() {
+    init_log();
+    let store = Arc::new(MemoryStore::new());
+    let gates: Vec<Arc<Gate>> = (0..3).map(|_| Gate::new(&store)).collect();
+    let dirs: Vec<_> = (0..3)
+        .map(|_| tempfile::tempdir().expect("tempdir"))
+        .collect();
+    let cluster = cluster(3);
+    let mut nodes: Vec<Node> = (0..3)
+        .map(|i| tiered_node_on(i as u64 + 1, dirs[i].path(), &cluster, gates[i].clone()))
+        .collect();
+    let leader = wait_for_leader(&nodes.iter().collect::<Vec<_>>(), ELECT);
+    let li = (leader - 1) as usize;
+    gates[li].hold.store(true, Ordering::SeqCst);
+    for tag in 0..200 {
+        append_retrying(&nodes[li], 1, batch(tag, 20));
+    }
+    wait("the leader's first commit is held", || {
+        gates[li].held.load(Ordering::SeqCst) > 0
+    });
+    assert_eq!(uploaded(&nodes[li]), 0, "nothing committed before the hold");
+    let figures = nodes[li].engine().tier().expect("tiered").figures();
+    // Its replica stops; its engine stays, the upload held in the store
+    // (an engine's shutdown waits for a store call in flight to return).
+    if let Some(r) = nodes[li].replica.take() {
+        r.shutdown();
+    }
+    let rest: Vec<&Node> = nodes.iter().filter(|n| n.replica.is_some()).collect();
+    let next = wait_for_leader(&rest, ELECT);
+    let ni = (next - 1) as usize;
+    for tag in 200..400 {
+        append_retrying(&nodes[ni], 1, batch(tag, 20));
+    }
+    wait("the new leader uploads", || uploaded(&nodes[ni]) >= 8);
+    let in_force = load_manifest(store.as_ref(), 1).expect("manifest").term;
+    // The deposed leader's commit goes on now, under its older term.
+    gates[li].hold.store(false, Ordering::SeqCst);
+    wait("the deposed leader's late commit", || {
+        !gates[li].late.lock().expect("late").is_empty()
+    });
+    let late = gates[li].late.lock().expect("late").clone();
+    assert!(late.iter().all(|(_, took)| *took), "{late:?} ({figures})");
+    let m = load_manifest(store.as_ref(), 1).expect("manifest");
+    assert_eq!(m.term, in_force, "the successor's manifest stays in force");
+    assert!(
+        late.iter()
+            .all(|(k, _)| !k.ends_with(&format!("{:020}.json", m.term))),
+        "{late:?}"
+    );
     for w in m.segments.windows(2) {
         assert_eq!(w[0].next_offset, w[1].base_offset, "{m:?}");
     }

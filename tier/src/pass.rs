@@ -77,11 +77,11 @@ impl Tier {
             }
             self.trust(partition);
         }
+        let may = || self.still_leads(partition, term);
         if first_look && single {
             // Nobody else writes: what the manifest does not name is stray.
-            self.clean(&m)?;
+            self.clean(&m, &may)?;
         }
-        let may = || self.still_leads(partition, term);
         let expired = expire(store, &may, &mut m, retention, local.0, local.1, now_micros)?;
         self.counters
             .expired_segments
@@ -123,8 +123,12 @@ impl Tier {
             // Once this term's manifest is in force, what it does not name
             // and older terms' manifests go; again every
             // `CLEAN_EVERY_PASSES`, for what a deposed leader wrote late.
-            if manifest_terms(store, partition)?.contains(&term) {
-                self.clean(&m)?;
+            // Only while this term's manifest is the one in force and this
+            // node still leads: a commit that landed after its leader was
+            // deposed must not clean by a manifest its successor's hides.
+            let in_force = manifest_terms(store, partition)?.into_iter().max();
+            if in_force == Some(term) && may() {
+                self.clean(&m, &may)?;
             }
         }
         pass.backlog = waiting
@@ -183,9 +187,9 @@ impl Tier {
 
     /// Deletes the partition's objects `m` does not name, and the manifests
     /// of terms before its own.
-    fn clean(&self, m: &Manifest) -> Result<(), TierError> {
+    fn clean(&self, m: &Manifest, may: &dyn Fn() -> bool) -> Result<(), TierError> {
         let store = self.config.store.as_ref();
-        let mut strays = clean_strays(store, m)?;
+        let mut strays = clean_strays(store, m, may)?;
         for t in manifest_terms(store, m.partition)? {
             if t < m.term {
                 let key = Manifest::key(m.partition, t);

@@ -135,6 +135,7 @@ pub fn upload_segment(
 pub fn clean_strays(
     store: &dyn ObjectStore,
     manifest: &Manifest,
+    may_delete: &dyn Fn() -> bool,
 ) -> Result<Vec<String>, TierError> {
     let p = manifest.partition;
     let named: std::collections::HashSet<String> = manifest
@@ -146,6 +147,14 @@ pub fn clean_strays(
     for o in store.list(&partition_prefix(p))? {
         let segment_object = o.key.ends_with(".log") || o.key.ends_with(".index");
         if segment_object && !named.contains(&o.key) {
+            // A leader deposed meanwhile would delete what its successor
+            // uploaded and names.
+            if !may_delete() {
+                return Err(TierError::Deposed {
+                    partition: p,
+                    term: manifest.term,
+                });
+            }
             store.delete(&o.key)?;
             deleted.push(o.key);
         }
