@@ -156,6 +156,13 @@ impl S3Store {
         format!("{}{key}", self.location.prefix)
     }
 
+    /// The signed URL of a GET of `key`.
+    fn get_url(&self, key: &str) -> Url {
+        self.bucket
+            .get_object(Some(&self.credentials), &self.full_key(key))
+            .sign(SIGNED_FOR)
+    }
+
     fn unreachable(&self, e: ureq::Error) -> StoreError {
         StoreError::Unreachable {
             store: self.describe(),
@@ -281,11 +288,7 @@ impl ObjectStore for S3Store {
     }
 
     fn get(&self, key: &str, range: Option<Range<u64>>) -> Result<Vec<u8>, StoreError> {
-        let full = self.full_key(key);
-        let url = self
-            .bucket
-            .get_object(Some(&self.credentials), &full)
-            .sign(SIGNED_FOR);
+        let url = self.get_url(key);
         let mut req = self.agent.get(url.as_str());
         let mut want = 0;
         if let Some(r) = &range {
@@ -315,11 +318,7 @@ impl ObjectStore for S3Store {
         if want == 0 {
             return Ok(0);
         }
-        let full = self.full_key(key);
-        let url = self
-            .bucket
-            .get_object(Some(&self.credentials), &full)
-            .sign(SIGNED_FOR);
+        let url = self.get_url(key);
         let req = self
             .agent
             .get(url.as_str())
