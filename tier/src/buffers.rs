@@ -4,7 +4,9 @@
 //! kernel must map, zero and (on a VM that reports free pages) fetch back
 //! from the host. A chunk's [`Bytes`] owns its buffer; when the cache and
 //! the last poll holding a slice of it let go, the buffer returns here, up
-//! to [`ChunkBuffers::KEEP`] of them (the rest are freed).
+//! to [`ChunkBuffers::KEEP`] of them (the rest are freed). Only whole
+//! chunks use them (`Reader::fetch`): the cache counts a chunk's length,
+//! and a short one must not hold a whole buffer.
 
 use bytes::Bytes;
 use crossbeam_queue::ArrayQueue;

@@ -321,9 +321,10 @@ impl Reader<'_> {
     fn fetch(&self, p: u64, seg: &RemoteSegment, n: u64) -> Result<Bytes, crate::StoreError> {
         let c = self.chunk_bytes.max(1);
         let range = n * c..((n + 1) * c).min(seg.bytes);
-        if range.end - range.start > self.buffers.size() as u64 {
-            // Chunks larger than the buffers (over 1 GiB) take memory of
-            // their own.
+        if range.end - range.start != self.buffers.size() as u64 {
+            // A segment's short last chunk takes memory of its size: in a
+            // whole chunk's buffer it would hold more than the cache counts.
+            // So do chunks larger than the buffers (over 1 GiB).
             return self
                 .store
                 .get(&log_key(p, seg), Some(range))
@@ -346,5 +347,46 @@ impl Reader<'_> {
             chunk: n,
         };
         self.cache.prefetch(&key, || self.fetch(p, seg, n));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::MemoryStore;
+
+    #[test]
+    fn only_whole_chunks_take_a_pooled_buffer() {
+        let store = MemoryStore::new();
+        let seg = RemoteSegment {
+            base_offset: 0,
+            next_offset: 1,
+            bytes: 12,
+            index_bytes: 0,
+            first_timestamp: 0,
+            last_timestamp: 0,
+            checksum: 0,
+        };
+        store.put(&log_key(1, &seg), b"abcdefghijkl").expect("put");
+        let (cache, indexes, buffers) = (
+            ChunkCache::new(1 << 10),
+            IndexCache::default(),
+            ChunkBuffers::new(8),
+        );
+        let r = Reader {
+            store: &store,
+            cache: &cache,
+            indexes: &indexes,
+            chunk_bytes: 8,
+            buffers: &buffers,
+            limits: Limits::default(),
+        };
+        let whole = r.fetch(1, &seg, 0).expect("chunk 0");
+        let short = r.fetch(1, &seg, 1).expect("chunk 1");
+        assert_eq!((&whole[..], &short[..]), (&b"abcdefgh"[..], &b"ijkl"[..]));
+        drop(short);
+        assert_eq!(buffers.held(), 0, "a short chunk held a whole buffer");
+        drop(whole);
+        assert_eq!(buffers.held(), 1);
     }
 }
