@@ -13,6 +13,13 @@
 //! The pool owns at most its `max_bytes` of buffer capacity, free or in
 //! use, so what it keeps beyond the in-flight budget is bounded; requests
 //! under [`MIN_POOLED`] bytes never use it.
+//!
+//! A cluster's leader stamps each batch where it lies (`Batch::stamp`),
+//! which it can only do to bytes nothing else owns: a pooled buffer (its
+//! owner is the pool's) is copied whole instead, a megabyte per 1 MiB
+//! batch. So a cluster node's pool pools nothing ([`BufPool::unpooled`]):
+//! each payload is read into a buffer of exactly its size, frozen into a
+//! [`Bytes`] that is the buffer's only owner.
 
 use bytes::Bytes;
 use std::sync::{Arc, Mutex};
@@ -35,6 +42,9 @@ pub fn pool_bytes(max_inflight_bytes: u64) -> usize {
 #[derive(Debug)]
 pub struct BufPool {
     max_bytes: usize,
+    /// Payloads of at least [`MIN_POOLED`] bytes are read into a buffer of
+    /// their exact size and frozen unshared, so they can be stamped in place.
+    unpooled: bool,
     state: Mutex<State>,
 }
 
@@ -65,6 +75,18 @@ impl BufPool {
     pub fn new(max_bytes: usize) -> Arc<BufPool> {
         Arc::new(BufPool {
             max_bytes,
+            unpooled: false,
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    /// A pool that keeps nothing: every payload gets a buffer of its own,
+    /// of its exact size, that its frozen [`Bytes`] alone owns (see the
+    /// module's note: for a cluster's leader).
+    pub fn unpooled() -> Arc<BufPool> {
+        Arc::new(BufPool {
+            max_bytes: 0,
+            unpooled: true,
             state: Mutex::new(State::default()),
         })
     }
@@ -72,6 +94,18 @@ impl BufPool {
     /// An empty buffer for a payload of `len` bytes: a pooled one, or a
     /// fresh one with room for `first` bytes (it grows as bytes arrive).
     pub fn take(self: &Arc<Self>, len: usize, first: usize) -> ReqBuf {
+        if len >= MIN_POOLED && self.unpooled {
+            if let Ok(mut st) = self.state.lock() {
+                st.fresh += 1;
+            }
+            // Its whole size at once: grown in steps, each step would copy
+            // what came before.
+            return ReqBuf {
+                buf: Vec::with_capacity(len),
+                owned: None,
+                pool: self.clone(),
+            };
+        }
         if len >= MIN_POOLED {
             if let Ok(mut st) = self.state.lock() {
                 if let Some(buf) = st.free.pop() {
@@ -132,7 +166,7 @@ impl ReqBuf {
     /// The filled buffer as [`Bytes`], without a copy; the buffer goes back
     /// to the pool when the last clone or slice of it is dropped.
     pub fn freeze(mut self) -> Bytes {
-        if self.owned.is_none() && self.buf.capacity() < MIN_POOLED {
+        if self.owned.is_none() && (self.pool.unpooled || self.buf.capacity() < MIN_POOLED) {
             return Bytes::from(std::mem::take(&mut self.buf));
         }
         Bytes::from_owner(self)
@@ -207,6 +241,32 @@ mod tests {
             second.iter().all(|b| *b == 0x55),
             "a request in use changed"
         );
+    }
+
+    #[test]
+    fn an_unpooled_payloads_batch_is_its_buffers_only_owner() {
+        // What `Batch::stamp` needs to stamp in place: the batch, sliced
+        // past the routing part with the payload dropped, owns its buffer.
+        let unpooled = BufPool::unpooled();
+        let payload = request(&unpooled, MB, 0xaa);
+        let at = payload.as_ptr() as usize + 64;
+        let batch = payload.slice(64..);
+        drop(payload);
+        let own = batch
+            .try_into_mut()
+            .expect("an unpooled payload's batch is shared: its stamp copies it");
+        assert_eq!(own.as_ptr() as usize, at, "made unique by a copy");
+        assert_eq!(own.len(), MB - 64);
+        drop(own);
+        assert_eq!(unpooled.counts(), (0, 1));
+        assert_eq!(unpooled.owned_bytes(), 0, "an unpooled pool keeps nothing");
+        // A pooled payload's batch never is (its owner is the pool's):
+        // the reason a cluster node does not pool.
+        let pooled = BufPool::new(16 * MB);
+        let payload = request(&pooled, MB, 0xaa);
+        let batch = payload.slice(64..);
+        drop(payload);
+        assert!(batch.try_into_mut().is_err());
     }
 
     #[test]

@@ -119,6 +119,13 @@ impl Context {
             limits.login_failure_burst,
             limits.login_failure_rate,
         )?;
+        // A leader stamps a batch in place only if its bytes are its own:
+        // a cluster node pools no payload buffers.
+        let buffers = if cluster.is_some() {
+            BufPool::unpooled()
+        } else {
+            BufPool::new(pool_bytes(limits.max_inflight_bytes))
+        };
         Ok(Context {
             engine,
             dir,
@@ -136,7 +143,7 @@ impl Context {
             send_by_reference,
             clients: Arc::new(Registry::default()),
             budget: Budget::new(limits.max_inflight_bytes, max_request),
-            buffers: BufPool::new(pool_bytes(limits.max_inflight_bytes)),
+            buffers,
             limits,
             logins,
             counters: Counters::default(),
