@@ -263,12 +263,133 @@ fn holds(engine: &corelog::Handle, partition: u64, pointer: &Pointer) -> bool {
 
 #[cfg(all(test, feature = "testing"))]
 mod tests {
-    use super::{persist, Job};
+    use super::{persist, run, Job, Op, Pending, Work};
+    use crate::error::GroupError;
+    use crate::inbox::Inbox;
     use crate::journal::sync_ticket::hold::hold_syncs;
-    use crate::journal::Journal;
+    use crate::journal::{Journal, Pointer};
     use raft::eraftpb::{ConfState, Entry};
     use std::sync::mpsc;
     use std::time::Duration;
+
+    fn engine(dir: &std::path::Path) -> corelog::Engine {
+        corelog::Engine::open(corelog::Config {
+            shards: Some(1),
+            pin_threads: false,
+            ..corelog::Config::new(dir.join("engine"))
+        })
+        .expect("engine")
+    }
+
+    /// Entry `index`'s batch: one message of `payload`, stamped for
+    /// `partition` at offset `base` (always the same bytes for the same
+    /// arguments).
+    fn append(
+        engine: &corelog::Handle,
+        index: u64,
+        partition: u64,
+        base: u64,
+        payload: &[u8],
+    ) -> Pending {
+        let mut b = corelog::BatchBuilder::new();
+        b.push(corelog::MessageSpec {
+            id: 1,
+            timestamp: 5,
+            payload,
+            user_headers: &[],
+        });
+        let bytes = bytes::Bytes::from(b.build().expect("build"));
+        let batch = corelog::Batch::admit(bytes, &engine.limits())
+            .expect("admit")
+            .stamp(corelog::Stamp {
+                partition_id: partition,
+                base_offset: base,
+                base_timestamp: 7,
+            });
+        Pending {
+            partition,
+            op: Op::Append {
+                index,
+                term: 1,
+                pointer: Pointer::of(batch.as_ref()).expect("pointer"),
+                batch,
+                reply: None,
+            },
+        }
+    }
+
+    fn job(number: u64, pending: Vec<Pending>) -> Job {
+        Job {
+            number,
+            pending,
+            ticket: None,
+            msgs: Vec::new(),
+        }
+    }
+
+    /// An entry whose offset the log has passed is vouched for only when
+    /// the log holds that very batch there (a snapshot's fetch stored it):
+    /// a different batch at its offset means this node does not hold the
+    /// entry, and saying it does would acknowledge what it never stored.
+    #[test]
+    fn an_entry_the_log_passed_is_vouched_for_only_if_the_log_holds_its_batch() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = engine(dir.path());
+        let h = engine.handle();
+        let done = persist(1, &h, vec![job(1, vec![append(&h, 1, 3, 0, b"a")])]).expect("jobs");
+        assert!(done.result.is_ok(), "{:?}", done.result);
+        assert_eq!(done.acks.len(), 1, "the batch was written");
+        let done = persist(1, &h, vec![job(2, vec![append(&h, 1, 3, 0, b"a")])]).expect("jobs");
+        assert!(
+            done.result.is_ok(),
+            "the same batch, held: {:?}",
+            done.result
+        );
+        assert!(done.acks.is_empty(), "held already, not written again");
+        let done = persist(1, &h, vec![job(3, vec![append(&h, 1, 3, 0, b"b")])]).expect("jobs");
+        assert!(
+            matches!(done.result, Err(GroupError::Write { .. })),
+            "another batch at the entry's offset was vouched for: {:?}",
+            done.result
+        );
+        drop(h);
+        engine.shutdown().expect("shutdown");
+    }
+
+    /// A failed persist is the group's end: the persister hands it back
+    /// and stops, taking no later job (whose writes would follow a failed
+    /// one).
+    #[test]
+    fn a_failed_persist_stops_the_persister() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = engine(dir.path());
+        let h = engine.handle();
+        // Offset 5 on an empty partition: refused.
+        let failing = job(1, vec![append(&h, 1, 4, 5, b"a")]);
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (itx, irx) = crossbeam_channel::unbounded();
+        let t = std::thread::spawn(move || run(1, &h, &rx, &itx));
+        tx.send(Work::Job(failing)).expect("submit");
+        match irx.recv_timeout(Duration::from_secs(10)) {
+            Ok(Inbox::Persisted(p)) => assert!(
+                matches!(p.result, Err(GroupError::Write { .. })),
+                "{:?}",
+                p.result
+            ),
+            other => panic!("expected the failed persist, got {other:?}"),
+        }
+        let _ = tx.send(Work::Job(job(2, Vec::new())));
+        if let Ok(later) = irx.recv_timeout(Duration::from_millis(500)) {
+            panic!("the persister went on after a failure: {later:?}");
+        }
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while !t.is_finished() && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(t.is_finished(), "the persister did not stop");
+        t.join().expect("persister");
+        engine.shutdown().expect("shutdown");
+    }
 
     fn entry(index: u64) -> Entry {
         let mut e = Entry::default();
