@@ -99,7 +99,8 @@ impl BufPool {
                 st.fresh += 1;
             }
             // Its whole size at once: grown in steps, each step would copy
-            // what came before.
+            // what came before. Only reserved: a page is touched (and
+            // counted in the RSS) as the bytes the budget granted arrive.
             return ReqBuf {
                 buf: Vec::with_capacity(len),
                 owned: None,
