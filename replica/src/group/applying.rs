@@ -3,7 +3,7 @@
 //! shard (`apply.rs`), and the proposals waiting on them answered once
 //! they are applied.
 
-use super::{Group, Role, Waiter};
+use super::{Awaited, Group, Role, Waiter};
 use crate::apply::{ApplyCmd, ApplyItem};
 use crate::command::Command;
 use crate::error::{GroupError, ReplicaError};
@@ -11,6 +11,7 @@ use crate::inbox::{Applied, Done};
 use crate::machine::MetaMachine;
 use corelog::AppendAck;
 use raft::eraftpb::Entry;
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 impl Group {
@@ -59,18 +60,7 @@ impl Group {
         self.applied = self.applied.max(index);
         self.status().applied.store(self.applied, Ordering::Relaxed);
         if let Some(p) = self.waiters.remove(&index) {
-            match p.waiter {
-                Waiter::Meta(tx) if p.term == term => {
-                    let _ = tx.send(if effective {
-                        Ok(true)
-                    } else {
-                        Err(ReplicaError::Conflict)
-                    });
-                }
-                w => w.fail(ReplicaError::NotLeader {
-                    leader: self.leader(),
-                }),
-            }
+            answer_meta(p, term, effective, self.leader());
         }
         self.release_held();
         Ok(())
@@ -129,20 +119,14 @@ impl Group {
             // The partition's end is no longer what the stamps say.
             self.resync();
         }
-        while let Some((&i, _)) = self.waiters.first_key_value() {
-            if i > index {
-                break;
-            }
-            let Some(p) = self.waiters.remove(&i) else {
-                break;
-            };
-            if i < index || p.term != term {
-                // Overwritten by another leader's entry: never stored.
-                p.waiter.fail(ReplicaError::NotLeader {
-                    leader: self.leader(),
-                });
-                continue;
-            }
+        let (answered, overwritten) = settled(&mut self.waiters, index, term);
+        for p in overwritten {
+            // Overwritten by another leader's entry: never stored.
+            p.waiter.fail(ReplicaError::NotLeader {
+                leader: self.leader(),
+            });
+        }
+        if let Some(p) = answered {
             match (p.waiter, &result) {
                 (Waiter::Append(tx), Ok(Done::Appended(ack))) => {
                     let _ = tx.send(Ok(*ack));
@@ -156,6 +140,48 @@ impl Group {
         }
         self.release_held();
     }
+}
+
+/// Answers the metadata proposal `p` waiting on the entry just applied,
+/// which has `term`: its outcome if the entry is the one proposed (same
+/// term), else "not leader" (another leader's entry took its index).
+fn answer_meta(p: Awaited, term: u64, effective: bool, leader: Option<u64>) {
+    match p.waiter {
+        Waiter::Meta(tx) if p.term == term => {
+            let _ = tx.send(if effective {
+                Ok(true)
+            } else {
+                Err(ReplicaError::Conflict)
+            });
+        }
+        w => w.fail(ReplicaError::NotLeader { leader }),
+    }
+}
+
+/// The waiters entry `index` of `term`, just applied, settles, taken from
+/// `waiters`: the one proposed as that very entry (its index and term), if
+/// any, and every other at or below it, whose entry another leader's
+/// replaced (never stored: the index was reached without it).
+fn settled(
+    waiters: &mut BTreeMap<u64, Awaited>,
+    index: u64,
+    term: u64,
+) -> (Option<Awaited>, Vec<Awaited>) {
+    let later = match index.checked_add(1) {
+        Some(next) => waiters.split_off(&next),
+        None => BTreeMap::new(),
+    };
+    let due = std::mem::replace(waiters, later);
+    let mut answered = None;
+    let mut overwritten = Vec::new();
+    for (i, p) in due {
+        if i < index || p.term != term {
+            overwritten.push(p);
+        } else {
+            answered = Some(p);
+        }
+    }
+    (answered, overwritten)
 }
 
 /// What applying entry `e` of data group `group` does to the engine. A
@@ -227,13 +253,18 @@ fn to_apply(
 
 #[cfg(test)]
 mod tests {
-    use super::to_apply;
+    use super::{answer_meta, settled, to_apply};
     use crate::apply::ApplyCmd;
     use crate::command::Command;
+    use crate::error::ReplicaError;
+    use crate::group::{Awaited, Waiter};
     use crate::journal::Pointer;
     use crate::machine::{MachineError, MetaMachine};
     use bytes::Bytes;
+    use futures_channel::oneshot;
     use raft::eraftpb::Entry;
+    use std::collections::BTreeMap;
+    use std::time::Instant;
 
     /// A catalog that keeps partition 1 only (2 was deleted).
     struct KeepsOne;
@@ -321,5 +352,74 @@ mod tests {
             } => {}
             other => panic!("a kept send moves the mark past its batch: {other:?}"),
         }
+    }
+
+    fn waiting(term: u64) -> (Awaited, oneshot::Receiver<Result<u64, ReplicaError>>) {
+        let (tx, rx) = oneshot::channel();
+        let p = Awaited {
+            term,
+            deadline: Instant::now(),
+            waiter: Waiter::Count(tx),
+        };
+        (p, rx)
+    }
+
+    fn terms(ps: &[Awaited]) -> Vec<u64> {
+        ps.iter().map(|p| p.term).collect()
+    }
+
+    /// Entry 5 of term 3 applied: the send proposed as it is answered;
+    /// the one at 3, whose index was reached without it, and one proposed
+    /// at 5 in another term are overwritten; the one at 8 waits on.
+    #[test]
+    fn an_applied_entry_answers_its_own_proposal_only() {
+        let mut w = BTreeMap::new();
+        for (i, t) in [(3, 3), (5, 3), (8, 3)] {
+            w.insert(i, waiting(t).0);
+        }
+        let (answered, overwritten) = settled(&mut w, 5, 3);
+        assert_eq!(answered.map(|p| p.term), Some(3));
+        assert_eq!(terms(&overwritten), vec![3], "the one at 3");
+        assert_eq!(w.keys().copied().collect::<Vec<_>>(), vec![8]);
+
+        let mut w = BTreeMap::from([(5, waiting(2).0)]);
+        let (answered, overwritten) = settled(&mut w, 5, 3);
+        assert!(answered.is_none(), "another term's proposal at 5");
+        assert_eq!(terms(&overwritten), vec![2]);
+
+        let mut w = BTreeMap::from([(9, waiting(3).0)]);
+        let (answered, overwritten) = settled(&mut w, 5, 3);
+        assert!(answered.is_none() && overwritten.is_empty());
+        assert_eq!(w.len(), 1);
+    }
+
+    /// A metadata change is answered with its outcome only when the entry
+    /// applied at its index is the one proposed (same term).
+    #[test]
+    fn a_metadata_proposal_is_answered_by_its_own_entry_only() {
+        let meta = |term: u64| {
+            let (tx, rx) = oneshot::channel();
+            let p = Awaited {
+                term,
+                deadline: Instant::now(),
+                waiter: Waiter::Meta(tx),
+            };
+            (p, rx)
+        };
+        let (p, mut rx) = meta(2);
+        answer_meta(p, 2, true, Some(1));
+        assert!(matches!(rx.try_recv(), Ok(Some(Ok(true)))));
+        let (p, mut rx) = meta(2);
+        answer_meta(p, 2, false, Some(1));
+        assert!(matches!(
+            rx.try_recv(),
+            Ok(Some(Err(ReplicaError::Conflict)))
+        ));
+        let (p, mut rx) = meta(2);
+        answer_meta(p, 3, true, Some(1));
+        assert!(matches!(
+            rx.try_recv(),
+            Ok(Some(Err(ReplicaError::NotLeader { leader: Some(1) })))
+        ));
     }
 }

@@ -22,7 +22,7 @@ use crate::command::Command;
 use crate::error::GroupError;
 use crate::journal::{Kind, Pointer};
 use corelog::replication::ReplicaLog;
-use corelog::Batch;
+use corelog::{Batch, BatchError, Limits};
 use raft::eraftpb::Entry;
 use std::collections::{BTreeMap, HashMap};
 
@@ -78,23 +78,14 @@ impl Group {
             let Ok(Command::Append { partition, .. }) = Command::decode(&e.context) else {
                 continue;
             };
-            // Written now, so no longer kept for the applier.
-            let admitted = self
-                .admitted
-                .remove(&e.index)
-                .filter(|(term, _)| *term == e.term)
-                .map(|(_, b)| b);
-            let batch = match admitted {
-                Some(b) => b,
-                None => match Batch::admit(e.data.clone(), &self.engine.limits()) {
-                    Ok(b) => b,
-                    Err(err) => {
-                        // Never admitted here: journaled whole, and the
-                        // applier refuses it as it always did.
-                        tracing::error!("group {}: entry {}: {err}", self.id, e.index);
-                        continue;
-                    }
-                },
+            let batch = match entry_batch(&mut self.admitted, e, &self.engine.limits()) {
+                Ok(b) => b,
+                Err(err) => {
+                    // Never admitted here: journaled whole, and the
+                    // applier refuses it as it always did.
+                    tracing::error!("group {}: entry {}: {err}", self.id, e.index);
+                    continue;
+                }
             };
             if !meta.keeps(partition) {
                 writes.kinds.insert(e.index, Kind::VerifiedBatch);
@@ -157,5 +148,83 @@ impl Group {
             }
         }
         from
+    }
+}
+
+/// The batch to write for entry `e`: the one admission verified for this
+/// very entry (same index *and* term; taken, since written now it is no
+/// longer kept for the applier), else `e`'s own bytes admitted here. A
+/// batch admitted for another term's entry at this index (a deposed
+/// leader's proposal, or what a follower's reader checked before a new
+/// leader replaced it) is never written for this one.
+fn entry_batch(
+    admitted: &mut BTreeMap<u64, (u64, Batch)>,
+    e: &Entry,
+    limits: &Limits,
+) -> Result<Batch, BatchError> {
+    match admitted.remove(&e.index) {
+        Some((term, b)) if term == e.term => Ok(b),
+        _ => Batch::admit(e.data.clone(), limits),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::entry_batch;
+    use corelog::{Batch, BatchBuilder, Limits, MessageSpec};
+    use raft::eraftpb::Entry;
+    use std::collections::BTreeMap;
+
+    fn batch(payload: &[u8]) -> Batch {
+        let mut b = BatchBuilder::new();
+        b.push(MessageSpec {
+            id: 1,
+            timestamp: 5,
+            payload,
+            user_headers: &[],
+        });
+        Batch::admit(b.build().expect("batch"), &Limits::default()).expect("admitted")
+    }
+
+    fn entry(index: u64, term: u64, data: &Batch) -> Entry {
+        let mut e = Entry::default();
+        e.index = index;
+        e.term = term;
+        e.data = bytes::Bytes::copy_from_slice(data.bytes());
+        e
+    }
+
+    /// The batch admitted for entry 7 of term 2 is written for that entry
+    /// (not admitted again from the entry's bytes); for entry 7 of term 3,
+    /// which a new leader put where it was, the entry's own batch is.
+    #[test]
+    fn an_admitted_batch_is_written_only_for_its_own_entry() {
+        let (mine, theirs) = (batch(b"proposed in term 2"), batch(b"term 3's"));
+        let limits = Limits::default();
+
+        let mut admitted = BTreeMap::from([(7, (2, mine.clone()))]);
+        let got = entry_batch(&mut admitted, &entry(7, 2, &mine), &limits).expect("batch");
+        assert_eq!(
+            got.bytes().as_ptr(),
+            mine.bytes().as_ptr(),
+            "the admitted one"
+        );
+        assert!(admitted.is_empty(), "taken once written");
+
+        let mut admitted = BTreeMap::from([(7, (2, mine.clone()))]);
+        let got = entry_batch(&mut admitted, &entry(7, 3, &theirs), &limits).expect("batch");
+        assert_eq!(
+            got.bytes(),
+            theirs.bytes(),
+            "the new leader's entry's batch"
+        );
+        assert!(admitted.is_empty(), "the stale one is dropped");
+
+        let mut admitted = BTreeMap::new();
+        let got = entry_batch(&mut admitted, &entry(7, 3, &theirs), &limits).expect("batch");
+        assert_eq!(got.bytes(), theirs.bytes(), "admitted from the entry");
+        let mut damaged = entry(8, 3, &theirs);
+        damaged.data = bytes::Bytes::from_static(b"not a batch");
+        assert!(entry_batch(&mut admitted, &damaged, &limits).is_err());
     }
 }
