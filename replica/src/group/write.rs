@@ -110,26 +110,8 @@ impl Group {
     /// Issues `op` to `partition`'s shard now, unless the persister issues
     /// it (`deferred`); a request that finds the queue full makes this
     /// `Ready` one whose later requests the persister issues.
-    fn issue(&mut self, number: u64, partition: u64, mut op: Op) -> Pending {
-        if self.deferred.is_none() {
-            let sent = match &mut op {
-                Op::Cut { offset, reply } => reply
-                    .insert(self.engine.cut_suffix(partition, *offset))
-                    .is_sent(),
-                Op::Append { batch, reply, .. } => reply
-                    .insert(
-                        self.engine
-                            .append_stamped_admitted(partition, batch.clone()),
-                    )
-                    .is_sent(),
-            };
-            if !sent {
-                self.deferred = Some(number);
-            }
-        } else {
-            self.deferred = Some(number);
-        }
-        Pending { partition, op }
+    fn issue(&mut self, number: u64, partition: u64, op: Op) -> Pending {
+        issue(&self.engine, &mut self.deferred, number, partition, op)
     }
 
     /// Where each partition's log is to be cut for the entries from
@@ -149,6 +131,35 @@ impl Group {
         }
         from
     }
+}
+
+/// [`Group::issue`]: `op` for `partition`, of the `Ready` numbered
+/// `number`, sent to its shard now when no earlier request is parked
+/// (`deferred` is `None`), else left to the persister; `deferred` names
+/// the latest `Ready` whose requests the persister issues.
+pub(super) fn issue(
+    engine: &corelog::Handle,
+    deferred: &mut Option<u64>,
+    number: u64,
+    partition: u64,
+    mut op: Op,
+) -> Pending {
+    if deferred.is_none() {
+        let sent = match &mut op {
+            Op::Cut { offset, reply } => reply
+                .insert(engine.cut_suffix(partition, *offset))
+                .is_sent(),
+            Op::Append { batch, reply, .. } => reply
+                .insert(engine.append_stamped_admitted(partition, batch.clone()))
+                .is_sent(),
+        };
+        if !sent {
+            *deferred = Some(number);
+        }
+    } else {
+        *deferred = Some(number);
+    }
+    Pending { partition, op }
 }
 
 /// The batch to write for entry `e`: the one admission verified for this
