@@ -354,4 +354,163 @@ mod tests {
         });
         assert_eq!(Permissions::from(&WirePermissions::from(&p)), p);
     }
+
+    /// Every action, with the stream and topic a request for it names in
+    /// the table below: none (server-wide), stream 1, or topic 2 of it.
+    const ACTIONS: [(Action, Option<u32>, Option<u32>); 13] = [
+        (Action::ReadServers, None, None),
+        (Action::ReadUsers, None, None),
+        (Action::ManageUsers, None, None),
+        (Action::ReadStreams, None, None),
+        (Action::CreateStream, None, None),
+        (Action::ReadStream, Some(1), None),
+        (Action::ManageStream, Some(1), None),
+        (Action::ReadTopics, Some(1), None),
+        (Action::CreateTopic, Some(1), None),
+        (Action::ReadTopic, Some(1), Some(2)),
+        (Action::ManageTopic, Some(1), Some(2)),
+        (Action::Poll, Some(1), Some(2)),
+        (Action::Send, Some(1), Some(2)),
+    ];
+
+    /// A grant's name, how to set it, and the actions it alone allows.
+    type Row<G> = (&'static str, fn(&mut G), Vec<Action>);
+
+    fn allowed(p: &Permissions) -> Vec<Action> {
+        ACTIONS
+            .iter()
+            .filter(|(a, s, t)| p.allows(*a, *s, *t))
+            .map(|(a, _, _)| *a)
+            .collect()
+    }
+
+    /// Each single grant allows exactly what Iggy's permissioner lets it
+    /// (`core/metadata/src/permissioner/permissioner_rules`: a broader
+    /// grant implies the narrower ones, as its "inheritance" comments
+    /// say), and a grant on another stream or topic allows nothing there.
+    #[test]
+    fn each_grant_allows_what_iggys_permissioner_does() {
+        use Action::*;
+        let global: [Row<Global>; 10] = [
+            (
+                "manage_servers",
+                |g| g.manage_servers = true,
+                vec![ReadServers],
+            ),
+            ("read_servers", |g| g.read_servers = true, vec![ReadServers]),
+            (
+                "manage_users",
+                |g| g.manage_users = true,
+                vec![ReadUsers, ManageUsers],
+            ),
+            ("read_users", |g| g.read_users = true, vec![ReadUsers]),
+            (
+                "manage_streams",
+                |g| g.manage_streams = true,
+                vec![
+                    ReadStreams,
+                    CreateStream,
+                    ReadStream,
+                    ManageStream,
+                    ReadTopics,
+                    CreateTopic,
+                    ReadTopic,
+                    ManageTopic,
+                    Poll,
+                    Send,
+                ],
+            ),
+            (
+                "read_streams",
+                |g| g.read_streams = true,
+                vec![ReadStreams, ReadStream, ReadTopics, ReadTopic, Poll],
+            ),
+            (
+                "manage_topics",
+                |g| g.manage_topics = true,
+                vec![ReadTopics, CreateTopic, ReadTopic, ManageTopic, Poll, Send],
+            ),
+            (
+                "read_topics",
+                |g| g.read_topics = true,
+                vec![ReadTopics, ReadTopic, Poll],
+            ),
+            ("poll_messages", |g| g.poll_messages = true, vec![Poll]),
+            ("send_messages", |g| g.send_messages = true, vec![Send]),
+        ];
+        for (name, grant, want) in global {
+            let mut p = Permissions::default();
+            grant(&mut p.global);
+            assert_eq!(allowed(&p), want, "global {name}");
+        }
+        let stream: [Row<StreamGrant>; 6] = [
+            (
+                "manage_stream",
+                |s| s.manage_stream = true,
+                vec![
+                    ReadStream,
+                    ManageStream,
+                    ReadTopics,
+                    CreateTopic,
+                    ReadTopic,
+                    ManageTopic,
+                    Poll,
+                    Send,
+                ],
+            ),
+            (
+                "read_stream",
+                |s| s.read_stream = true,
+                vec![ReadStream, ReadTopics, ReadTopic, Poll],
+            ),
+            (
+                "manage_topics",
+                |s| s.manage_topics = true,
+                vec![ReadTopics, CreateTopic, ReadTopic, ManageTopic, Poll, Send],
+            ),
+            (
+                "read_topics",
+                |s| s.read_topics = true,
+                vec![ReadTopics, ReadTopic, Poll],
+            ),
+            ("poll_messages", |s| s.poll_messages = true, vec![Poll]),
+            ("send_messages", |s| s.send_messages = true, vec![Send]),
+        ];
+        for (name, grant, want) in stream {
+            for (id, want) in [(1, want), (7, Vec::new())] {
+                let mut g = StreamGrant {
+                    stream_id: id,
+                    ..StreamGrant::default()
+                };
+                grant(&mut g);
+                let p = Permissions {
+                    global: Global::default(),
+                    streams: vec![g],
+                };
+                assert_eq!(allowed(&p), want, "stream {id}'s {name}");
+            }
+        }
+        let topic: [Row<TopicGrant>; 4] = [
+            (
+                "manage_topic",
+                |t| t.manage_topic = true,
+                vec![ReadTopic, ManageTopic, Poll, Send],
+            ),
+            ("read_topic", |t| t.read_topic = true, vec![ReadTopic, Poll]),
+            ("poll_messages", |t| t.poll_messages = true, vec![Poll]),
+            ("send_messages", |t| t.send_messages = true, vec![Send]),
+        ];
+        for (name, grant, want) in topic {
+            for (id, want) in [(2, want), (9, Vec::new())] {
+                let mut t = TopicGrant {
+                    topic_id: id,
+                    ..TopicGrant::default()
+                };
+                grant(&mut t);
+                assert_eq!(allowed(&on_topic(t)), want, "topic {id}'s {name}");
+            }
+        }
+        assert!(allowed(&Permissions::default()).is_empty());
+        assert_eq!(allowed(&Permissions::all()).len(), ACTIONS.len());
+    }
 }
