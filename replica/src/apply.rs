@@ -14,6 +14,7 @@
 //! its snapshot) and counts as applied.
 
 use crate::inbox::{Applied, Done, Inbox};
+use bytes::Bytes;
 use corelog::replication::ReplicaLog;
 use corelog::RequestError;
 use crossbeam_channel::Sender;
@@ -35,6 +36,9 @@ pub(crate) enum ApplyCmd {
         /// the engine's acknowledgement of the batch's write, when this
         /// node's sender waits for it
         ack: Option<corelog::AppendAck>,
+        /// the batch's base offset, when the journal points at it: the
+        /// applier then reads it back from the segment (`Applied`'s view)
+        base: Option<u64>,
     },
     /// Store a consumer offset.
     StoreOffset {
@@ -84,7 +88,9 @@ pub(crate) struct ApplyItem {
     pub cmd: ApplyCmd,
 }
 
-type InFlight = Pin<Box<dyn Future<Output = Applied>>>;
+/// What applying an entry gave, with its batch read back from its
+/// segment (a view of the mapping) once the commit mark is past it.
+type InFlight = Pin<Box<dyn Future<Output = (Applied, Option<Bytes>)>>>;
 
 /// Starts the applier of a data group on `shard`; returns where to send
 /// committed entries.
@@ -125,11 +131,20 @@ impl Applier {
                 partition,
                 mark,
                 ack,
+                base,
             } => {
                 let reply = self.engine.set_commit_mark(partition, mark);
+                // Queued behind the mark, so read once it has moved.
+                let view = base.map(|b| self.engine.read_written(partition, b));
                 Box::pin(async move {
-                    reply.await?;
-                    Ok(ack.map_or(Done::Replayed, Done::Appended))
+                    if let Err(e) = reply.await {
+                        return (Err(e), None);
+                    }
+                    let view = match view {
+                        Some(v) => v.await.ok().flatten(),
+                        None => None,
+                    };
+                    (Ok(ack.map_or(Done::Replayed, Done::Appended)), view)
                 })
             }
             ApplyCmd::StoreOffset {
@@ -138,14 +153,17 @@ impl Applier {
                 offset,
             } => {
                 let reply = self.engine.store_offset(partition, consumer, offset);
-                Box::pin(async move { reply.await.map(|()| Done::Count(0)) })
+                Box::pin(async move { (reply.await.map(|()| Done::Count(0)), None) })
             }
             ApplyCmd::DeleteOffset {
                 partition,
                 consumer,
             } => {
                 let reply = self.engine.delete_offset(partition, consumer);
-                Box::pin(async move { reply.await.map(|had| Done::Count(u64::from(had))) })
+                Box::pin(async move {
+                    let had = reply.await.map(|had| Done::Count(u64::from(had)));
+                    (had, None)
+                })
             }
             ApplyCmd::DeleteSegments {
                 partition,
@@ -155,17 +173,20 @@ impl Applier {
                 let engine = self.engine.clone();
                 let done = engine.load_offset(partition, DELETED_AT);
                 Box::pin(async move {
-                    if done.await?.is_some_and(|at| at >= index) {
-                        return Ok(Done::Count(0));
-                    }
-                    // Recorded first: a crash between the two loses a
-                    // deletion (retention asks again), never a segment.
-                    engine.store_offset(partition, DELETED_AT, index).await?;
-                    let gone = engine.delete_segments(partition, count).await?;
-                    Ok(Done::Count(gone.len() as u64))
+                    let deleted = async {
+                        if done.await?.is_some_and(|at| at >= index) {
+                            return Ok(Done::Count(0));
+                        }
+                        // Recorded first: a crash between the two loses a
+                        // deletion (retention asks again), never a segment.
+                        engine.store_offset(partition, DELETED_AT, index).await?;
+                        let gone = engine.delete_segments(partition, count).await?;
+                        Ok(Done::Count(gone.len() as u64))
+                    };
+                    (deleted.await, None)
                 })
             }
-            ApplyCmd::Skip => Box::pin(async { Ok(Done::Count(0)) }),
+            ApplyCmd::Skip => Box::pin(async { (Ok(Done::Count(0)), None) }),
         }
     }
 }
@@ -190,7 +211,7 @@ impl Future for Applier {
         }
         // Report what completed, in order.
         while let Some((index, term, fut)) = this.pending.front_mut() {
-            let Poll::Ready(result) = fut.as_mut().poll(cx) else {
+            let Poll::Ready((result, view)) = fut.as_mut().poll(cx) else {
                 break;
             };
             if let Err(e) = &result {
@@ -200,6 +221,7 @@ impl Future for Applier {
                 index: *index,
                 term: *term,
                 result,
+                view,
             };
             this.pending.pop_front();
             if this.report.send(msg).is_err() {
@@ -210,5 +232,89 @@ impl Future for Applier {
             return Poll::Ready(());
         }
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{start, ApplyCmd, ApplyItem};
+    use crate::inbox::{Done, Inbox};
+    use corelog::replication::ReplicaLog;
+    use std::time::Duration;
+
+    /// Applying a send moves its partition's commit mark and hands back
+    /// the batch read from its segment: the bytes written, from the
+    /// mapping, not the buffer they arrived in. A base offset where no
+    /// batch starts gives no view, and the entry is applied all the same.
+    #[test]
+    fn an_applied_send_comes_back_as_a_view_of_its_segment() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = corelog::Engine::open(corelog::Config {
+            shards: Some(1),
+            pin_threads: false,
+            log: corelog::LogConfig {
+                commit_gate: true,
+                ..corelog::LogConfig::default()
+            },
+            ..corelog::Config::new(dir.path().join("engine"))
+        })
+        .expect("engine");
+        let h = engine.handle();
+        let mut b = corelog::BatchBuilder::new();
+        for id in 1..=3 {
+            b.push(corelog::MessageSpec {
+                id,
+                timestamp: 5,
+                payload: b"applied",
+                user_headers: &[],
+            });
+        }
+        let batch = corelog::Batch::admit(b.build().expect("build"), &h.limits())
+            .expect("admit")
+            .stamp(corelog::Stamp {
+                partition_id: 3,
+                base_offset: 0,
+                base_timestamp: 7,
+            });
+        let ack = h
+            .append_stamped_admitted(3, batch.clone())
+            .wait()
+            .expect("written");
+        let (report, reports) = crossbeam_channel::unbounded();
+        let tx = start(&h, 0, 1, report).expect("applier");
+        let commit = |index, mark, base| ApplyItem {
+            index,
+            term: 2,
+            cmd: ApplyCmd::Commit {
+                partition: 3,
+                mark,
+                ack: Some(ack),
+                base,
+            },
+        };
+        tx.unbounded_send(vec![commit(5, 3, Some(0)), commit(6, 3, Some(1))])
+            .expect("sent");
+        for (index, has_view) in [(5, true), (6, false)] {
+            match reports
+                .recv_timeout(Duration::from_secs(10))
+                .expect("applied")
+            {
+                Inbox::Applied {
+                    index: i,
+                    term: 2,
+                    result: Ok(Done::Appended(_)),
+                    view,
+                } if i == index => {
+                    assert_eq!(view.is_some(), has_view, "entry {index}");
+                    if let Some(v) = view {
+                        assert_eq!(&v[..], &batch.bytes()[..]);
+                        assert_ne!(v.as_ptr(), batch.bytes().as_ptr(), "not the buffer");
+                    }
+                }
+                other => panic!("entry {index}: {other:?}"),
+            }
+        }
+        drop((tx, h));
+        engine.shutdown().expect("shutdown");
     }
 }

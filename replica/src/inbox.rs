@@ -26,6 +26,9 @@ pub(crate) enum Inbox {
         index: u64,
         term: u64,
         result: Applied,
+        /// A send's batch, read back from its segment: what the journal's
+        /// entry holds from now on instead of the bytes it arrived in.
+        view: Option<Bytes>,
     },
     /// A partition's next offset and last timestamp, read on its shard for
     /// a leader's first send to it (`group/stamps.rs`).

@@ -512,3 +512,38 @@ fn a_sync_ticket_vouches_only_for_the_entries_it_saw() {
     j.synced_by(&quiet);
     assert_eq!(j.synced_index(), 5);
 }
+
+/// An applied entry may hold its batch's view instead of the bytes it
+/// arrived in, only when the view is that batch: same term at its index,
+/// same length, same batch header (which carries the checksum over the
+/// rest). Otherwise the entry keeps what it had.
+#[test]
+fn an_entry_holds_a_view_of_its_batch_only() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut j, _) = Journal::open(dir.path(), &conf()).expect("open");
+    let batch: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
+    j.append(&[data_entry(1, 1, &batch), data_entry(2, 1, &batch)])
+        .expect("append");
+    let view = Bytes::from(batch.clone());
+    let ptr = |j: &Journal, i: u64| j.entry(i).expect("held").data.as_ptr();
+    let before = j.bytes();
+
+    let mut other_header = batch.clone();
+    other_header[255] ^= 1;
+    for (index, term, v, what) in [
+        (1, 2, view.clone(), "another term"),
+        (1, 1, Bytes::from(other_header), "another header"),
+        (1, 1, view.slice(..299), "another length"),
+        (1, 1, view.slice(..200), "shorter than a header"),
+        (3, 1, view.clone(), "past the last entry"),
+        (0, 1, view.clone(), "before the first"),
+    ] {
+        assert!(!j.hold_view(index, term, v), "{what}");
+    }
+    assert_ne!(ptr(&j, 1), view.as_ptr(), "kept what it had");
+
+    assert!(j.hold_view(1, 1, view.clone()), "its own batch");
+    assert_eq!(ptr(&j, 1), view.as_ptr(), "holds the view now");
+    assert_eq!(&j.entry(1).expect("held").data[..], &batch[..]);
+    assert_eq!(j.bytes(), before, "the same bytes counted");
+}

@@ -104,7 +104,19 @@ impl Group {
         Ok(())
     }
 
-    pub(super) fn on_applied(&mut self, index: u64, term: u64, result: Applied) {
+    /// The applier applied entry `index` of `term`: the send or change
+    /// waiting on it is answered, and the entry holds `view`, its batch
+    /// read back from the segment, from now on (`Journal::hold_view`).
+    pub(super) fn on_applied(
+        &mut self,
+        index: u64,
+        term: u64,
+        result: Applied,
+        view: Option<bytes::Bytes>,
+    ) {
+        if let Some(view) = view {
+            self.store.wl().hold_view(index, term, view);
+        }
         if index <= self.applied {
             return;
         }
@@ -210,6 +222,7 @@ fn to_apply(
                     partition,
                     mark,
                     ack,
+                    base: pointer.map(|p| p.base_offset),
                 },
                 None => {
                     tracing::error!(
@@ -349,6 +362,7 @@ mod tests {
                 partition: 1,
                 mark: 13,
                 ack: None,
+                base: Some(10),
             } => {}
             other => panic!("a kept send moves the mark past its batch: {other:?}"),
         }

@@ -318,7 +318,8 @@ impl Group {
                 index,
                 term,
                 result,
-            } => self.on_applied(index, term, result),
+                view,
+            } => self.on_applied(index, term, result, view),
             Inbox::Flushed { index, ends } => {
                 if let Err(e) = self.on_flushed(index, ends) {
                     tracing::error!("group {}: compaction: {e}", self.id);

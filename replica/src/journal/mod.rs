@@ -328,6 +328,33 @@ impl Journal {
         }
     }
 
+    /// Lets entry `index` of `term` hold `view` (the same batch, read back
+    /// from its partition's segment once applied, so below the commit mark
+    /// where nothing cuts it) instead of the bytes it arrived in, which go
+    /// back to the allocator. Refused, keeping the entry as it is, unless
+    /// the entry is still that term's and `view` has its length and its
+    /// 256-byte batch header (which holds the checksum over the rest).
+    pub fn hold_view(&mut self, index: u64, term: u64, view: Bytes) -> bool {
+        let Some(at) = index
+            .checked_sub(self.first_index())
+            .and_then(|a| usize::try_from(a).ok())
+        else {
+            return false;
+        };
+        let Some(e) = self.entries.get_mut(at) else {
+            return false;
+        };
+        let header = corelog::BATCH_HEADER_LEN;
+        let same = e.term == term
+            && e.data.len() == view.len()
+            && e.data.len() >= header
+            && e.data[..header] == view[..header];
+        if same {
+            e.data = view;
+        }
+        same
+    }
+
     /// Cuts entries `index..` (at open: their batches are not where their
     /// pointers say, so this node never acknowledged them), durably.
     pub fn cut_from(&mut self, index: u64) -> Result<(), JournalError> {
