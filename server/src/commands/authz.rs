@@ -326,4 +326,39 @@ mod tests {
         .expect("root");
         assert_eq!(root.check(&gone), Ok(()));
     }
+
+    /// A user may read itself and change its own password without
+    /// `manage_users`, named by id or by name; another user, named either
+    /// way, needs the grant.
+    #[test]
+    fn only_the_user_itself_passes_a_self_scoped_check_without_the_grant() {
+        let mut c = with_user(0);
+        let other = NewUser {
+            username: "other".into(),
+            password_hash: String::new(),
+            status: STATUS_ACTIVE,
+            permissions: None,
+            options: Vec::new(),
+            created_at: 0,
+        };
+        let other_id = c.add_user(other, "iggy").expect("user");
+        let c = Arc::new(c);
+        for action in [Action::ReadUsers, Action::ManageUsers] {
+            for (target, allowed) in [
+                (WireIdentifier::Numeric(USER), true),
+                (name("nobody"), true),
+                (WireIdentifier::Numeric(other_id), false),
+                (name("other"), false),
+            ] {
+                let need = Need::SelfOr(action, target.clone());
+                let got = Authorized::new(c.clone(), USER, need).map(|_| ());
+                let want = if allowed {
+                    Ok(())
+                } else {
+                    Err(Denied::Unauthorized)
+                };
+                assert_eq!(got, want, "{action:?} on {target:?}");
+            }
+        }
+    }
 }

@@ -164,4 +164,23 @@ mod tests {
             Err(LimitsError::InflightBelowRequest { .. })
         ));
     }
+
+    /// A request limit below the 256-byte header could read nothing: it is
+    /// refused at start, and the header's own size is the least allowed.
+    #[test]
+    fn a_request_limit_below_the_header_is_refused() {
+        let with = |bytes| Limits {
+            max_request_bytes: Some(bytes),
+            ..Limits::default()
+        };
+        assert_eq!(with(256).resolve(64 << 20), Ok(256));
+        assert_eq!(
+            with(255).resolve(64 << 20),
+            Err(LimitsError::RequestTooSmall(255))
+        );
+        assert_eq!(
+            with(1).resolve(64 << 20),
+            Err(LimitsError::RequestTooSmall(1))
+        );
+    }
 }
