@@ -165,6 +165,30 @@ mod tests {
         ));
     }
 
+    /// A consumer-group member is stale after 1.2 heartbeat intervals (as
+    /// in Iggy's server), never when heartbeats are off; a request must be
+    /// whole within the timeout plus a second per MiB it carries.
+    #[test]
+    fn staleness_and_request_deadlines_follow_their_settings() {
+        let l = Limits {
+            heartbeat_interval: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(10),
+            ..Limits::default()
+        };
+        assert_eq!(l.stale_after(), Some(Duration::from_secs(6)));
+        let off = Limits {
+            heartbeat_interval: Duration::ZERO,
+            ..Limits::default()
+        };
+        assert_eq!(off.stale_after(), None);
+        let t = std::time::Instant::now();
+        assert_eq!(l.request_deadline(t, 0), t + Duration::from_secs(10));
+        assert_eq!(
+            l.request_deadline(t, (3 << 20) + 5),
+            t + Duration::from_secs(13)
+        );
+    }
+
     /// A request limit below the 256-byte header could read nothing: it is
     /// refused at start, and the header's own size is the least allowed.
     #[test]
