@@ -160,6 +160,19 @@ servers_written() {
   for p in "${SERVER_PIDS[@]}"; do awk '/^write_bytes:/ { print $2 }' "/proc/$p/io"; done | paste -sd,
 }
 
+# Peak resident memory of each server started (/proc/PID/status VmHWM, MB), comma-separated;
+# fails if one is gone.
+servers_peak_mb() {
+  local p
+  for p in "${SERVER_PIDS[@]}"; do [ -r "/proc/$p/status" ] || return 1; done
+  for p in "${SERVER_PIDS[@]}"; do awk '/^VmHWM:/ { printf "%.0f\n", $2 / 1024 }' "/proc/$p/status"; done | paste -sd,
+}
+
+# The largest and the sum of a comma-separated list: "max sum".
+max_and_sum() {
+  python3 -c 'import sys; v = [float(x) for x in sys.argv[1].split(",")]; print("%.0f %.0f" % (max(v), sum(v)))' "$1"
+}
+
 # Bytes each node's data directory holds (apparent sizes, its replication journal left out),
 # comma-separated, in the order the nodes were started: DIRS.
 nodes_held() {
@@ -228,7 +241,7 @@ cat >>"$JSON_DIR/notes" <<EOF
 EOF
 declare -A NAME=([iggy]="Iggy cluster (3 nodes)" [corelog]="corelog cluster (3 nodes)" [single]="corelog-server alone")
 for mode in page fsync; do
-  declare -A pt=() p50=() p99=() pcpu=() pmax=() poth=() ct=() c50=() c99=() ccpu=() wph=()
+  declare -A pt=() p50=() p99=() pcpu=() pmax=() poth=() ct=() c50=() c99=() ccpu=() wph=() mmax=() mall=()
   flags=(); [ "$mode" = fsync ] && flags=(--enforce-fsync)
   what="page cache"; [ "$mode" = fsync ] && what="fsync (Iggy: --enforce-fsync; corelog: --fsync batch)"
   for rep in $(seq "$REPS"); do
@@ -241,10 +254,16 @@ for mode in page fsync; do
         w1=$(servers_written) || w1=""
         [[ $RES == FAILED* ]] && w1=""
         read -r a b c d e f <<<"$RES"; pt[$sys]+=" $a"; p50[$sys]+=" $b"; p99[$sys]+=" $c"; pcpu[$sys]+=" $d"; pmax[$sys]+=" $e"; poth[$sys]+=" $f"
+        # Peak memory over the producers' run (before the consumers read through mappings).
+        if m=$(servers_peak_mb) && [[ $RES != FAILED* ]]; then
+          read -r a b <<<"$(max_and_sum "$m")"; mmax[$sys]+=" $a"; mall[$sys]+=" $b"
+        else
+          mmax[$sys]+=" FAILED"; mall[$sys]+=" FAILED"
+        fi
         cluster_bench "${NAME[$sys]}, $what, consumers, run $rep" pinned-consumer "${flags[@]}"
         read -r a b c d _ _ <<<"$RES"; ct[$sys]+=" $a"; c50[$sys]+=" $b"; c99[$sys]+=" $c"; ccpu[$sys]+=" $d"
       else
-        for v in pt p50 p99 pcpu pmax poth ct c50 c99 ccpu; do declare -n arr=$v; arr[$sys]+=" FAILED"; unset -n arr; done
+        for v in pt p50 p99 pcpu pmax poth ct c50 c99 ccpu mmax mall; do declare -n arr=$v; arr[$sys]+=" FAILED"; unset -n arr; done
         { echo "- **FAILED**: ${NAME[$sys]}, $what, run $rep: did not come up within 60 s. Server logs:"; log_trouble "${LOGS[@]}"; } >>"$JSON_DIR/notes"
         w0=""; w1=""
       fi
@@ -274,12 +293,14 @@ for mode in page fsync; do
   row ratio "same, each other node's (mean of the two)" "$I" "${poth[iggy]}" "${poth[corelog]}"
   row ratio "servers' CPU per GB consumed, after $short (CPU s/GB, all nodes)" "$I" "${ccpu[iggy]}" "${ccpu[corelog]}"
   row ratio "server CPU per GB produced, $short (CPU s/GB)" "${NAME[single]}" "${pcpu[single]}" "${pcpu[corelog]}"
+  row ratio "peak resident memory over the producers' run, $short: the largest node (VmHWM, MB)" "$I" "${mmax[iggy]}" "${mmax[corelog]}"
+  row ratio "same, all nodes together (MB)" "$I" "${mall[iggy]}" "${mall[corelog]}"
   for n in 1 2 3; do
     row ratio "bytes written per byte held, producers, $short: the node that wrote $(echo "the most|the second most|the least" | cut -d'|' -f"$n") (write_bytes over the run / bytes in its data directory afterwards; target per node: <= 1.15)" "$I" \
       "$(nth_of_three "$n" "${wph[iggy]}")" "$(nth_of_three "$n" "${wph[corelog]}")"
   done
   row failed "failed iggy-bench runs, $short (producers and consumers)" "$I" "${pt[iggy]}${ct[iggy]}" "${pt[corelog]}${ct[corelog]}${pt[single]}${ct[single]}"
-  unset pt p50 p99 pcpu pmax poth ct c50 c99 ccpu wph
+  unset pt p50 p99 pcpu pmax poth ct c50 c99 ccpu wph mmax mall
 done
 
 # Failover: corelog's cluster at --fsync batch with a one-partition topic; kill -9 of the node
