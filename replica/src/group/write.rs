@@ -239,3 +239,65 @@ mod tests {
         assert!(entry_batch(&mut admitted, &damaged, &limits).is_err());
     }
 }
+
+#[cfg(all(test, feature = "testing"))]
+mod queue_tests {
+    use super::super::persist::tests::{append, job};
+    use super::super::persist::{persist, Op};
+    use super::issue;
+    use std::sync::mpsc;
+
+    /// A request that finds its shard's queue full is parked, and every
+    /// later one, of its `Ready` and of the next, is left to the persister
+    /// (`deferred`), which issues them in order: none passes the parked
+    /// one, so the log takes the batches in their entries' order.
+    #[test]
+    fn a_request_parked_on_a_full_queue_defers_the_rest_to_the_persister() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = corelog::Engine::open(corelog::Config {
+            shards: Some(1),
+            pin_threads: false,
+            queue_depth: 1,
+            ..corelog::Config::new(dir.path().join("engine"))
+        })
+        .expect("engine");
+        let h = engine.handle();
+        // The shard's thread held, so its queue stays as the test fills it.
+        let (running, is_running) = mpsc::channel::<()>();
+        let (release, released) = mpsc::channel::<()>();
+        h.spawn_on(0, move || async move {
+            let _ = running.send(());
+            let _ = released.recv();
+        })
+        .wait()
+        .expect("spawned");
+        is_running.recv().expect("the shard is held");
+
+        let mut deferred = None;
+        let mut req = |number: u64, index: u64, payload: &[u8]| {
+            let p = append(&h, index, 3, index - 1, payload);
+            let p = issue(&h, &mut deferred, number, p.partition, p.op);
+            (p, deferred)
+        };
+        let (first, d1) = req(1, 1, b"a");
+        let (second, d2) = req(1, 2, b"b");
+        let (third, d3) = req(2, 3, b"c");
+        assert_eq!(d1, None, "the first fits in the queue");
+        assert_eq!(d2, Some(1), "the second is parked: ready 1 is deferred");
+        assert_eq!(d3, Some(2), "ready 2's requests are the persister's too");
+        assert!(
+            matches!(third.op, Op::Append { reply: None, .. }),
+            "nothing passes the parked request"
+        );
+
+        release.send(()).expect("release");
+        let done = persist(1, &h, vec![job(1, vec![first, second])]).expect("jobs");
+        assert!(done.result.is_ok(), "{:?}", done.result);
+        assert_eq!(done.acks.len(), 2, "both written");
+        let done = persist(1, &h, vec![job(2, vec![third])]).expect("jobs");
+        assert!(done.result.is_ok(), "in order: {:?}", done.result);
+        assert_eq!(done.acks.len(), 1, "written after them");
+        drop(h);
+        engine.shutdown().expect("shutdown");
+    }
+}
