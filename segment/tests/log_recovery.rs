@@ -950,6 +950,172 @@ async fn offset_gap_between_confirmed_segments<S: Storage, D: Disk>(
 }
 on_both!(offset_gap_between_confirmed_segments);
 
+// ---- a confirmed segment against its seal --------------------------------
+
+/// A confirmed segment whose batches end short of its seal record (its
+/// last batch gone at a batch boundary, so the scan ends cleanly), or
+/// whose seal names another end offset than its batches reach, is refused
+/// naming the segment, the position and both offsets; nothing changes.
+async fn a_confirmed_segment_that_disagrees_with_its_seal<S: Storage, D: Disk>(
+    storage: impl Fn() -> S,
+    disk: &D,
+    dir: &Path,
+) {
+    build(storage(), dir, &config(), 12).await;
+    let data = disk.read(&seg(dir, 0)).unwrap();
+    assert_eq!(data.len() as u64, 5 * L);
+    let (entries, seal) = index::decode_file(&disk.read(&idx(dir, 0)).unwrap());
+    let seal = seal.expect("segment 0 is confirmed");
+    assert_eq!((seal.data_len, seal.next_offset), (5 * L, 5));
+    let wrong_seal = index::encode_sealed(
+        &entries,
+        index::Seal {
+            next_offset: 6,
+            ..seal
+        },
+    );
+    for (what, bytes, index_file, want) in [
+        ("cut short", &data[..(4 * L) as usize], None, (4 * L, 5, 4)),
+        (
+            "its seal names offset 6",
+            &data[..],
+            Some(wrong_seal),
+            (5 * L, 6, 5),
+        ),
+    ] {
+        disk.put(&seg(dir, 0), bytes);
+        if let Some(i) = &index_file {
+            disk.put(&idx(dir, 0), i);
+        }
+        let before = snapshot(disk, dir);
+        match PartitionLog::open(storage(), dir, P, config()).await {
+            Err(OpenError::Corrupt {
+                path,
+                position,
+                damage: Damage::SegmentGap { expected, found },
+            }) => assert_eq!(
+                (path, (position, expected, found)),
+                (seg(dir, 0), want),
+                "{what}"
+            ),
+            Err(other) => panic!("{what}: expected a gap naming segment 0: {other}"),
+            Ok((_, report)) => panic!("{what}: trusted: {report}"),
+        }
+        assert_eq!(snapshot(disk, dir), before, "{what}: nothing changed");
+    }
+}
+on_both!(a_confirmed_segment_that_disagrees_with_its_seal);
+
+/// Zeros after a confirmed segment's batches are damage, not a torn
+/// append (its file was trimmed to its batches before the seal was
+/// written): refused, naming how many bytes follow the last batch.
+async fn zeros_after_a_confirmed_segment<S: Storage, D: Disk>(
+    storage: impl Fn() -> S,
+    disk: &D,
+    dir: &Path,
+) {
+    build(storage(), dir, &config(), 12).await;
+    let mut data = disk.read(&seg(dir, 0)).unwrap();
+    data.extend_from_slice(&[0u8; 100]);
+    disk.put(&seg(dir, 0), &data);
+    let before = snapshot(disk, dir);
+    match PartitionLog::open(storage(), dir, P, config()).await {
+        Err(OpenError::Corrupt {
+            path,
+            position,
+            damage: Damage::TornHeader { available },
+        }) => assert_eq!((path, position, available), (seg(dir, 0), 5 * L, 100)),
+        Err(other) => panic!("expected zeros named in segment 0: {other}"),
+        Ok((_, report)) => panic!("zeros after a confirmed segment were trusted: {report}"),
+    }
+    assert_eq!(snapshot(disk, dir), before, "nothing changed");
+}
+on_both!(zeros_after_a_confirmed_segment);
+
+// ---- torn or damaged, before whole batches --------------------------------
+
+/// Under `OpenCheck::Full`, a batch mid-segment holding a whole aligned
+/// sector of zeros (pages a power cut never wrote) is a torn write, even
+/// with whole batches after it: the open cuts there and sets the later
+/// batches aside, whole, instead of refusing.
+async fn a_zero_filled_sector_mid_segment_is_torn<S: Storage, D: Disk>(
+    storage: impl Fn() -> S,
+    disk: &D,
+    dir: &Path,
+) {
+    let config = LogConfig {
+        open_check: OpenCheck::Full,
+        ..one_segment()
+    };
+    let stored = build(storage(), dir, &config, 8).await;
+    // Batch 3 spans [3L, 4L) = [2721, 3628), its payload from 3025: the
+    // sector [3072, 3584) lies inside it.
+    disk.overwrite(&seg(dir, 0), 3072, &[0u8; 512]);
+    let (log, report) = reopen(storage(), dir, &config).await;
+    let cut = report.cut.clone().expect("a cut");
+    assert_eq!((cut.position, cut.dropped), (3 * L, 5 * L), "{report}");
+    assert_eq!(report.set_aside_batches, 4, "{report}");
+    assert_eq!(read_all(&log), stored[..3]);
+}
+on_both!(a_zero_filled_sector_mid_segment_is_torn);
+
+/// One message of `fill` bytes, 2,000 of them, without user headers.
+fn filled(fill: u8) -> Batch {
+    let payload = vec![fill; 2000];
+    let mut b = corelog_segment::BatchBuilder::new();
+    b.push(corelog_segment::MessageSpec {
+        id: u128::from(fill),
+        timestamp: 1_700_000_000_000_000,
+        payload: &payload,
+        user_headers: &[],
+    });
+    Batch::admit(b.build().unwrap(), &Limits::default()).unwrap()
+}
+
+/// A flipped byte in a batch with no zero byte in it, after a batch whose
+/// payload is all zeros and before whole batches, is damage, not a torn
+/// write: no sector of the damaged batch is zero-filled (the zeros of the
+/// batch before it do not count). Refused, naming it.
+async fn a_flipped_byte_between_whole_batches_is_damage<S: Storage, D: Disk>(
+    storage: impl Fn() -> S,
+    disk: &D,
+    dir: &Path,
+) {
+    let config = LogConfig {
+        open_check: OpenCheck::Full,
+        ..one_segment()
+    };
+    let (log, _) = PartitionLog::open(storage(), dir, P, config.clone())
+        .await
+        .unwrap();
+    let zeros = filled(0);
+    for b in [zeros.clone(), filled(0xAA), fixed(2), fixed(3)] {
+        log.append(b).await.unwrap();
+    }
+    log.close().await.unwrap();
+    drop(log);
+    storage().remove_file(&dir.join(CLEAN_RECORD)).unwrap();
+    let at = zeros.len() as u64;
+    disk.overwrite(&seg(dir, 0), (at + 256 + 48 + 1000) as usize, &[0xAB]);
+    let before = snapshot(disk, dir);
+    match PartitionLog::open(storage(), dir, P, config).await {
+        Err(OpenError::DamageBeforeData {
+            path,
+            position,
+            whole_batches,
+            ..
+        }) => assert_eq!((path, position, whole_batches), (seg(dir, 0), at, 2)),
+        Err(other) => panic!("expected DamageBeforeData: {other}"),
+        Ok((_, report)) => panic!("damage before whole batches was taken for torn: {report}"),
+    }
+    assert_eq!(
+        snapshot(disk, dir),
+        before,
+        "a refused open changes nothing"
+    );
+}
+on_both!(a_flipped_byte_between_whole_batches_is_damage);
+
 // ---- after recovery -----------------------------------------------------
 
 /// Regression: recovery served, and sealed, segments whose names only the
