@@ -950,6 +950,46 @@ async fn offset_gap_between_confirmed_segments<S: Storage, D: Disk>(
 }
 on_both!(offset_gap_between_confirmed_segments);
 
+// ---- where the scan starts ------------------------------------------------
+
+/// After a crash the open verifies the active segment from its last index
+/// entry that names the batch at its position (offset and timestamp), not
+/// from the segment's start; an entry that names another offset or
+/// timestamp is passed over for the one before it. Whatever the start,
+/// the log reads back whole.
+async fn the_scan_starts_at_the_last_entry_naming_its_batch<S: Storage, D: Disk>(
+    storage: impl Fn() -> S,
+    disk: &D,
+    dir: &Path,
+) {
+    let stored = build(storage(), dir, &one_segment(), 8).await;
+    let entries = index::decode_all(&disk.read(&idx(dir, 0)).unwrap());
+    let at: Vec<u64> = entries.iter().map(|e| u64::from(e.position)).collect();
+    assert_eq!(at, [0, 2 * L, 4 * L, 6 * L]);
+    let last = entries.len() - 1;
+    let off = |e: &mut index::IndexEntry| e.rel_offset += 1;
+    let ts = |e: &mut index::IndexEntry| e.timestamp += 1;
+    let keep = |_: &mut index::IndexEntry| {};
+    for (what, change, verified) in [
+        (
+            "the entry at batch 6 names it",
+            &keep as &dyn Fn(&mut index::IndexEntry),
+            2,
+        ),
+        ("it names offset 7", &off, 4),
+        ("it names another timestamp", &ts, 4),
+    ] {
+        let mut e = entries.clone();
+        change(&mut e[last]);
+        disk.put(&idx(dir, 0), &index::encode_all(&e));
+        let (log, report) = reopen(storage(), dir, &one_segment()).await;
+        assert_eq!(report.batches_verified, verified, "{what}: {report}");
+        assert_eq!(read_all(&log), stored, "{what}");
+        drop(log);
+    }
+}
+on_both!(the_scan_starts_at_the_last_entry_naming_its_batch);
+
 // ---- a confirmed segment against its seal --------------------------------
 
 /// A confirmed segment whose batches end short of its seal record (its
