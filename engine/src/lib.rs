@@ -81,7 +81,10 @@ pub use corelog_tier as tier;
 pub use corelog_tier::TierConfig;
 // Named in the signatures above (a tail cut's reason, a refused batch's
 // header field, a stamp's header): exported so an embedder can name them.
-pub use corelog_segment::layout::{HeaderField, BATCH_HEADER_LEN};
+pub use corelog_segment::layout::HeaderField;
+// The batch header's length, fixed by the format (a replica compares
+// stored headers with it).
+pub use corelog_segment::layout::BATCH_HEADER_LEN;
 pub use corelog_segment::log::scan::CutReason;
 pub use corelog_segment::{
     Batch, BatchBuilder, BatchError, BatchRef, BuildError, Limits, Message, MessageSpec, Messages,

@@ -137,7 +137,7 @@ impl Group {
 /// `number`, sent to its shard now when no earlier request is parked
 /// (`deferred` is `None`), else left to the persister; `deferred` names
 /// the latest `Ready` whose requests the persister issues.
-pub(super) fn issue(
+fn issue(
     engine: &corelog::Handle,
     deferred: &mut Option<u64>,
     number: u64,
