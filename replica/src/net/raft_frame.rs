@@ -78,6 +78,15 @@ pub fn decode(body: &Bytes) -> Result<Message, DecodeError> {
         .filter(|e| *e <= body.len())
         .ok_or(DecodeError::Layout("protobuf length past the end"))?;
     let mut msg = Message::parse_from_carllerche_bytes(&body.slice(4..proto_end))?;
+    // The protobuf's byte fields are views of `body` too: an entry's
+    // `context` (tens of bytes) would keep the whole frame, its batches
+    // included, alive for as long as the journal holds the entry, long
+    // after the entry's data became a view of its segment
+    // (`Journal::hold_view`). Copied out, the frame goes once its data does.
+    msg.context = Bytes::copy_from_slice(&msg.context);
+    for e in msg.mut_entries() {
+        e.context = Bytes::copy_from_slice(&e.context);
+    }
     let count = u32_at(proto_end)?;
     if count != msg.entries.len() {
         return Err(DecodeError::Layout("data count is not the entry count"));
@@ -132,6 +141,14 @@ mod tests {
         assert_eq!(frame.group, 3);
         let back = decode(&frame.body).expect("decode");
         assert_eq!(back, msg);
+        // Only the entries' data are views of the frame: an entry's
+        // context, kept by the journal after its data became a view of its
+        // segment, must not hold the frame (and its batches) alive.
+        let frame_bytes = frame.body.as_ptr_range();
+        for e in back.get_entries() {
+            assert!(!frame_bytes.contains(&e.context.as_ptr()), "a context is a copy");
+            assert!(e.data.is_empty() || frame_bytes.contains(&e.data.as_ptr()), "data is a view");
+        }
         // A data length one byte too long, or a missing byte, is refused.
         let body = frame.body.to_vec();
         assert!(decode(&Bytes::from(body[..body.len() - 1].to_vec())).is_err());
