@@ -125,3 +125,67 @@ fn a_reply_over_fetched_bytes_is_verified_before_it_is_served() {
     ));
     assert!(PollReply::from_fetched(Vec::new().into(), origin, 0, &limits).is_err());
 }
+
+/// The segment file of a log under `pdir` holding `ack`'s batch, its
+/// 256-byte header overwritten with zeros (under the open log's mapping).
+fn zero_header(
+    pdir: &std::path::Path,
+    ack: &corelog_segment::log::AppendAck,
+) -> std::path::PathBuf {
+    use std::os::unix::fs::FileExt;
+    let path = pdir.join(corelog_segment::log::log_name(ack.segment));
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(&[0u8; 256], ack.position).unwrap();
+    path
+}
+
+/// Damage in visible bytes is never served silently: a poll that meets it
+/// after whole batches serves those (the next poll starts at the damage),
+/// and a poll that meets it first is an error naming the segment and the
+/// byte, whichever way the poll starts (by offset, first, last).
+#[test]
+fn a_poll_serves_up_to_damage_and_names_it_when_it_starts_there() {
+    use corelog_segment::log::LogError;
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = dir.path().join("partitions/5");
+    run(async {
+        let storage = UringStorage::new(64).unwrap();
+        let (log, _) = PartitionLog::open(storage, &pdir, 5, small_config())
+            .await
+            .unwrap();
+        let mut acks = Vec::new();
+        for tag in 0..4 {
+            acks.push(log.append(batch(tag, 4, 50)).await.unwrap());
+        }
+        let named = |r: Result<corelog_segment::log::PollReply, LogError>| match r {
+            Err(LogError::Corrupt { path, position, .. }) => (path, position),
+            other => panic!("not an error naming the damage: {other:?}"),
+        };
+        // The second batch damaged: a poll from the first serves the first
+        // alone; one from the second names the damage.
+        let second = zero_header(&pdir, &acks[1]);
+        let r = log.poll(PollFrom::Offset(0), 1 << 20).unwrap();
+        assert_eq!(
+            (r.batch_count(), r.first_offset(), r.next_offset()),
+            (1, 0, 4)
+        );
+        assert_eq!(
+            named(log.poll(PollFrom::Offset(4), 1 << 20)),
+            (second.clone(), acks[1].position)
+        );
+        // The first batch damaged: a poll from the first batch, which no
+        // index walk peeks at before serving, names it too.
+        let first = zero_header(&pdir, &acks[0]);
+        assert_eq!(
+            named(log.poll(PollFrom::First, 1 << 20)),
+            (first, acks[0].position)
+        );
+        // So does a poll of the last batch, once it is the damaged one.
+        let last = zero_header(&pdir, &acks[3]);
+        assert_eq!(
+            named(log.poll(PollFrom::Last, 1 << 20)),
+            (last, acks[3].position)
+        );
+        log.close().await.unwrap();
+    });
+}

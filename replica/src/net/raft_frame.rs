@@ -146,8 +146,14 @@ mod tests {
         // segment, must not hold the frame (and its batches) alive.
         let frame_bytes = frame.body.as_ptr_range();
         for e in back.get_entries() {
-            assert!(!frame_bytes.contains(&e.context.as_ptr()), "a context is a copy");
-            assert!(e.data.is_empty() || frame_bytes.contains(&e.data.as_ptr()), "data is a view");
+            assert!(
+                !frame_bytes.contains(&e.context.as_ptr()),
+                "a context is a copy"
+            );
+            assert!(
+                e.data.is_empty() || frame_bytes.contains(&e.data.as_ptr()),
+                "data is a view"
+            );
         }
         // A data length one byte too long, or a missing byte, is refused.
         let body = frame.body.to_vec();
