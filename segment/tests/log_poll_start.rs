@@ -189,3 +189,38 @@ fn a_poll_serves_up_to_damage_and_names_it_when_it_starts_there() {
         log.close().await.unwrap();
     });
 }
+
+/// What a zero-copy send (`sendfile`) of a reply relies on: each slice of a
+/// mapped reply names its segment file and the slice's offset there, and
+/// the file holds exactly the slice's bytes at it; past the last slice,
+/// nothing.
+#[test]
+fn each_slice_names_the_file_bytes_it_is() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = dir.path().join("partitions/5");
+    run(async {
+        let storage = UringStorage::new(64).unwrap();
+        let (log, _) = PartitionLog::open(storage, &pdir, 5, small_config())
+            .await
+            .unwrap();
+        // Enough to span segments of 16 KiB: 12 batches of ~2.2 KB.
+        for tag in 0..12 {
+            log.append(batch(tag, 4, 500)).await.unwrap();
+        }
+        for from in [0u64, 9, 30] {
+            let r = log.poll(PollFrom::Offset(from), 1 << 20).unwrap();
+            let slices: Vec<&[u8]> = r.slices().collect();
+            assert!(from > 0 || slices.len() >= 2, "spans segments");
+            for (i, s) in slices.iter().enumerate() {
+                let (fd, at) = r.slice_file(i).expect("a mapped slice names its file");
+                let f = std::fs::File::from(fd.try_clone_to_owned().unwrap());
+                let mut on_disk = vec![0u8; s.len()];
+                f.read_exact_at(&mut on_disk, at).unwrap();
+                assert_eq!(&on_disk[..], *s, "slice {i} from {from}");
+            }
+            assert!(r.slice_file(slices.len()).is_none());
+        }
+        log.close().await.unwrap();
+    });
+}
