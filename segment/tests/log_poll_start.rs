@@ -126,17 +126,27 @@ fn a_reply_over_fetched_bytes_is_verified_before_it_is_served() {
     assert!(PollReply::from_fetched(Vec::new().into(), origin, 0, &limits).is_err());
 }
 
-/// The segment file of a log under `pdir` holding `ack`'s batch, its
-/// 256-byte header overwritten with zeros (under the open log's mapping).
-fn zero_header(
+/// Writes `bytes` over `ack`'s batch at `rel` bytes into it, in the segment
+/// file of the log under `pdir` (under the open log's mapping); the file.
+fn overwrite(
     pdir: &std::path::Path,
     ack: &corelog_segment::log::AppendAck,
+    rel: usize,
+    bytes: &[u8],
 ) -> std::path::PathBuf {
     use std::os::unix::fs::FileExt;
     let path = pdir.join(corelog_segment::log::log_name(ack.segment));
     let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
-    f.write_all_at(&[0u8; 256], ack.position).unwrap();
+    f.write_all_at(bytes, ack.position + rel as u64).unwrap();
     path
+}
+
+/// `ack`'s batch with its 256-byte header zeroed.
+fn zero_header(
+    pdir: &std::path::Path,
+    ack: &corelog_segment::log::AppendAck,
+) -> std::path::PathBuf {
+    overwrite(pdir, ack, 0, &[0u8; 256])
 }
 
 /// Damage in visible bytes is never served silently: a poll that meets it
@@ -221,6 +231,88 @@ fn each_slice_names_the_file_bytes_it_is() {
             }
             assert!(r.slice_file(slices.len()).is_none());
         }
+        log.close().await.unwrap();
+    });
+}
+
+/// A header whose one field lies is named, never followed: a batch length
+/// running past the written bytes (a poll would serve bytes no append
+/// wrote), one shorter than a header, a base offset that does not continue
+/// the batch before. Each alone, the rest of the header intact.
+#[test]
+fn a_header_field_that_lies_is_named_not_followed() {
+    use corelog_segment::format::layout::batch::{BASE_OFFSET, BATCH_LENGTH};
+    use corelog_segment::log::{Damage, LogError};
+    let lies: [(&str, std::ops::Range<usize>, u64); 3] = [
+        ("a length past the end", BATCH_LENGTH, 1 << 20),
+        ("a length under a header", BATCH_LENGTH, 100),
+        ("another base offset", BASE_OFFSET, 40),
+    ];
+    for (what, field, value) in lies {
+        let dir = tempfile::tempdir().unwrap();
+        let pdir = dir.path().join("partitions/5");
+        run(async {
+            let storage = UringStorage::new(64).unwrap();
+            let (log, _) = PartitionLog::open(storage, &pdir, 5, small_config())
+                .await
+                .unwrap();
+            let mut acks = Vec::new();
+            for tag in 0..3 {
+                acks.push(log.append(batch(tag, 4, 50)).await.unwrap());
+            }
+            // The last batch lies: a poll from the first serves the two
+            // before it, then names it.
+            let path = overwrite(&pdir, &acks[2], field.start, &value.to_le_bytes());
+            let r = log.poll(PollFrom::First, 1 << 20).unwrap();
+            assert_eq!((r.batch_count(), r.next_offset()), (2, 8), "{what}");
+            for from in [PollFrom::Offset(8), PollFrom::Last] {
+                match log.poll(from, 1 << 20) {
+                    Err(LogError::Corrupt {
+                        path: p,
+                        position,
+                        damage,
+                    }) => {
+                        assert_eq!((p, position), (path.clone(), acks[2].position), "{what}");
+                        let kind_ok = match damage {
+                            Damage::TornBatch { .. } => field == BATCH_LENGTH,
+                            Damage::OffsetGap { found, .. } => found == 40,
+                            _ => false,
+                        };
+                        assert!(kind_ok, "{what}: {damage:?}");
+                    }
+                    other => panic!("{what} from {from:?}: {other:?}"),
+                }
+            }
+            log.close().await.unwrap();
+        });
+    }
+}
+
+/// A poll that fills up at a segment's first batch holds no empty slice of
+/// that segment: its slices are the segments it serves batches of.
+#[test]
+fn a_reply_full_at_a_segment_boundary_ends_there() {
+    let dir = tempfile::tempdir().unwrap();
+    let pdir = dir.path().join("partitions/5");
+    run(async {
+        let storage = UringStorage::new(64).unwrap();
+        let (log, _) = PartitionLog::open(storage, &pdir, 5, small_config())
+            .await
+            .unwrap();
+        let mut acks = Vec::new();
+        for tag in 0..12 {
+            acks.push(log.append(batch(tag, 4, 500)).await.unwrap());
+        }
+        let in_first: u64 = acks
+            .iter()
+            .filter(|a| a.segment == acks[0].segment)
+            .map(|a| a.bytes)
+            .sum();
+        assert!(in_first < acks.iter().map(|a| a.bytes).sum::<u64>());
+        let r = log.poll(PollFrom::First, in_first).unwrap();
+        assert_eq!(r.len(), in_first);
+        let lens: Vec<usize> = r.slices().map(<[u8]>::len).collect();
+        assert_eq!(lens, vec![in_first as usize]);
         log.close().await.unwrap();
     });
 }

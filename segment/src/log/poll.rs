@@ -311,11 +311,14 @@ impl<S: Storage> PartitionLog<S> {
                 .iter()
                 .position(|s| s.visible.len > 0)
                 .map(|i| (i, 0, Some(st.segments[i].base_offset))),
-            PollFrom::Last => st
+            PollFrom::Last => match st
                 .segments
                 .iter()
                 .rposition(|s| s.visible.last_batch.is_some() && s.visible.len > 0)
-                .and_then(|i| st.segments[i].visible.last_batch.map(|p| (i, p, None))),
+            {
+                Some(i) => last_batch(&st.segments[i])?.map(|(p, o)| (i, p, Some(o))),
+                None => None,
+            },
         };
         let Some((first_seg, first_pos, first_expected)) = start else {
             return Ok(PollReply::empty(visible_next));
@@ -428,6 +431,35 @@ fn peek_at<F>(seg: &Segment<F>, pos: u64, expected: Option<u64>) -> Result<Heade
         }),
         _ => Ok(p),
     }
+}
+
+/// The position and base offset of the segment's last visible batch, once
+/// its header says it ends where the visible bytes and offsets do: no walk
+/// leads to it, so nothing else checks that it continues the log.
+fn last_batch<F>(seg: &Segment<F>) -> Result<Option<(u64, u64)>, LogError> {
+    let Some(pos) = seg.visible.last_batch else {
+        return Ok(None);
+    };
+    let p = peek(seg, pos)?;
+    let corrupt = |damage| LogError::Corrupt {
+        path: seg.log_path.clone(),
+        position: pos,
+        damage,
+    };
+    if pos + p.batch_length != seg.visible.len {
+        return Err(corrupt(Damage::TornBatch {
+            declared: p.batch_length,
+            available: seg.visible.len - pos,
+        }));
+    }
+    if p.next_offset() != seg.visible.next_offset {
+        let count = p.next_offset().saturating_sub(p.base_offset);
+        return Err(corrupt(Damage::OffsetGap {
+            expected: seg.visible.next_offset.saturating_sub(count),
+            found: p.base_offset,
+        }));
+    }
+    Ok(Some((pos, p.base_offset)))
 }
 
 /// Where a walk of batch headers starts, and the offset of the batch
