@@ -298,6 +298,41 @@ mod tests {
         assert_eq!(c.token_room(id, "a", 30), Ok(()));
     }
 
+    /// Only an expired token of the new token's own name is replaced: an
+    /// expired token of another name still counts toward the limit (else
+    /// a user holding expired tokens could pass `MAX_TOKENS_PER_USER`) and
+    /// stays listed until it is deleted.
+    #[test]
+    fn an_expired_token_of_another_name_takes_room_and_stays() {
+        let mut c = Catalog::default();
+        let id = c.add_user(new("u"), "iggy").expect("user");
+        c.add_token(id, token("old", "lold", Some(20)), 10)
+            .expect("old");
+        for i in 1..MAX_TOKENS_PER_USER {
+            c.add_token(id, token(&format!("t{i}"), &format!("l{i}"), None), 10)
+                .expect("room");
+        }
+        // At 30 "old" has expired; the set is still full for another name.
+        assert_eq!(
+            c.token_room(id, "new", 30),
+            Err(AccountError::TooManyTokens(id))
+        );
+        assert_eq!(
+            c.add_token(id, token("new", "lnew", None), 30),
+            Err(AccountError::TooManyTokens(id))
+        );
+        // With room made, "new" goes in and the expired "old" stays.
+        c.remove_token(id, "t1").expect("removed");
+        c.add_token(id, token("new", "lnew", None), 30)
+            .expect("room now");
+        let names: Vec<&str> = c.tokens_of(id).iter().map(|t| t.name.as_str()).collect();
+        assert!(
+            names.contains(&"old") && names.contains(&"new"),
+            "{names:?}"
+        );
+        assert_eq!(names.len(), MAX_TOKENS_PER_USER);
+    }
+
     fn new(name: &str) -> NewUser {
         NewUser {
             username: name.into(),
