@@ -298,3 +298,47 @@ fn stored_user(ctx: &Context, catalog: &Catalog, id: &WireIdentifier) -> Result<
         None => Err(IggyError::ResourceNotFound(format!("user {id}"))),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Iggy's bounds, 3 to 50 bytes of name and 3 to 100 of password, each
+    /// at its edges, and a user's options refused unless there are none.
+    #[test]
+    fn names_passwords_and_options_are_checked_at_their_bounds() {
+        let name = |n: usize| "u".repeat(n);
+        for n in [3, 50] {
+            assert_eq!(check_username(&name(n)), Ok(()), "name of {n}");
+        }
+        for n in [3, 100] {
+            assert_eq!(check_password(&name(n)), Ok(()), "password of {n}");
+        }
+        for n in [0, 2, 51] {
+            assert_eq!(
+                check_username(&name(n)),
+                Err(IggyError::InvalidUsername),
+                "name of {n}"
+            );
+        }
+        for n in [0, 2, 101] {
+            assert_eq!(
+                check_password(&name(n)),
+                Err(IggyError::InvalidPassword),
+                "password of {n}"
+            );
+        }
+        assert_eq!(check_options(&WireOptions::empty()), Ok(()));
+        let some = iggy_common::TopicCreateOptions {
+            segment_size: Some(iggy_common::IggyByteSize::from(1u64 << 20)),
+            ..iggy_common::TopicCreateOptions::default()
+        }
+        .to_wire()
+        .expect("options");
+        assert!(!some.is_empty());
+        assert!(matches!(
+            check_options(&some),
+            Err(IggyError::UnsupportedOptionKey(_))
+        ));
+    }
+}
