@@ -9,15 +9,21 @@ use common::*;
 use corelog_segment::io::UringStorage;
 use corelog_segment::log::{PartitionLog, PollFrom};
 
+/// A new log of partition 5 under `pdir`, on the real ring.
+async fn open_log(pdir: &std::path::Path) -> PartitionLog<UringStorage> {
+    let storage = UringStorage::new(64).unwrap();
+    PartitionLog::open(storage, pdir, 5, small_config())
+        .await
+        .unwrap()
+        .0
+}
+
 #[test]
 fn messages_start_at_the_offset_asked_for_inside_a_batch() {
     let dir = tempfile::tempdir().unwrap();
     let pdir = dir.path().join("partitions/5");
     run(async {
-        let storage = UringStorage::new(64).unwrap();
-        let (log, _) = PartitionLog::open(storage, &pdir, 5, small_config())
-            .await
-            .unwrap();
+        let log = open_log(&pdir).await;
         // Three batches of 4 messages: offsets 0-3, 4-7, 8-11.
         for tag in 0..3 {
             log.append(batch(tag, 4, 50)).await.unwrap();
@@ -80,10 +86,7 @@ fn a_reply_over_fetched_bytes_is_verified_before_it_is_served() {
     let dir = tempfile::tempdir().unwrap();
     let pdir = dir.path().join("partitions/5");
     let stored: Vec<u8> = run(async {
-        let storage = UringStorage::new(64).unwrap();
-        let (log, _) = PartitionLog::open(storage, &pdir, 5, small_config())
-            .await
-            .unwrap();
+        let log = open_log(&pdir).await;
         for tag in 0..3 {
             log.append(batch(tag, 4, 50)).await.unwrap();
         }
@@ -159,10 +162,7 @@ fn a_poll_serves_up_to_damage_and_names_it_when_it_starts_there() {
     let dir = tempfile::tempdir().unwrap();
     let pdir = dir.path().join("partitions/5");
     run(async {
-        let storage = UringStorage::new(64).unwrap();
-        let (log, _) = PartitionLog::open(storage, &pdir, 5, small_config())
-            .await
-            .unwrap();
+        let log = open_log(&pdir).await;
         let mut acks = Vec::new();
         for tag in 0..4 {
             acks.push(log.append(batch(tag, 4, 50)).await.unwrap());
@@ -210,10 +210,7 @@ fn each_slice_names_the_file_bytes_it_is() {
     let dir = tempfile::tempdir().unwrap();
     let pdir = dir.path().join("partitions/5");
     run(async {
-        let storage = UringStorage::new(64).unwrap();
-        let (log, _) = PartitionLog::open(storage, &pdir, 5, small_config())
-            .await
-            .unwrap();
+        let log = open_log(&pdir).await;
         // Enough to span segments of 16 KiB: 12 batches of ~2.2 KB.
         for tag in 0..12 {
             log.append(batch(tag, 4, 500)).await.unwrap();
@@ -252,10 +249,7 @@ fn a_header_field_that_lies_is_named_not_followed() {
         let dir = tempfile::tempdir().unwrap();
         let pdir = dir.path().join("partitions/5");
         run(async {
-            let storage = UringStorage::new(64).unwrap();
-            let (log, _) = PartitionLog::open(storage, &pdir, 5, small_config())
-                .await
-                .unwrap();
+            let log = open_log(&pdir).await;
             let mut acks = Vec::new();
             for tag in 0..3 {
                 acks.push(log.append(batch(tag, 4, 50)).await.unwrap());
@@ -295,10 +289,7 @@ fn a_reply_full_at_a_segment_boundary_ends_there() {
     let dir = tempfile::tempdir().unwrap();
     let pdir = dir.path().join("partitions/5");
     run(async {
-        let storage = UringStorage::new(64).unwrap();
-        let (log, _) = PartitionLog::open(storage, &pdir, 5, small_config())
-            .await
-            .unwrap();
+        let log = open_log(&pdir).await;
         let mut acks = Vec::new();
         for tag in 0..12 {
             acks.push(log.append(batch(tag, 4, 500)).await.unwrap());
