@@ -101,7 +101,7 @@ pub(crate) enum Request {
     ReadWritten {
         partition: u64,
         offset: u64,
-        reply: Respond<Option<bytes::Bytes>>,
+        reply: Respond<Option<corelog_segment::log::WrittenBatch>>,
     },
     Create {
         partition: u64,

@@ -141,7 +141,7 @@ impl Applier {
                         return (Err(e), None);
                     }
                     let view = match view {
-                        Some(v) => v.await.ok().flatten(),
+                        Some(v) => v.await.ok().flatten().map(bytes::Bytes::from),
                         None => None,
                     };
                     (Ok(ack.map_or(Done::Replayed, Done::Appended)), view)

@@ -326,7 +326,8 @@ fn a_version_02_journal_is_converted_at_open() {
                             .read_written(1, p.base_offset)
                             .wait()
                             .expect("read")
-                            .expect("the batch it points at");
+                            .expect("the batch it points at")
+                            .into();
                         rewritten += 1;
                         Kind::VerifiedBatch
                     }

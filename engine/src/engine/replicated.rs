@@ -8,7 +8,7 @@ use crate::error::RequestError;
 use crate::queue::Reply;
 use crate::request::Request;
 use bytes::Bytes;
-use corelog_segment::log::{AppendAck, RecoveryReport};
+use corelog_segment::log::{AppendAck, RecoveryReport, WrittenBatch};
 use corelog_segment::Batch;
 
 /// A [`Handle`]'s operations for the owner of replicated partitions (a
@@ -43,8 +43,10 @@ pub trait ReplicaLog {
     /// `PartitionLog::read_written`): a zero-copy view of the segment.
     /// For the log's owner, such as a Raft node reading back the batches
     /// its journal points at; readers are served by [`Handle::poll`],
-    /// which stops at the commit mark.
-    fn read_written(&self, partition: u64, offset: u64) -> Reply<Option<Bytes>>;
+    /// which stops at the commit mark. [`WrittenBatch::bytes`] reads it;
+    /// [`WrittenBatch::file`] names it in its segment file, for a send by
+    /// descriptor.
+    fn read_written(&self, partition: u64, offset: u64) -> Reply<Option<WrittenBatch>>;
 }
 
 impl ReplicaLog for Handle {
@@ -80,7 +82,7 @@ impl ReplicaLog for Handle {
         })
     }
 
-    fn read_written(&self, partition: u64, offset: u64) -> Reply<Option<Bytes>> {
+    fn read_written(&self, partition: u64, offset: u64) -> Reply<Option<WrittenBatch>> {
         self.send(self.shard_of(partition), |reply| Request::ReadWritten {
             partition,
             offset,

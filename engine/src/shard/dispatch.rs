@@ -188,7 +188,7 @@ impl Shard {
             req @ Request::CutSuffix { .. } => self.cut_suffix(log, req),
             req @ Request::Reopen { .. } => self.reopen(log.partition(), Some(log.clone()), req),
             Request::ReadWritten { offset, reply, .. } => {
-                let _ = reply.send(log.read_written(offset).map_err(RequestError::from));
+                let _ = reply.send(log.written_batch(offset).map_err(RequestError::from));
             }
             Request::Create {
                 options: None,

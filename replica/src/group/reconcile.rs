@@ -159,6 +159,7 @@ impl Reconcile<'_> {
             .engine
             .read_written(partition, p.base_offset)
             .wait()
+            .map(|w| w.map(bytes::Bytes::from))
             .or_else(|e| match e {
                 RequestError::UnknownPartition { .. } => Ok(None),
                 e => Err(e),

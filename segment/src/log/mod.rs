@@ -98,3 +98,4 @@ pub use recovery::{CleanClose, RecoveryReport, SetAsideFile, TailCut, ASIDE_DIR,
 pub use segment::{index_name, log_name, parse_log_name};
 pub use sync::POISON_MARKER;
 pub use wait::VisibleChanged;
+pub use written::WrittenBatch;

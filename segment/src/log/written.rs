@@ -18,14 +18,54 @@ use crate::io::{Mapping, Storage};
 use bytes::Bytes;
 use std::ops::Range;
 
-/// A batch's bytes inside a mapping: what [`Bytes::from_owner`] keeps
-/// alive, so the bytes are a view of the segment, not a copy.
-struct MappedBatch {
+/// A written batch inside its segment's mapping: a view of the segment,
+/// not a copy. [`WrittenBatch::bytes`] reads it through the mapping;
+/// [`WrittenBatch::file`] names the same bytes in the segment file, for a
+/// sender that hands them to the kernel by descriptor (`sendfile`).
+#[derive(Clone)]
+pub struct WrittenBatch {
     map: Mapping,
     range: Range<usize>,
 }
 
-impl AsRef<[u8]> for MappedBatch {
+impl std::fmt::Debug for WrittenBatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WrittenBatch")
+            .field("range", &self.range)
+            .finish()
+    }
+}
+
+impl WrittenBatch {
+    /// The batch's length in bytes.
+    pub fn len(&self) -> usize {
+        self.range.len()
+    }
+
+    /// Never true: a batch is at least its header.
+    pub fn is_empty(&self) -> bool {
+        self.range.is_empty()
+    }
+
+    /// The batch as [`Bytes`] that keep the mapping alive.
+    pub fn bytes(&self) -> Bytes {
+        Bytes::from_owner(self.clone())
+    }
+
+    /// The segment file's descriptor and the batch's position in it;
+    /// `None` when the log's storage has no file (a simulated one).
+    pub fn file(&self) -> Option<(std::os::fd::BorrowedFd<'_>, u64)> {
+        Some((self.map.fd()?, self.range.start as u64))
+    }
+}
+
+impl From<WrittenBatch> for Bytes {
+    fn from(w: WrittenBatch) -> Bytes {
+        Bytes::from_owner(w)
+    }
+}
+
+impl AsRef<[u8]> for WrittenBatch {
     fn as_ref(&self) -> &[u8] {
         // The range was checked against the mapping when it was made; the
         // bytes lie below the acknowledgement mark, where nothing writes
@@ -40,6 +80,12 @@ impl<S: Storage> PartitionLog<S> {
     /// segment's mapping. `None` when no batch starts there (below the
     /// log's start, past its acknowledged end, or inside a batch).
     pub fn read_written(&self, offset: u64) -> Result<Option<Bytes>, LogError> {
+        Ok(self.written_batch(offset)?.map(|w| w.bytes()))
+    }
+
+    /// [`PartitionLog::read_written`]'s batch as a [`WrittenBatch`], which
+    /// also names its place in the segment file.
+    pub fn written_batch(&self, offset: u64) -> Result<Option<WrittenBatch>, LogError> {
         let st = self.inner.st.borrow();
         let ack = self.ack_mark(&st);
         let Some(i) = st
@@ -82,10 +128,10 @@ impl<S: Storage> PartitionLog<S> {
                 let (Ok(from), Ok(to)) = (usize::try_from(pos), usize::try_from(end)) else {
                     break;
                 };
-                return Ok(Some(Bytes::from_owner(MappedBatch {
+                return Ok(Some(WrittenBatch {
                     map: map.clone(),
                     range: from..to,
-                })));
+                }));
             }
             if p.base_offset > offset {
                 break;
