@@ -254,6 +254,15 @@ pub struct ReplicaOptions {
     /// How long a send waits for its entry to commit before it is answered
     /// "not committed" (its outcome unknown).
     pub commit_timeout: Duration,
+    /// Without `sync`: a leader sends each entry's batch of at least this
+    /// many bytes to its followers from the segment file it wrote
+    /// (`sendfile`, no copy through user memory), once written;
+    /// `None` (the default): every byte from memory, as soon as proposed.
+    /// Under `sync` the leader sends from memory before its own write and
+    /// sync. Off by default: between nodes on one host (loopback) the
+    /// sender's copy saved was paid back on the receiving side
+    /// (docs/bench/cluster-profile.md).
+    pub send_by_reference: Option<usize>,
 }
 
 impl Default for ReplicaOptions {
@@ -266,6 +275,7 @@ impl Default for ReplicaOptions {
             sync_every: None,
             compact_bytes: 64 << 20,
             commit_timeout: Duration::from_secs(10),
+            send_by_reference: None,
         }
     }
 }

@@ -58,6 +58,10 @@ pub(crate) enum Inbox {
     Stop,
 }
 
+/// Where a leader's written entry's batch lies: entry index, term, the
+/// batch (`group/after_write.rs`).
+pub(crate) type WrittenEntry = (u64, u64, corelog::WrittenBatch);
+
 /// What the persister hands back to the loop: every job up to `number`
 /// is persisted, or `result` says why not.
 pub(crate) struct Persisted {
@@ -66,6 +70,10 @@ pub(crate) struct Persisted {
     /// term, acknowledgement.
     pub acks: Vec<(u64, u64, AppendAck)>,
     pub msgs: Vec<Message>,
+    /// A leader's messages that waited for its writes (`after_write.rs`),
+    /// and where those writes lie, for a send from the files.
+    pub after_write: Vec<Message>,
+    pub files: Vec<WrittenEntry>,
     /// The sync that ran, for the journal to record.
     pub ticket: Option<SyncTicket>,
     pub result: Result<(), GroupError>,

@@ -136,6 +136,7 @@ impl Replica {
             data_groups: cluster.shards as u32,
             key,
             local: node.replica.ip(),
+            shared: shared.clone(),
         };
         let (transport, net_threads) = net::start(listener, &peers, receivers, stop.clone())
             .map_err(thread_err("replica network"))?;

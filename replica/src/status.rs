@@ -26,6 +26,11 @@ pub struct GroupStatus {
     /// were refused at the send (`Group::send_persisted`); 0 unless the
     /// order of a Ready's handling is broken.
     pub early_acks: AtomicU64,
+    /// Bytes of this group's entries sent to peers from segment files
+    /// (`net/by_reference.rs`), not through memory.
+    pub sent_from_files: AtomicU64,
+    /// Peers' messages dropped because a batch in them did not verify.
+    pub refused_messages: AtomicU64,
     /// While this node leads: until when a majority's answers confirm it
     /// (`group/lease.rs`), in milliseconds of [`Shared::ms_of`]; 0: not
     /// confirmed.
@@ -54,6 +59,11 @@ pub struct GroupView {
     /// Acknowledgements refused because they ran ahead of the durable
     /// point (always 0 in a correct node; the tests check it).
     pub early_acks: u64,
+    /// Bytes of entries this node sent to peers from segment files.
+    pub sent_from_files: u64,
+    /// Peers' messages dropped here because a batch in them did not
+    /// verify (0 between correct nodes on an undamaged network).
+    pub refused_messages: u64,
 }
 
 /// Every group's published state, and this node's id.
@@ -113,6 +123,8 @@ impl Shared {
                 last_index: s.last_index.load(Ordering::Relaxed),
                 synced: s.synced.load(Ordering::Relaxed),
                 early_acks: s.early_acks.load(Ordering::Relaxed),
+                sent_from_files: s.sent_from_files.load(Ordering::Relaxed),
+                refused_messages: s.refused_messages.load(Ordering::Relaxed),
             })
             .collect()
     }

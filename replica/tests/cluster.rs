@@ -593,3 +593,79 @@ fn the_journals_durable_point_follows_the_fsync_policy() {
         }
     }
 }
+
+/// Without a per-write sync, the leader sends each batch of at least
+/// `send_by_reference` bytes to its followers from the segment file it
+/// wrote (`sendfile`), and every node stores the same bytes; under
+/// `fsync=batch`, or with it off, everything goes from memory.
+#[test]
+fn a_leader_without_per_write_sync_sends_batches_from_its_files() {
+    let sent_from_files = |nodes: &[Node]| -> u64 {
+        nodes
+            .iter()
+            .flat_map(|n| n.handle().status())
+            .map(|v| v.sent_from_files)
+            .sum()
+    };
+    for (policy, sync, by_reference) in [
+        ("never", false, Some(1)),
+        ("batch", true, Some(1)),
+        ("off", false, None),
+    ] {
+        let opts = corelog_replica::ReplicaOptions {
+            sync,
+            send_by_reference: by_reference,
+            ..options()
+        };
+        let Three {
+            dirs: _dirs,
+            nodes,
+            leader,
+            ..
+        } = three(&opts, ELECT);
+        let h = nodes[(leader - 1) as usize].handle();
+        // The followers connected and following before the count starts.
+        pollster::block_on(h.append(0, batch(0, 2), origin())).expect("append");
+        for n in &nodes {
+            wait_stored(&n.engine(), 0, stored(&nodes[0].engine(), 0).len(), ELECT);
+        }
+        let before = sent_from_files(&nodes);
+        let mut past_headers = 0u64;
+        for k in 1..=20u64 {
+            let b = batch(k, 1 + (k % 7) as u32);
+            past_headers += (b.len() - corelog::BATCH_HEADER_LEN) as u64;
+            pollster::block_on(h.append(k % 4, b, origin())).expect("append");
+        }
+        for p in 0..4u64 {
+            let want = stored(&nodes[(leader - 1) as usize].engine(), p);
+            for n in &nodes {
+                wait_stored(&n.engine(), p, want.len(), ELECT);
+                assert_eq!(
+                    stored(&n.engine(), p),
+                    want,
+                    "{policy}: partition {p} on node {}",
+                    n.id
+                );
+            }
+        }
+        let sent = sent_from_files(&nodes) - before;
+        for n in &nodes {
+            for v in n.handle().status() {
+                assert_eq!(
+                    v.refused_messages, 0,
+                    "{policy}: node {} group {}: messages whose batches did not verify",
+                    n.id, v.group
+                );
+            }
+        }
+        match policy {
+            // Each batch to each follower at most once from its file (a
+            // resend goes from memory), and to at least one of them.
+            "never" => assert!(
+                (past_headers..=2 * past_headers).contains(&sent),
+                "never: {sent} bytes sent from files, for {past_headers} past the headers"
+            ),
+            _ => assert_eq!(sent, 0, "{policy}: bytes sent from files"),
+        }
+    }
+}

@@ -43,6 +43,13 @@ struct Args {
     /// user memory); `off`: every byte from the mappings (writev).
     #[arg(long, default_value = "64K", value_parser = parse_by_reference)]
     send_by_reference: ByReference,
+    /// In a cluster under `--fsync never` or `interval:MS`: the leader
+    /// sends each batch of at least this size to its followers from the
+    /// segment file once written (sendfile), instead of from memory at
+    /// once; `off` (the default: on loopback it measured no gain, see
+    /// docs/bench/cluster-profile.md).
+    #[arg(long, default_value = "off", value_parser = parse_by_reference)]
+    replicate_by_reference: ByReference,
     /// The user clients sign in as.
     #[arg(long, env = "CORELOG_SERVER_USERNAME", default_value = DEFAULT_USERNAME)]
     username: String,
@@ -247,7 +254,10 @@ fn config_of(args: Args) -> Option<ServerConfig> {
             Ok(config) => Some(corelog_server::ClusterSetup {
                 node,
                 config,
-                options: corelog_replica::ReplicaOptions::default(),
+                options: corelog_replica::ReplicaOptions {
+                    send_by_reference: args.replicate_by_reference.0,
+                    ..corelog_replica::ReplicaOptions::default()
+                },
             }),
             Err(e) => {
                 tracing::error!("{e}");

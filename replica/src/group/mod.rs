@@ -12,6 +12,7 @@
 //! Group commit comes for free: every proposal that arrived while the last
 //! sync ran is written and synced together.
 
+mod after_write;
 mod applying;
 mod confirmation;
 mod ends;
@@ -426,7 +427,7 @@ impl Group {
             let (leader, role) = (ss.leader_id, ss.raft_state);
             self.on_role(leader, role);
         }
-        self.send(rd.take_messages());
+        let after_write = self.send_or_defer(rd.take_messages());
         let window = self.opts.tick * self.opts.election_ticks as u32;
         let window_ms = u64::try_from(window.as_millis()).unwrap_or(u64::MAX);
         for rs in rd.take_read_states() {
@@ -474,6 +475,8 @@ impl Group {
             pending,
             ticket,
             msgs: self.send_heartbeat_answers(rd.take_persisted_messages()),
+            files_from: self.files_from().filter(|_| !after_write.is_empty()),
+            after_write,
         };
         self.inflight.push_back((job.number, last));
         self.persister.submit(job)?;
@@ -525,6 +528,7 @@ impl Group {
         if let Some(t) = &p.ticket {
             self.store.wl().synced_by(t);
         }
+        self.send_after_write(p.after_write, &p.files);
         self.send_persisted(p.msgs);
         self.raw.on_persist_ready(p.number);
         if let Some((number, index)) = self.snapshot_applied {

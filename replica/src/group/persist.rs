@@ -21,7 +21,7 @@
 
 use super::install::{cut_answered, Install};
 use crate::error::GroupError;
-use crate::inbox::{Inbox, Persisted};
+use crate::inbox::{Inbox, Persisted, WrittenEntry};
 use crate::journal::sync_ticket::SyncTicket;
 use crate::journal::Pointer;
 use corelog::replication::ReplicaLog;
@@ -65,6 +65,11 @@ pub(super) struct Job {
     pub ticket: Option<SyncTicket>,
     /// Messages to send once all of it is persisted.
     pub msgs: Vec<Message>,
+    /// A leader's messages to send once its batches are written, the
+    /// batches of at least `files_from` bytes from their files
+    /// (`after_write.rs`).
+    pub after_write: Vec<Message>,
+    pub files_from: Option<usize>,
 }
 
 enum Work {
@@ -147,14 +152,18 @@ pub(super) fn persist(group: u32, engine: &corelog::Handle, jobs: Vec<Job>) -> O
         number: jobs.last()?.number,
         acks: Vec::new(),
         msgs: Vec::new(),
+        after_write: Vec::new(),
+        files: Vec::new(),
         ticket: None,
         result: Ok(()),
     };
     let (mut to_run, mut quiet) = (None, None);
-    let mut pending = Vec::new();
+    let (mut pending, mut files_from) = (Vec::new(), None);
     for job in jobs {
         pending.extend(job.pending);
         done.msgs.extend(job.msgs);
+        done.after_write.extend(job.after_write);
+        files_from = job.files_from.or(files_from);
         // The last ticket that syncs covers every entry written before
         // it; one that syncs nothing saw nothing newer than the last that
         // did, here or in an earlier round.
@@ -169,15 +178,23 @@ pub(super) fn persist(group: u32, engine: &corelog::Handle, jobs: Vec<Job>) -> O
     for p in &mut pending {
         p.send(engine);
     }
+    let mut appended = Vec::new();
     for p in pending {
+        let partition = p.partition;
         match p.answer(group, engine) {
-            Ok(Some(ack)) => done.acks.push(ack),
+            Ok(Some((index, term, ack))) => {
+                appended.push((index, term, partition, ack));
+                done.acks.push((index, term, ack));
+            }
             Ok(None) => {}
             Err(e) => {
                 done.result = Err(e);
                 return Some(done);
             }
         }
+    }
+    if let Some(min) = files_from {
+        done.files = written_files(engine, &appended, min);
     }
     if let Some(t) = &to_run {
         if let Err(source) = t.run() {
@@ -251,11 +268,32 @@ impl Pending {
     }
 }
 
+/// Reads back where each batch of `acks` of at least `min` bytes lies
+/// (entry index, term, partition, acknowledgement), asking every shard
+/// first, then waiting; a batch not found is sent from memory.
+fn written_files(
+    engine: &corelog::Handle,
+    acks: &[(u64, u64, u64, AppendAck)],
+    min: usize,
+) -> Vec<WrittenEntry> {
+    let asked: Vec<_> = acks
+        .iter()
+        .filter(|(_, _, _, a)| usize::try_from(a.bytes).is_ok_and(|b| b >= min))
+        .map(|&(index, term, partition, a)| {
+            (index, term, engine.read_written(partition, a.base_offset))
+        })
+        .collect();
+    asked
+        .into_iter()
+        .filter_map(|(index, term, r)| Some((index, term, r.wait().ok()??)))
+        .collect()
+}
+
 /// Whether `partition`'s log holds the batch `pointer` names.
 fn holds(engine: &corelog::Handle, partition: u64, pointer: &Pointer) -> bool {
     match engine.read_written(partition, pointer.base_offset).wait() {
-        Ok(Some(bytes)) => {
-            Batch::admit(bytes, &engine.limits()).is_ok_and(|b| pointer.names(b.as_ref()))
+        Ok(Some(written)) => {
+            Batch::admit(written, &engine.limits()).is_ok_and(|b| pointer.names(b.as_ref()))
         }
         _ => false,
     }
@@ -324,6 +362,8 @@ pub(super) mod tests {
             pending,
             ticket: None,
             msgs: Vec::new(),
+            after_write: Vec::new(),
+            files_from: None,
         }
     }
 
@@ -423,6 +463,8 @@ pub(super) mod tests {
             pending: Vec::new(),
             ticket: Some(ticket),
             msgs: Vec::new(),
+            after_write: Vec::new(),
+            files_from: None,
         };
         let jobs = vec![job(1, syncing), job(2, quiet)];
         let held = hold_syncs(&jdir);

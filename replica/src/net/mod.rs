@@ -14,6 +14,7 @@
 //! hold the cluster's secret before a Raft message or a batch crosses it.
 
 pub mod auth;
+mod by_reference;
 mod conn_error;
 pub mod fetch;
 pub(crate) mod forward;
@@ -24,13 +25,14 @@ pub mod raft_frame;
 mod socket;
 
 use crate::inbox::Inbox;
+use crate::status::Shared;
 use conn_error::ConnError;
+use corelog::WrittenBatch;
 use crossbeam_channel::{Receiver, Sender, TrySendError};
 use frame::{Frame, Kind};
 use raft::eraftpb::Message;
 use socket::{connect_from, IO_TIMEOUT, RECONNECT_PAUSE};
 use std::collections::HashMap;
-use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -60,10 +62,14 @@ pub struct NetStats {
     pub connects: AtomicU64,
 }
 
+/// A message queued for a peer: its group, the message, and where its
+/// entries' data lie in segment files (by entry, possibly shorter).
+type Queued = (u32, Message, Vec<Option<WrittenBatch>>);
+
 /// The sending half: a queue per peer.
 #[derive(Debug, Clone)]
 pub struct RaftTransport {
-    peers: Arc<HashMap<u64, Sender<(u32, Message)>>>,
+    peers: Arc<HashMap<u64, Sender<Queued>>>,
     stats: Arc<NetStats>,
 }
 
@@ -71,10 +77,17 @@ impl RaftTransport {
     /// Queues `msg` for its destination (group `group`). Never blocks; it
     /// is encoded on the peer's sending thread.
     pub fn send(&self, group: u32, msg: Message) {
+        self.send_from_files(group, msg, Vec::new());
+    }
+
+    /// [`RaftTransport::send`], each entry's data sent from the segment
+    /// file `files` names at its index, if any (`by_reference.rs`).
+    pub fn send_from_files(&self, group: u32, msg: Message, files: Vec<Option<WrittenBatch>>) {
         let Some(q) = self.peers.get(&msg.to) else {
             return;
         };
-        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) = q.try_send((group, msg))
+        if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
+            q.try_send((group, msg, files))
         {
             self.stats.dropped.fetch_add(1, Ordering::Relaxed);
         }
@@ -100,6 +113,9 @@ pub struct Receivers {
     /// address, port 0): a peer, and a firewall rule, can tell the nodes
     /// apart even when they share a host.
     pub local: std::net::IpAddr,
+    /// The groups' published state (the senders count what they send
+    /// from files there).
+    pub shared: Arc<Shared>,
 }
 
 /// Starts the network: a listener on `listen` and a sender per peer.
@@ -116,11 +132,11 @@ pub fn start(
         let (tx, qrx) = crossbeam_channel::bounded(PEER_QUEUE);
         queues.insert(id, tx);
         let (stop, stats, hello) = (stop.clone(), stats.clone(), hello(rx.me, rx.data_groups));
-        let (from, key) = (rx.local, rx.key.clone());
+        let (from, key, shared) = (rx.local, rx.key.clone(), rx.shared.clone());
         threads.push(
             std::thread::Builder::new()
                 .name(format!("replica-to-{id}"))
-                .spawn(move || sender(id, addr, from, &key, qrx, hello, stop, stats))?,
+                .spawn(move || sender(id, addr, from, &key, qrx, hello, stop, stats, shared))?,
         );
     }
     listen.set_nonblocking(true)?;
@@ -160,10 +176,11 @@ fn sender(
     addr: SocketAddr,
     from: std::net::IpAddr,
     key: &auth::Key,
-    q: Receiver<(u32, Message)>,
+    q: Receiver<Queued>,
     hello: Vec<u8>,
     stop: Arc<AtomicBool>,
     stats: Arc<NetStats>,
+    shared: Arc<Shared>,
 ) {
     let mut logged_down = false;
     while !stop.load(Ordering::Relaxed) {
@@ -202,17 +219,25 @@ fn sender(
                 return;
             }
             match q.recv_timeout(Duration::from_millis(200)) {
-                Ok((group, msg)) => {
-                    let enc = match raft_frame::encode(group, msg) {
+                Ok((group, msg, files)) => {
+                    let mut enc = match raft_frame::encode(group, msg) {
                         Ok(e) => e,
                         Err(e) => {
                             tracing::error!("replica: encode a message to node {id}: {e}");
                             continue;
                         }
                     };
-                    if let Err(e) = write_encoded(&mut s, &enc) {
-                        tracing::debug!("replica: to node {id}: {e}");
-                        break;
+                    enc.files = files;
+                    match by_reference::write_encoded(&mut s, &enc) {
+                        Ok(n) => {
+                            if let Some(st) = shared.groups.get(group as usize) {
+                                st.sent_from_files.fetch_add(n, Ordering::Relaxed);
+                            }
+                        }
+                        Err(e) => {
+                            tracing::debug!("replica: to node {id}: {e}");
+                            break;
+                        }
                     }
                 }
                 Err(crossbeam_channel::RecvTimeoutError::Timeout) => {}
@@ -220,24 +245,6 @@ fn sender(
             }
         }
     }
-}
-
-/// Writes an encoded message: its prefix and data in vectored writes.
-fn write_encoded(s: &mut TcpStream, enc: &raft_frame::Encoded) -> std::io::Result<()> {
-    let mut slices: Vec<std::io::IoSlice<'_>> = std::iter::once(&enc.prefix[..])
-        .chain(enc.data.iter().map(|d| &d[..]))
-        .map(std::io::IoSlice::new)
-        .collect();
-    let mut rest = &mut slices[..];
-    while !rest.is_empty() {
-        match s.write_vectored(rest) {
-            Ok(0) => return Err(std::io::ErrorKind::WriteZero.into()),
-            Ok(n) => std::io::IoSlice::advance_slices(&mut rest, n),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
 }
 
 /// Incoming connections being served, from the configured nodes'
@@ -421,6 +428,9 @@ fn peer_messages(
         let verified = match crate::inbox::verified_batches(&msg, &limits) {
             Ok(v) => v,
             Err(why) => {
+                if let Some(st) = rx.shared.groups.get(group as usize) {
+                    st.refused_messages.fetch_add(1, Ordering::Relaxed);
+                }
                 tracing::error!(
                     "replica: group {group}: node {from} sent a batch that does not verify, message dropped: {why}"
                 );

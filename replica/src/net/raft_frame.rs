@@ -18,6 +18,10 @@ pub struct Encoded {
     pub prefix: Vec<u8>,
     /// The entries' data, in order.
     pub data: Vec<Bytes>,
+    /// Where each entry's data lies in a segment file, by the same index,
+    /// when the sender may send it from there (`by_reference.rs`); empty
+    /// or `None`: from memory.
+    pub files: Vec<Option<corelog::WrittenBatch>>,
 }
 
 impl Encoded {
@@ -50,7 +54,11 @@ pub fn encode(group: u32, mut msg: Message) -> Result<Encoded, protobuf::Protobu
     for d in &data {
         prefix.extend_from_slice(&(d.len() as u32).to_le_bytes());
     }
-    Ok(Encoded { prefix, data })
+    Ok(Encoded {
+        prefix,
+        data,
+        files: Vec::new(),
+    })
 }
 
 /// Why a Raft frame's body is not a message.
