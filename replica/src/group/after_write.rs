@@ -13,14 +13,16 @@
 //! `send_by_reference` bytes lies (`ReplicaLog::read_written`), and the
 //! loop hands the messages over with those places.
 //!
-//! While it defers, the leader defers every message of a `Ready`, in
-//! order, so nothing it sends later overtakes an append (a heartbeat or a
-//! commit update ahead of the entries it follows would only make a
-//! follower reject and the leader probe back).
+//! While it defers, the leader defers every append of a `Ready`, with or
+//! without entries, in order, so that no later append overtakes one
+//! (an append's previous index counts the entries in flight: overtaken,
+//! a follower would reject it and the leader probe back). Heartbeats and
+//! the rest go at once: they name no log position, and a heartbeat held
+//! behind a slow write could cost the leader its followers.
 
 use super::Group;
 use crate::inbox::WrittenEntry;
-use raft::eraftpb::Message;
+use raft::eraftpb::{Message, MessageType};
 use raft::StateRole;
 
 impl Group {
@@ -33,14 +35,18 @@ impl Group {
             .filter(|_| leads && !self.opts.sync)
     }
 
-    /// Sends `msgs` now, or gives them back to wait for this `Ready`'s
-    /// writes ([`Group::files_from`]).
+    /// Sends `msgs` now, or the appends among them are given back to
+    /// wait for this `Ready`'s writes ([`Group::files_from`]).
     pub(super) fn send_or_defer(&self, msgs: Vec<Message>) -> Vec<Message> {
-        if self.files_from().is_some() {
-            return msgs;
+        if self.files_from().is_none() {
+            self.send(msgs);
+            return Vec::new();
         }
-        self.send(msgs);
-        Vec::new()
+        let (appends, rest): (Vec<_>, Vec<_>) = msgs
+            .into_iter()
+            .partition(|m| m.get_msg_type() == MessageType::MsgAppend);
+        self.send(rest);
+        appends
     }
 
     /// Sends `msgs`, which waited for the writes, each entry's data from
