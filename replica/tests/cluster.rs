@@ -631,10 +631,17 @@ fn a_leader_without_per_write_sync_sends_batches_from_its_files() {
         }
         let before = sent_from_files(&nodes);
         let mut past_headers = 0u64;
-        for k in 1..=20u64 {
-            let b = batch(k, 1 + (k % 7) as u32);
-            past_headers += (b.len() - corelog::BATCH_HEADER_LEN) as u64;
-            pollster::block_on(h.append(k % 4, b, origin())).expect("append");
+        // All in flight at once, so that a Ready holds several entries
+        // (each must go with its own file range).
+        let replies: Vec<_> = (1..=20u64)
+            .map(|k| {
+                let b = batch(k, 1 + (k % 7) as u32);
+                past_headers += (b.len() - corelog::BATCH_HEADER_LEN) as u64;
+                h.append(k % 4, b, origin())
+            })
+            .collect();
+        for r in replies {
+            pollster::block_on(r).expect("append");
         }
         for p in 0..4u64 {
             let want = stored(&nodes[(leader - 1) as usize].engine(), p);
