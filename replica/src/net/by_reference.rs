@@ -123,11 +123,30 @@ mod tests {
         (sent, reader.join().expect("reader"))
     }
 
+    /// [`write_encoded`] of `msg`, twice over, to a peer that closed its
+    /// socket at once.
+    fn to_closed_peer(
+        msg: &Message,
+        files: Vec<Option<corelog::WrittenBatch>>,
+    ) -> std::io::Result<u64> {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let mut tx = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+        drop(l.accept().expect("accept"));
+        let mut m = msg.clone();
+        let e = m.get_entries()[0].clone();
+        m.mut_entries().push(e);
+        let mut enc = raft_frame::encode(1, m).expect("encode");
+        enc.files = files;
+        write_encoded(&mut tx, &enc)?;
+        write_encoded(&mut tx, &enc)
+    }
+
     /// A batch sent from its segment file reaches the peer as the same
     /// bytes as one sent from memory, all of it but its header from the
-    /// file; a file cut short under the send ends it with an error.
+    /// file; a peer gone or a file cut short under the send ends it with an
+    /// error.
     #[test]
-    fn a_batch_from_its_file_is_the_bytes_from_memory_and_a_cut_file_fails_the_send() {
+    fn a_batch_from_its_file_is_the_bytes_from_memory_and_a_gone_peer_or_cut_file_fails_the_send() {
         let dir = tempfile::tempdir().expect("tempdir");
         let engine = corelog::Engine::open(corelog::Config {
             shards: Some(1),
@@ -186,6 +205,17 @@ mod tests {
             0,
             "a length that differs goes from memory"
         );
+
+        // A peer gone (its socket closed): the send fails, at once.
+        let (tx_done, rx_done) = std::sync::mpsc::channel();
+        let (m, w) = (msg.clone(), written.clone());
+        std::thread::spawn(move || {
+            let _ = tx_done.send(to_closed_peer(&m, vec![Some(w.clone()), Some(w)]));
+        });
+        let gone = rx_done
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the send to a closed peer returned");
+        assert!(gone.is_err(), "sent to a closed peer: {gone:?}");
 
         // The segment file cut under the batch (as a new leader's suffix
         // cut would): the send fails, nothing here faults.
