@@ -185,4 +185,32 @@ mod tests {
         assert!(matches!(read(&mut &huge[..]), Err(FrameError::Length(_))));
         assert!(read(&mut &out[..out.len() - 1]).is_err());
     }
+
+    /// Every kind a node writes is read back as that kind, by its number
+    /// (a kind the reader forgot would end the connection that sent it).
+    #[test]
+    fn every_kind_reads_back_as_itself() {
+        let all = [
+            Kind::Hello,
+            Kind::Raft,
+            Kind::Fetch,
+            Kind::Batches,
+            Kind::FetchEnd,
+            Kind::FetchFailed,
+            Kind::Challenge,
+            Kind::Welcome,
+            Kind::Forward,
+            Kind::ForwardSend,
+            Kind::ForwardAnswer,
+            Kind::ForwardOffset,
+        ];
+        for (n, kind) in (1u8..).zip(all) {
+            assert_eq!(kind as u8, n, "{kind:?}'s number");
+            let mut out = Vec::new();
+            write(&mut out, kind, 1, b"x").expect("write");
+            assert_eq!(read(&mut &out[..]).expect("read").kind, kind);
+        }
+        assert_eq!(Kind::from_u8(0), None);
+        assert_eq!(Kind::from_u8(13), None);
+    }
 }
