@@ -329,6 +329,21 @@ async fn streams_take_no_option_keys_and_partition_counts_are_bounded() {
         let r = c.create_partitions(&named("s"), &named("t"), n).await;
         assert!(matches!(r, Err(IggyError::TooManyPartitions)), "{n}: {r:?}");
     }
+    let too_many = c
+        .create_topic(
+            &named("s"),
+            "t1001",
+            &TopicCreateOptions {
+                partitions_count: Some(1001),
+                ..TopicCreateOptions::default()
+            },
+        )
+        .await;
+    assert!(
+        matches!(too_many, Err(IggyError::TooManyPartitions)),
+        "a topic of 1001 partitions: {:?}",
+        too_many.map(|t| t.partitions_count)
+    );
     let r = c.delete_partitions(&named("s"), &named("t"), 3).await;
     assert!(matches!(r, Err(IggyError::InvalidPartitionsCount)), "{r:?}");
     assert_eq!(topic(&c, "t").await.partitions_count, 2);

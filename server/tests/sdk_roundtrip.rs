@@ -272,6 +272,24 @@ async fn enforce_fsync_is_given_or_refused_never_dropped() {
                 matches!(err, IggyError::InvalidOptionValue(_)),
                 "refused as an invalid option: {err:?}"
             );
+            // Asked for as the string "true" (any case), refused the same.
+            let mut raw = std::collections::BTreeMap::new();
+            raw.insert("enforce_fsync".to_owned(), "True".to_owned());
+            let as_string = c
+                .create_topic(
+                    &named("s"),
+                    "t2",
+                    &TopicCreateOptions {
+                        partitions_count: Some(1),
+                        raw,
+                        ..TopicCreateOptions::default()
+                    },
+                )
+                .await;
+            assert!(
+                matches!(as_string, Err(IggyError::InvalidOptionValue(_))),
+                "fsync {fsync}, enforce_fsync \"True\": {as_string:?}"
+            );
         }
         server.shutdown().expect("shutdown");
     }
