@@ -72,10 +72,9 @@ fn write_all_vectored(s: &mut TcpStream, slices: &mut [IoSlice<'_>]) -> io::Resu
 fn send_file(s: &TcpStream, fd: BorrowedFd<'_>, at: u64, mut len: usize) -> io::Result<()> {
     let mut offset = libc::off_t::try_from(at).map_err(|_| io::ErrorKind::InvalidInput)?;
     while len > 0 {
-        // SAFETY: sendfile(2) reads and writes no memory of ours but
-        // `offset`, a live local it updates; `fd` is borrowed from the
-        // WrittenBatch's mapping, which keeps it open for the call, and
-        // the socket is `s`'s, borrowed for the call too.
+        // `fd` is borrowed from the WrittenBatch's mapping, which keeps it
+        // open for the call; the socket is `s`'s, borrowed for it too.
+        // SAFETY: sendfile(2) touches no memory of ours but `offset`, a live local.
         let sent = unsafe { libc::sendfile(s.as_raw_fd(), fd.as_raw_fd(), &mut offset, len) };
         if sent < 0 {
             let e = io::Error::last_os_error();
