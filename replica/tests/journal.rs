@@ -547,3 +547,46 @@ fn an_entry_holds_a_view_of_its_batch_only() {
     assert_eq!(&j.entry(1).expect("held").data[..], &batch[..]);
     assert_eq!(j.bytes(), before, "the same bytes counted");
 }
+
+/// What a journal holds in memory (what triggers its compaction) counts an
+/// entry holding a view of its batch as `VIEW_ENTRY_BYTES`, not its batch,
+/// once however often it is viewed; a cut, a compaction and a snapshot
+/// forget the views they drop.
+#[test]
+fn an_entry_holding_a_view_counts_as_its_entry_not_its_batch() {
+    use corelog_replica::journal::VIEW_ENTRY_BYTES;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut j, _) = Journal::open(dir.path(), &conf()).expect("open");
+    let batch: Vec<u8> = (0..1000u32).map(|i| i as u8).collect();
+    let ents: Vec<Entry> = (1..=4).map(|i| data_entry(i, 1, &batch)).collect();
+    j.append(&ents).expect("append");
+    assert_eq!(j.held_bytes(), j.bytes(), "every batch in memory");
+    let saved = |e: &Entry| record::len(e) - VIEW_ENTRY_BYTES;
+    let view = Bytes::from(batch.clone());
+
+    assert!(j.hold_view(1, 1, view.clone()));
+    assert!(j.hold_view(2, 1, view.clone()));
+    assert!(j.hold_view(2, 1, view.clone()), "viewed again");
+    let two_views = j.bytes() - saved(&ents[0]) - saved(&ents[1]);
+    assert_eq!(j.held_bytes(), two_views, "each view counted once");
+
+    // Entries 2.. replaced by a new term's: entry 2's view goes with it.
+    let newer: Vec<Entry> = (2..=3).map(|i| data_entry(i, 2, &batch)).collect();
+    j.append(&newer).expect("append");
+    assert_eq!(j.last_index(), 3);
+    assert_eq!(j.held_bytes(), j.bytes() - saved(&ents[0]), "after a cut");
+
+    assert!(j.hold_view(3, 2, view.clone()));
+    j.compact(1, Bytes::new()).expect("compact");
+    assert_eq!(j.first_index(), 2);
+    assert_eq!(
+        j.held_bytes(),
+        j.bytes() - saved(&newer[1]),
+        "after a compaction"
+    );
+
+    j.apply_snapshot(&snapshot(5, 2)).expect("snapshot");
+    assert_eq!((j.bytes(), j.held_bytes()), (0, 0), "after a snapshot");
+    j.append(&[data_entry(6, 2, &batch)]).expect("append");
+    assert_eq!(j.held_bytes(), j.bytes(), "a new entry in memory");
+}
