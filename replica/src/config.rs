@@ -249,18 +249,8 @@ pub struct ReplicaOptions {
     pub sync_every: Option<Duration>,
     /// A group's journal is compacted past this many bytes of entries
     /// held in memory (after the partitions it applied to are flushed,
-    /// under a policy that does not sync each write). An entry whose batch
-    /// is a view of its segment (every applied entry) counts 256 bytes,
-    /// not its batch: it holds no copy.
+    /// under a policy that does not sync each write).
     pub compact_bytes: u64,
-    /// ... or past this many bytes of entries in all, views included: a
-    /// bound on the journal a restart reads back, on the deleted segments
-    /// its views keep open, and on how much a compaction's flush syncs.
-    /// Counted with `compact_bytes` alone, a data group compacted, and so
-    /// flushed its partitions, every 64 MiB of batches: under
-    /// `fsync=never` a continuous sync that cost the cluster CPU and its
-    /// producers latency (docs/bench/cluster-profile.md).
-    pub compact_view_bytes: u64,
     /// How long a send waits for its entry to commit before it is answered
     /// "not committed" (its outcome unknown).
     pub commit_timeout: Duration,
@@ -284,7 +274,6 @@ impl Default for ReplicaOptions {
             sync: true,
             sync_every: None,
             compact_bytes: 64 << 20,
-            compact_view_bytes: 1 << 30,
             commit_timeout: Duration::from_secs(10),
             send_by_reference: None,
         }

@@ -180,7 +180,6 @@ fn a_wiped_follower_is_rebuilt_from_the_journal_and_from_a_snapshot() {
     for compact_bytes in [u64::MAX, 16 << 10] {
         let opts = corelog_replica::ReplicaOptions {
             compact_bytes,
-            compact_view_bytes: compact_bytes,
             ..options()
         };
         let Three {
@@ -276,7 +275,6 @@ fn a_slow_snapshot_fetch_does_not_cost_the_leader_its_quorum() {
     use corelog_replica::fetch_hold;
     let opts = corelog_replica::ReplicaOptions {
         compact_bytes: 16 << 10,
-        compact_view_bytes: 16 << 10,
         ..options()
     };
     let Three {
@@ -675,68 +673,6 @@ fn a_leader_without_per_write_sync_sends_batches_from_its_files() {
                 "never: {sent} bytes sent from files, for {past_headers} past the headers"
             ),
             _ => assert_eq!(sent, 0, "{policy}: bytes sent from files"),
-        }
-    }
-}
-
-/// A data group's journal is compacted by what it holds in memory: applied
-/// entries, which hold views of their segments, count as entries, not as
-/// their batches, so 40 sends of about 800 bytes (32 KiB of records) leave
-/// a journal with `compact_bytes` at 16 KiB uncompacted on every node; with
-/// `compact_view_bytes` at 16 KiB too, they compact it. (Counting views as
-/// batches, a data group flushed its partitions for a compaction every
-/// 64 MiB under `fsync=never`.)
-#[test]
-fn entries_viewing_their_segments_compact_the_journal_only_past_the_view_bound() {
-    let snapshot_indexes = |dirs: &[tempfile::TempDir]| -> Vec<u64> {
-        let mut out = Vec::new();
-        for d in dirs {
-            for g in std::fs::read_dir(d.path().join("replica")).expect("replica dir") {
-                let g = g.expect("entry").path();
-                if g.file_name().is_some_and(|n| n != "group-0") {
-                    let state = corelog_replica::journal::state::GroupState::read(&g)
-                        .expect("state")
-                        .expect("a state file");
-                    out.push(state.snapshot_index);
-                }
-            }
-        }
-        out
-    };
-    for (view_bytes, compacts) in [(u64::MAX, false), (16 << 10, true)] {
-        let opts = corelog_replica::ReplicaOptions {
-            compact_bytes: 16 << 10,
-            compact_view_bytes: view_bytes,
-            ..options()
-        };
-        let Three {
-            dirs,
-            nodes,
-            leader,
-            ..
-        } = three(&opts, ELECT);
-        let li = (leader - 1) as usize;
-        for k in 0..40u64 {
-            append_retrying(&nodes[li], 0, batch(k, 5));
-        }
-        for n in &nodes {
-            wait_stored(&n.engine(), 0, 40, ELECT);
-        }
-        let stored_all = std::time::Instant::now();
-        loop {
-            let snaps = snapshot_indexes(&dirs);
-            if compacts && snaps.iter().filter(|s| **s > 0).count() >= 3 {
-                break;
-            }
-            if !compacts && stored_all.elapsed() > Duration::from_secs(1) {
-                assert!(snaps.iter().all(|s| *s == 0), "compacted: {snaps:?}");
-                break;
-            }
-            assert!(
-                stored_all.elapsed() < ELECT,
-                "not compacted on every node: {snaps:?}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
         }
     }
 }

@@ -64,28 +64,24 @@ fn partition_ends(
 
 impl Group {
     /// Compacts the journal up to the last applied entry once it holds
-    /// more than its limits: `compact_bytes` in memory, or
-    /// `compact_view_bytes` in all. A data group's snapshot needs its partitions
+    /// more than its limit. A data group's snapshot needs its partitions
     /// flushed first: that runs on a thread of its own, and the loop goes
     /// on stepping, proposing and applying until it reports back
     /// ([`Group::on_flushed`]).
     pub(super) fn maybe_compact(&mut self) -> Result<(), GroupError> {
-        let (held, bytes, snap) = {
+        let (bytes, snap) = {
             let j = self.store.rl();
-            (j.held_bytes(), j.bytes(), j.snapshot_index())
+            (j.bytes(), j.snapshot_index())
         };
-        let (limit, all) = match self.role {
-            Role::Meta(_) => {
-                let m = META_COMPACT_BYTES.min(self.opts.compact_bytes);
-                (m, m)
-            }
-            Role::Data { .. } => (self.opts.compact_bytes, self.opts.compact_view_bytes),
+        let limit = match self.role {
+            Role::Meta(_) => META_COMPACT_BYTES.min(self.opts.compact_bytes),
+            Role::Data { .. } => self.opts.compact_bytes,
         };
         let index = self.applied;
         // Not while a snapshot is being installed: the partitions' ends
         // the flush would read are moving to the snapshot's.
         let installing = self.install != Installing::Idle;
-        if (held < limit && bytes < all) || index <= snap || self.compacting || installing {
+        if bytes < limit || index <= snap || self.compacting || installing {
             return Ok(());
         }
         match &self.role {

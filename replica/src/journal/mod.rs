@@ -35,7 +35,6 @@
 //! persisted (their fdatasync had not returned), so the group loses
 //! nothing a majority holds.
 
-mod held;
 pub mod record;
 mod recover;
 pub mod state;
@@ -43,7 +42,6 @@ pub mod storage;
 pub mod sync_ticket;
 
 use bytes::Bytes;
-pub use held::VIEW_ENTRY_BYTES;
 use raft::eraftpb::{ConfState, Entry, HardState, Snapshot};
 pub use record::{Kind, Pointer};
 use state::{sync_dir, GroupState, StateError};
@@ -182,8 +180,6 @@ pub struct Journal {
     dir_dirty: bool,
     /// Bytes of the records of `entries`.
     retained: u64,
-    /// Which entries' data are views of their segments (`held.rs`).
-    in_memory: held::Held,
     unsynced: bool,
     /// The last index a completed sync made durable.
     synced_index: u64,
@@ -228,7 +224,6 @@ impl Journal {
             active: None,
             dir_dirty: false,
             retained: 0,
-            in_memory: held::Held::default(),
             unsynced: false,
             synced_index: 0,
             unticketed: false,
@@ -329,7 +324,6 @@ impl Journal {
             if e.data.is_empty() {
                 self.retained += batch.len() as u64;
                 e.data = batch;
-                self.in_memory.viewed(at, e);
             }
         }
     }
@@ -357,7 +351,6 @@ impl Journal {
             && e.data[..header] == view[..header];
         if same {
             e.data = view;
-            self.in_memory.viewed(at, e);
         }
         same
     }
@@ -393,13 +386,6 @@ impl Journal {
     /// Bytes of the entries after the snapshot (as records).
     pub fn bytes(&self) -> u64 {
         self.retained
-    }
-
-    /// Of [`Journal::bytes`], what this process holds in memory: an entry
-    /// whose data is a view of its segment counts
-    /// [`VIEW_ENTRY_BYTES`], not its batch.
-    pub fn held_bytes(&self) -> u64 {
-        self.in_memory.in_memory(self.retained)
     }
 
     /// Records a new hard state: written through when the term or the vote
@@ -461,7 +447,6 @@ impl Journal {
         self.retained -= cut;
         self.synced_index = self.synced_index.min(index - 1);
         self.cuts += 1;
-        self.in_memory.truncate(keep, &self.entries);
         self.entries.truncate(keep);
         self.positions.truncate(keep);
         self.pointers.truncate(keep);
@@ -544,7 +529,6 @@ impl Journal {
             Kind::Pointer(p) => Some(p),
             _ => None,
         });
-        self.in_memory.push();
         self.entries.push_back(e.clone());
         self.unsynced = true;
         self.unticketed = true;
@@ -605,7 +589,6 @@ impl Journal {
             .min(self.entries.len());
         let dropped: u64 = self.entries.range(..drop).map(record::len).sum();
         self.retained -= dropped;
-        self.in_memory.drop_front(drop, &self.entries);
         self.entries.drain(..drop);
         self.positions.drain(..drop);
         self.pointers.drain(..drop);
@@ -648,7 +631,6 @@ impl Journal {
         self.entries.clear();
         self.positions.clear();
         self.pointers.clear();
-        self.in_memory.clear();
         self.retained = 0;
         self.active = None;
         while let Some(f) = self.files.pop_front() {

@@ -97,7 +97,6 @@ impl Journal {
                     self.retained += d.len as u64;
                     self.positions.push_back((n as u64, at as u64));
                     self.pointers.push_back(d.pointer);
-                    self.in_memory.push();
                     self.entries.push_back(d.entry);
                 }
                 at += d.len;
