@@ -25,7 +25,8 @@
 # SeaweedFS on loopback, iggy-bench: produce with offload on against off, consume from the store
 # against local, what the store and the disk hold; scripts/bench_tier.sh, which says what it
 # needs: TIER_BYTES, TIER_LOCAL...).
-# Results: $OUT (default docs/bench/results.md; docs/bench/tier.md for `tier` alone).
+# Results: $OUT (default docs/bench/results.md; docs/bench/tier.md for `tier` alone, and
+# docs/bench/cluster.md for `cluster` alone).
 # After a run of the default set into the default file, the README's block between the
 # "bench.sh results" markers is replaced by that file, as it is.
 set -euo pipefail
@@ -35,7 +36,8 @@ DEFAULT_SCENARIOS="pagecache durable scaling polls latency"
 REPS=${REPS:-3}
 DATA_DIR=${DATA_DIR:-/var/tmp/corelog-bench-data}
 SCENARIOS=${*:-$DEFAULT_SCENARIOS}
-OUT_DEFAULT=docs/bench/results.md; [ "$SCENARIOS" = tier ] && OUT_DEFAULT=docs/bench/tier.md
+OUT_DEFAULT=docs/bench/results.md
+case "$SCENARIOS" in tier | cluster) OUT_DEFAULT=docs/bench/$SCENARIOS.md ;; esac
 OUT=${OUT:-$OUT_DEFAULT}
 COMMAND="REPS=$REPS scripts/bench.sh${*:+ $*}"
 JSON_DIR=$(mktemp -d)
