@@ -228,6 +228,19 @@ fn a_damaged_object_in_the_store_is_named_and_never_served() {
         said(&corelog_against(&w, &verify)).contains("the store (s3://"),
         "verify --tier did not look at the store"
     );
+    // What `tier status` says the store holds is what its manifest names.
+    let m = corelog::tier::upload::load_manifest(s.as_ref(), 3).unwrap();
+    assert!(m.segments.len() >= 2, "{m:?}");
+    let held = format!(
+        "store {} segments ({} B) offsets {}..{}, manifest generation {}",
+        m.segments.len(),
+        m.segments.iter().map(|r| r.bytes).sum::<u64>(),
+        m.segments[0].base_offset,
+        m.segments[m.segments.len() - 1].next_offset,
+        m.generation
+    );
+    let out = said(&corelog_against(&w, &status));
+    assert!(out.contains(&held), "wanted {held:?} in:\n{out}");
 
     let key = "partitions/3/".to_owned();
     let first = s
