@@ -144,3 +144,44 @@ fn a_node_that_is_no_longer_confirmed_commits_nothing() {
     a.stop();
     c.stop();
 }
+
+/// Leadership that ends after `calls` questions: a leader deposed in the
+/// middle of its pass.
+#[derive(Debug)]
+struct Ending(std::sync::atomic::AtomicU64);
+
+impl Leadership for Ending {
+    fn leading(&self, _: u64) -> Option<u64> {
+        let left = self.0.load(std::sync::atomic::Ordering::Relaxed);
+        self.0
+            .store(left.saturating_sub(1), std::sync::atomic::Ordering::Relaxed);
+        (left > 0).then_some(1)
+    }
+    fn term(&self, _: u64) -> Option<u64> {
+        Some(1)
+    }
+}
+
+/// A leader deposed after its pass began commits nothing: each commit asks
+/// again whether this node leads (the first question starts the pass).
+#[test]
+fn a_leader_deposed_during_its_pass_commits_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let segs = segments(tmp.path(), 2);
+    let store = Arc::new(MemoryStore::new());
+    let config = TierConfig {
+        leadership: Some(Arc::new(Ending(1.into()))),
+        local_retention_bytes: 0,
+        ..TierConfig::new(store.clone())
+    };
+    let t = Tier::start(config, Limits::default()).unwrap();
+    let err = t
+        .offload(1, &segs, &Retention::default(), (0, 1000), 0)
+        .unwrap_err();
+    assert!(
+        matches!(err, corelog_tier::TierError::Deposed { .. }),
+        "{err}"
+    );
+    assert!(held(&store).is_empty(), "a deposed leader committed");
+    t.stop();
+}
