@@ -145,8 +145,9 @@ fn a_node_that_is_no_longer_confirmed_commits_nothing() {
     c.stop();
 }
 
-/// Leadership that ends after `calls` questions: a leader deposed in the
-/// middle of its pass.
+/// Leadership that answers "this node leads term 1" to as many questions
+/// as it holds, then "it does not": a leader deposed in the middle of its
+/// pass.
 #[derive(Debug)]
 struct Ending(std::sync::atomic::AtomicU64);
 
