@@ -68,6 +68,15 @@ pub(crate) enum ApplyCmd {
         /// the entry's index
         index: u64,
     },
+    /// The store's manifest holds every offset below `end`: recorded in
+    /// the partition (under [`OFFLOADED_TO`]) when above what it holds, for
+    /// the tier to trim local copies below (`TierLeadership::offloaded`).
+    Offloaded {
+        /// the partition
+        partition: u64,
+        /// the manifest's end
+        end: u64,
+    },
     /// Nothing to store (an empty entry, or one for a deleted partition).
     Skip,
 }
@@ -79,6 +88,13 @@ pub(crate) enum ApplyCmd {
 /// restart replays the entries after the snapshot: without it, every
 /// restart deleted one more segment per such entry.
 pub(crate) const DELETED_AT: u64 = u64::MAX;
+
+/// The consumer key under which a partition records the highest manifest
+/// end its group replicated (`Command::Offloaded`): outside every consumer
+/// key, like [`DELETED_AT`]. Kept on disk so that a restarted follower
+/// trims without waiting for the next commit; only ever raised, so a
+/// replay of older entries after a restart lowers nothing.
+pub(crate) const OFFLOADED_TO: u64 = u64::MAX - 1;
 
 /// An entry to apply: its place in the log and its command.
 #[derive(Debug)]
@@ -184,6 +200,19 @@ impl Applier {
                         Ok(Done::Count(gone.len() as u64))
                     };
                     (deleted.await, None)
+                })
+            }
+            ApplyCmd::Offloaded { partition, end } => {
+                let engine = self.engine.clone();
+                Box::pin(async move {
+                    let recorded = async {
+                        let held = engine.load_offset(partition, OFFLOADED_TO).await?;
+                        if held.is_none_or(|h| h < end) {
+                            engine.store_offset(partition, OFFLOADED_TO, end).await?;
+                        }
+                        Ok(Done::Count(0))
+                    };
+                    (recorded.await, None)
                 })
             }
             ApplyCmd::Skip => Box::pin(async { (Ok(Done::Count(0)), None) }),

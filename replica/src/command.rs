@@ -8,6 +8,7 @@
 //! kind 3  delete offset partition u64, consumer u64                data: empty
 //! kind 4  metadata      base u64 (the metadata index it was made from)  data: the embedder's bytes
 //! kind 5  delete segments partition u64, count u64                 data: empty
+//! kind 6  offloaded     partition u64, end u64 (the store holds below it)  data: empty
 //! ```
 //!
 //! An entry with an empty context is raft-rs's own (a new leader's empty
@@ -64,6 +65,16 @@ pub enum Command {
         partition: u64,
         /// how many
         count: u64,
+    },
+    /// The partition's manifest in the object store, committed by the
+    /// group's leader, holds every offset below `end` (a tier's commit,
+    /// replicated so that each node may trim its local copies below it
+    /// without asking the store).
+    Offloaded {
+        /// the engine partition
+        partition: u64,
+        /// the manifest's end offset
+        end: u64,
     },
     /// A metadata change, made from the metadata as of index `base`.
     Meta {
@@ -129,6 +140,11 @@ impl Command {
                 out.extend_from_slice(&partition.to_le_bytes());
                 out.extend_from_slice(&count.to_le_bytes());
             }
+            Command::Offloaded { partition, end } => {
+                out.push(6);
+                out.extend_from_slice(&partition.to_le_bytes());
+                out.extend_from_slice(&end.to_le_bytes());
+            }
             Command::Meta { base } => {
                 out.push(4);
                 out.extend_from_slice(&base.to_le_bytes());
@@ -146,7 +162,7 @@ impl Command {
         let need = match kind {
             1 => 32,
             2 => 24,
-            3 | 5 => 16,
+            3 | 5 | 6 => 16,
             4 => 8,
             k => return Err(CommandError::Kind(k)),
         };
@@ -184,6 +200,10 @@ impl Command {
                 partition: u64_at(0),
                 count: u64_at(8),
             },
+            6 => Command::Offloaded {
+                partition: u64_at(0),
+                end: u64_at(8),
+            },
             _ => Command::Meta { base: u64_at(0) },
         })
     }
@@ -214,6 +234,10 @@ mod tests {
             Command::DeleteSegments {
                 partition: 6,
                 count: 2,
+            },
+            Command::Offloaded {
+                partition: 7,
+                end: 1 << 40,
             },
             Command::Empty,
         ] {

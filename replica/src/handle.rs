@@ -210,6 +210,18 @@ impl ReplicaHandle {
         })
     }
 
+    /// Replicates that the store's manifest for `partition` holds every
+    /// offset below `end` (the tier's commit, `TierLeadership`); proposed
+    /// here, never forwarded: only the leader commits manifests. The
+    /// proposal is made before this returns; the reply says whether it
+    /// was applied here.
+    pub(crate) fn offloaded(&self, partition: u64, end: u64) -> ReplicaReply<()> {
+        ReplicaReply::new({
+            let f = self.partition_cmd(partition, Command::Offloaded { partition, end });
+            async move { f.await.map(|_| ()) }
+        })
+    }
+
     /// Replicates a metadata change the embedder made from its metadata as
     /// of `base` (its [`crate::MetaMachine::version`]): resolves once applied
     /// here; [`ReplicaError::Conflict`] when the metadata moved since.

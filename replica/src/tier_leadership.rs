@@ -3,7 +3,17 @@
 //! while a majority confirms it (the lease, `group/lease.rs`), under its
 //! term. The engine is opened before the replica starts, so the answer is
 //! "no" until [`TierLeadership::attach`] gives it the replica.
+//!
+//! Each commit's end is replicated through the partition's group
+//! (`Command::Offloaded`): every node records the highest one applied in
+//! the partition (`apply.rs`, [`OFFLOADED_TO`]), and a follower trims its
+//! local copies below it without reading the store. The end a committed
+//! entry names is held by the store for good: a later leader starts from
+//! the manifest in force, which its predecessor wrote before proposing the
+//! entry, and continues it (retention drops a manifest's oldest segments,
+//! never its end).
 
+use crate::apply::OFFLOADED_TO;
 use crate::handle::ReplicaHandle;
 use crate::status::Shared;
 use corelog::tier::Leadership;
@@ -13,7 +23,7 @@ use std::sync::{Arc, OnceLock};
 /// Who leads each partition's data group, for the engine's tier.
 #[derive(Debug, Default)]
 pub struct TierLeadership {
-    attached: OnceLock<(Arc<Shared>, corelog::Handle)>,
+    attached: OnceLock<(Arc<Shared>, corelog::Handle, ReplicaHandle)>,
 }
 
 impl TierLeadership {
@@ -25,11 +35,13 @@ impl TierLeadership {
     /// Answers from now on from `replica`'s groups (partition `p` is in
     /// data group `1 + engine.shard_of(p)`). Only the first call counts.
     pub fn attach(&self, replica: &ReplicaHandle, engine: corelog::Handle) {
-        let _ = self.attached.set((replica.shared.clone(), engine));
+        let _ = self
+            .attached
+            .set((replica.shared.clone(), engine, replica.clone()));
     }
 
     fn group(&self, partition: u64) -> Option<(&Shared, usize)> {
-        let (shared, engine) = self.attached.get()?;
+        let (shared, engine, _) = self.attached.get()?;
         Some((shared, 1 + engine.shard_of(partition)))
     }
 }
@@ -48,5 +60,25 @@ impl Leadership for TierLeadership {
     fn term(&self, partition: u64) -> Option<u64> {
         let (shared, g) = self.group(partition)?;
         Some(shared.groups.get(g)?.term.load(Ordering::Acquire))
+    }
+
+    fn committed(&self, partition: u64, end: u64) {
+        if let Some((_, _, replica)) = self.attached.get() {
+            // Proposed now; the reply is not awaited: an entry lost with
+            // a leadership change is proposed again by the next leader's
+            // first pass, or with the next commit.
+            drop(replica.offloaded(partition, end));
+        }
+    }
+
+    fn offloaded(&self, partition: u64) -> Option<u64> {
+        let (_, engine, _) = self.attached.get()?;
+        match engine.load_offset(partition, OFFLOADED_TO).wait() {
+            Ok(end) => Some(end.unwrap_or(0)),
+            Err(e) => {
+                tracing::warn!("tier: partition {partition}: the replicated manifest end: {e}");
+                Some(0)
+            }
+        }
     }
 }

@@ -146,6 +146,8 @@ struct Gate {
     held: AtomicUsize,
     /// Manifest keys written after a hold, and whether the store took them.
     late: Mutex<Vec<(String, bool)>>,
+    /// Manifests read and listings made through this node's view.
+    manifest_reads: AtomicUsize,
 }
 
 impl Gate {
@@ -155,6 +157,7 @@ impl Gate {
             hold: AtomicBool::new(false),
             held: AtomicUsize::new(0),
             late: Mutex::new(Vec::new()),
+            manifest_reads: AtomicUsize::new(0),
         })
     }
 }
@@ -191,13 +194,63 @@ impl ObjectStore for Gate {
         self.inner.put_reader(key, body, len)
     }
     fn get(&self, key: &str, range: Option<std::ops::Range<u64>>) -> Result<Vec<u8>, StoreError> {
+        if key.contains("manifest-") {
+            self.manifest_reads.fetch_add(1, Ordering::SeqCst);
+        }
         self.inner.get(key, range)
     }
     fn delete(&self, key: &str) -> Result<(), StoreError> {
         self.inner.delete(key)
     }
     fn list(&self, prefix: &str) -> Result<Vec<ObjectInfo>, StoreError> {
+        self.manifest_reads.fetch_add(1, Ordering::SeqCst);
         self.inner.list(prefix)
+    }
+}
+
+fn first_offset(node: &Node) -> u64 {
+    node.engine().stats(1).wait().expect("stats").first_offset
+}
+
+/// The leader replicates each manifest commit's end through the
+/// partition's group: the followers trim their local copies as far as the
+/// leader does, and never read a manifest from the store to do it.
+#[test]
+fn followers_trim_by_the_replicated_manifest_end_without_reading_the_store() {
+    init_log();
+    let store = Arc::new(MemoryStore::new());
+    let gates: Vec<Arc<Gate>> = (0..3).map(|_| Gate::new(&store)).collect();
+    let dirs: Vec<_> = (0..3)
+        .map(|_| tempfile::tempdir().expect("tempdir"))
+        .collect();
+    let cluster = cluster(3);
+    let nodes: Vec<Node> = (0..3)
+        .map(|i| tiered_node_on(i as u64 + 1, dirs[i].path(), &cluster, gates[i].clone()))
+        .collect();
+    let leader = wait_for_leader(&nodes.iter().collect::<Vec<_>>(), ELECT);
+    let li = (leader - 1) as usize;
+    for tag in 0..200 {
+        append_retrying(&nodes[li], 1, batch(tag, 20));
+    }
+    wait("the leader uploads and trims", || {
+        let f = nodes[li].engine().tier().expect("tiered").figures();
+        f.uploaded.0 >= 8 && f.backlog.0 == 0 && first_offset(&nodes[li]) > 0
+    });
+    let trimmed_to = first_offset(&nodes[li]);
+    for (i, n) in nodes.iter().enumerate().filter(|(i, _)| *i != li) {
+        wait("a follower trims as far as the leader", || {
+            first_offset(n) >= trimmed_to
+        });
+        assert_eq!(
+            gates[i].manifest_reads.load(Ordering::SeqCst),
+            0,
+            "follower {} read the store's manifests",
+            n.id
+        );
+    }
+    assert!(gates[li].manifest_reads.load(Ordering::SeqCst) > 0);
+    for n in &nodes {
+        assert_eq!(ids(n), expected(0..200), "node {}", n.id);
     }
 }
 

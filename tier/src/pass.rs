@@ -1,7 +1,8 @@
 //! An offload pass for one partition ([`Tier::offload`]): the leader (a
-//! single node always) copies and commits; a follower only learns what the
-//! store holds, and trims below it once its leader has committed in the
-//! group's current term.
+//! single node always) copies and commits, and hands each new end to its
+//! cluster to replicate; a follower trims below the end its group
+//! replicated, or, where the cluster replicates none, below the store's
+//! manifest once its leader has committed in the group's current term.
 
 use crate::error::TierError;
 use crate::leadership::{role, Role};
@@ -39,7 +40,13 @@ impl Tier {
             Role::Follows(Some(_)) if local.1 <= self.config.local_retention_bytes => {
                 Ok(OffloadPass::default())
             }
-            Role::Follows(Some(term)) => self.follow(partition, term),
+            Role::Follows(Some(term)) => match self.replicated_end(partition) {
+                Some(end) => Ok(OffloadPass {
+                    offloaded_through: end,
+                    ..OffloadPass::default()
+                }),
+                None => self.follow(partition, term),
+            },
             Role::Follows(None) => Ok(OffloadPass::default()),
         }
     }
@@ -136,6 +143,7 @@ impl Tier {
             .skip(pass.uploaded)
             .fold((0, 0), |(n, b), s| (n + 1, b + s.len));
         pass.offloaded_through = m.end_offset();
+        self.announce(partition, term, pass.offloaded_through);
         match failed {
             Some(e) if pass.uploaded == 0 => Err(e),
             Some(e) => {
@@ -155,6 +163,37 @@ impl Tier {
             offloaded_through: if m.term == term { m.end_offset() } else { 0 },
             ..OffloadPass::default()
         })
+    }
+
+    /// Hands the end of this term's manifest to the cluster to replicate,
+    /// once per term and again whenever it grew (a new leader's first pass
+    /// repeats its predecessor's end, for a follower that missed it).
+    fn announce(&self, partition: u64, term: u64, end: u64) {
+        let Some(l) = self.config.leadership.as_deref() else {
+            return;
+        };
+        let mut announced = self.announced.lock().unwrap_or_else(|p| p.into_inner());
+        let last = announced.get(&partition).copied();
+        if end > 0 && last.is_none_or(|(t, e)| t != term || e < end) {
+            announced.insert(partition, (term, end));
+            l.committed(partition, end);
+        }
+    }
+
+    /// On a follower: the end its group replicated, when the cluster
+    /// replicates commits. A manifest held for reads that ends below it is
+    /// stale (the leader committed since): it is dropped, and the next
+    /// poll below the local start loads the store's.
+    fn replicated_end(&self, partition: u64) -> Option<u64> {
+        let end = self.config.leadership.as_deref()?.offloaded(partition)?;
+        let mut manifests = self.manifests.lock().unwrap_or_else(|p| p.into_inner());
+        if manifests
+            .get(&partition)
+            .is_some_and(|m| m.end_offset() < end)
+        {
+            manifests.remove(&partition);
+        }
+        Some(end)
     }
 
     fn is_trusted(&self, partition: u64) -> bool {

@@ -174,6 +174,9 @@ pub struct Tier {
     /// cleaned (after that term's first commit, in a cluster), and the
     /// passes since.
     pub(crate) cleaned: Mutex<HashMap<u64, (u64, u32)>>,
+    /// Per partition, the term and manifest end last handed to the
+    /// cluster to replicate (`Leadership::committed`).
+    pub(crate) announced: Mutex<HashMap<u64, (u64, u64)>>,
     /// Set by [`Tier::stop`]: an upload in progress fails at its next read.
     pub(crate) stopping: AtomicBool,
     /// Partitions whose manifest was found to describe their log, this run
@@ -204,6 +207,7 @@ impl Tier {
             indexes: IndexCache::default(),
             uploading: Mutex::new(()),
             cleaned: Mutex::new(HashMap::new()),
+            announced: Mutex::new(HashMap::new()),
             stopping: AtomicBool::new(false),
             trusted: Mutex::new(std::collections::HashSet::new()),
         });
@@ -354,6 +358,7 @@ impl Tier {
         }
         lock(&self.manifests).remove(&partition);
         lock(&self.cleaned).remove(&partition);
+        lock(&self.announced).remove(&partition);
         lock(&self.trusted).remove(&partition);
         self.indexes.forget_partition(partition);
         Ok(objects.len())

@@ -7,7 +7,7 @@
 use corelog_segment::log::{Retention, SealedSegment};
 use corelog_segment::Limits;
 use corelog_tier::upload::load_manifest;
-use corelog_tier::{Leadership, MemoryStore, Tier, TierConfig};
+use corelog_tier::{Leadership, Manifest, MemoryStore, ObjectStore, Tier, TierConfig};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -185,4 +185,95 @@ fn a_leader_deposed_during_its_pass_commits_nothing() {
     );
     assert!(held(&store).is_empty(), "a deposed leader committed");
     t.stop();
+}
+
+/// Leadership that replicates commits, as a cluster's does: what a leader
+/// hands over is the group's log, and a follower reads the highest end
+/// applied from it.
+#[derive(Debug, Default)]
+struct Replicating {
+    lead: Lead,
+    /// The ends handed to the group, in order (shared by every node).
+    log: Arc<Mutex<Vec<u64>>>,
+}
+
+impl Leadership for Replicating {
+    fn leading(&self, p: u64) -> Option<u64> {
+        self.lead.leading(p)
+    }
+    fn term(&self, p: u64) -> Option<u64> {
+        self.lead.term(p)
+    }
+    fn committed(&self, _: u64, end: u64) {
+        self.log.lock().unwrap().push(end);
+    }
+    fn offloaded(&self, _: u64) -> Option<u64> {
+        Some(self.log.lock().unwrap().iter().copied().max().unwrap_or(0))
+    }
+}
+
+/// A leader hands each new end of its manifest to the group once (again
+/// only when it grew, or in a new term), and a follower trims below the
+/// end the group replicated without reading the store: here its store
+/// holds no manifest at all, and the manifest it held for reads, now
+/// stale, is dropped.
+#[test]
+fn with_replicated_commits_a_follower_trims_by_its_group_not_the_store() {
+    let tmp = tempfile::tempdir().unwrap();
+    let segs = segments(tmp.path(), 4);
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let start = |store: &Arc<MemoryStore>| {
+        let lead = Arc::new(Replicating {
+            lead: Lead::default(),
+            log: log.clone(),
+        });
+        let config = TierConfig {
+            leadership: Some(lead.clone()),
+            local_retention_bytes: 0,
+            ..TierConfig::new(store.clone())
+        };
+        (Tier::start(config, Limits::default()).unwrap(), lead)
+    };
+    let store = Arc::new(MemoryStore::new());
+    let (a, lead_a) = start(&store);
+    lead_a.lead.set(Some(1), 1);
+    assert_eq!(pass(&a, &segs[..2]).uploaded, 2);
+    assert_eq!(*log.lock().unwrap(), vec![20]);
+    // Nothing new: nothing handed over again.
+    pass(&a, &segs[..2]);
+    assert_eq!(*log.lock().unwrap(), vec![20]);
+    assert_eq!(pass(&a, &segs[..3]).uploaded, 1);
+    assert_eq!(*log.lock().unwrap(), vec![20, 30]);
+
+    // The follower's own store is empty: it trims by the group's end.
+    let empty = Arc::new(MemoryStore::new());
+    let (b, lead_b) = start(&empty);
+    lead_b.lead.set(None, 1);
+    assert_eq!(pass(&b, &segs).offloaded_through, 30);
+    // A manifest it holds for reads that ends below the group's end is
+    // stale: its next pass drops it, and the next read loads the store's.
+    assert_eq!(b.manifest(1).unwrap().end_offset(), 0);
+    empty
+        .put(&Manifest::key(1, 1), &held_manifest(&store))
+        .unwrap();
+    pass(&b, &segs);
+    assert_eq!(b.manifest(1).unwrap().end_offset(), 30);
+
+    // A new leader (term 2) repeats the end it starts from once, for a
+    // follower that missed it, then hands over what it adds.
+    let (c, lead_c) = start(&store);
+    lead_a.lead.set(None, 2);
+    lead_c.lead.set(Some(2), 2);
+    assert_eq!(pass(&c, &segs[..3]).uploaded, 0);
+    assert_eq!(*log.lock().unwrap(), vec![20, 30, 30]);
+    assert_eq!(pass(&c, &segs).uploaded, 1);
+    assert_eq!(*log.lock().unwrap(), vec![20, 30, 30, 40]);
+    assert_eq!(pass(&a, &segs).offloaded_through, 40);
+    for t in [a, b, c] {
+        t.stop();
+    }
+}
+
+fn held_manifest(store: &MemoryStore) -> Vec<u8> {
+    load_manifest(store, 1).unwrap().encode()
 }

@@ -256,6 +256,9 @@ fn to_apply(
                 index: e.index,
             }
         }
+        Ok(Command::Offloaded { partition, end }) if meta.keeps(partition) => {
+            ApplyCmd::Offloaded { partition, end }
+        }
         Ok(_) => ApplyCmd::Skip,
         Err(err) => {
             tracing::error!("group {group}: entry {}: {err}", e.index);
@@ -342,6 +345,7 @@ mod tests {
                     partition,
                     count: 1,
                 },
+                Command::Offloaded { partition, end: 7 },
             ];
             for cmd in &cmds {
                 let got = to_apply(1, &entry(cmd), &KeepsOne, pointer, None);
