@@ -164,8 +164,12 @@ pub fn clean_strays(
 
 /// Removes from the store the oldest segments past `retention`, applied
 /// to the whole log: the store's segments below `local_first` and the
-/// `local_bytes` held locally. The manifest is committed without them
-/// first, then their objects deleted (a failed delete leaves a stray).
+/// `local_bytes` held locally. By size, only segments the store alone
+/// holds go: dropping the remote copy of a segment still held locally
+/// would not shrink the log (local retention takes the local copy, and the
+/// next pass the remote one), and the next pass would copy it again. The
+/// manifest is committed without them first, then their objects deleted
+/// (a failed delete leaves a stray).
 pub fn expire(
     store: &dyn ObjectStore,
     may_commit: &dyn Fn() -> bool,
@@ -189,7 +193,8 @@ pub fn expire(
             .max_age
             .map(|age| s.last_timestamp.saturating_add(age.as_micros() as u64) < now_micros)
             .unwrap_or(false);
-        let oversize = retention.max_bytes.map(|max| total > max).unwrap_or(false);
+        let oversize = s.base_offset < local_first
+            && retention.max_bytes.map(|max| total > max).unwrap_or(false);
         if !(expired || oversize) {
             break;
         }

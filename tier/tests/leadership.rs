@@ -277,3 +277,67 @@ fn with_replicated_commits_a_follower_trims_by_its_group_not_the_store() {
 fn held_manifest(store: &MemoryStore) -> Vec<u8> {
     load_manifest(store, 1).unwrap().encode()
 }
+
+/// A new leader's first look cleans nothing: until its own manifest is
+/// the one in force, an object the manifest in force does not name may be
+/// a deposed leader's upload whose commit is still on its way.
+#[test]
+fn a_new_cluster_leader_cleans_nothing_before_its_manifest_is_in_force() {
+    let tmp = tempfile::tempdir().unwrap();
+    let segs = segments(tmp.path(), 2);
+    let store = Arc::new(MemoryStore::new());
+    let (a, lead_a) = node(&store);
+    lead_a.set(Some(1), 1);
+    assert_eq!(pass(&a, &segs[..1]).uploaded, 1);
+    // Term 1's leader copied its second segment; its commit has not landed.
+    let pending = corelog_tier::manifest::object_key(1, 10, 20, "log");
+    store.put(&pending, b"uploaded, not yet committed").unwrap();
+    let (b, lead_b) = node(&store);
+    lead_a.set(None, 2);
+    lead_b.set(Some(2), 2);
+    // Nothing new to copy: term 2 commits nothing, and cleans nothing.
+    assert_eq!(pass(&b, &segs[..1]).uploaded, 0);
+    assert!(store.keys().contains(&pending), "{:?}", store.keys());
+    a.stop();
+    b.stop();
+}
+
+/// A segment whose remote copy retention expired, still held locally (its
+/// local retention has not run yet), is not copied again: the store's log
+/// only ever grows at its end. And by size, the remote copies of segments
+/// held locally stay: dropping them would not shrink the log.
+#[test]
+fn a_local_segment_whose_remote_copy_expired_is_not_copied_again() {
+    let tmp = tempfile::tempdir().unwrap();
+    let segs = segments(tmp.path(), 3);
+    let store = Arc::new(MemoryStore::new());
+    let t = Tier::start(
+        TierConfig {
+            local_retention_bytes: 1 << 30,
+            ..TierConfig::new(store.clone())
+        },
+        Limits::default(),
+    )
+    .unwrap();
+    let all = (0, 300);
+    let keep = Retention::default();
+    assert_eq!(t.offload(1, &segs, &keep, all, 0).unwrap().uploaded, 3);
+    // The whole log may hold 250 bytes, all of it local: nothing expires.
+    let small = Retention {
+        max_age: None,
+        max_bytes: Some(250),
+    };
+    assert_eq!(t.offload(1, &segs, &small, all, 0).unwrap().uploaded, 0);
+    assert_eq!(held(&store), vec![0, 10, 20]);
+    // Segment 0's newest batch (at 0 µs) is older than 1 µs at 2 µs.
+    let young = Retention {
+        max_age: Some(std::time::Duration::from_micros(1)),
+        max_bytes: None,
+    };
+    assert_eq!(t.offload(1, &segs, &young, all, 2).unwrap().uploaded, 0);
+    assert_eq!(held(&store), vec![10, 20]);
+    let p = t.offload(1, &segs, &keep, all, 2).unwrap();
+    assert_eq!((p.uploaded, p.offloaded_through), (0, 30));
+    assert_eq!(held(&store), vec![10, 20]);
+    t.stop();
+}

@@ -86,11 +86,13 @@ fn retention_expires_the_oldest_remote_segments_at_its_bounds() {
     let mut m = five(&store);
     expire(&store, &|| true, &mut m, &size(400), 30, 200, 0).unwrap();
     assert_eq!(bases(&m), [10, 20, 30, 40]);
-    // Against 150: the three remote-only ones go and the log is still the
-    // local 200 bytes, so the copies of the local segments go too.
+    // Against 150: the three remote-only ones go; the log is still the
+    // local 200 bytes, but dropping the copies of the local segments would
+    // not shrink it (local retention takes those, then the next pass their
+    // copies): they stay, or the next pass would copy them again.
     let mut m = five(&store);
     expire(&store, &|| true, &mut m, &size(150), 30, 200, 0).unwrap();
-    assert!(m.segments.is_empty(), "{:?}", bases(&m));
+    assert_eq!(bases(&m), [30, 40]);
 
     // Nothing past the bounds: nothing committed.
     let mut m = five(&store);
