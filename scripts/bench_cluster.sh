@@ -144,6 +144,27 @@ stop_servers() {
   SERVER_PIDS=()
 }
 
+# A corelog node logs each group's state as it stops ("cluster at shutdown"): acknowledgements
+# refused for running ahead of the durable point ("early acks") and peers' messages dropped for a
+# batch that did not verify ("refused messages") must both be 0. Prints one word per node, 1 or
+# FAILED (with a note); $1 what, the rest the nodes' logs.
+shutdown_checks() {
+  local what=$1 f lines bad; shift
+  for f in "$@"; do
+    lines=$(plain "$f" | grep "cluster at shutdown" || true)
+    bad=$(echo "$lines" | grep -v "early acks 0, .*refused messages 0$" || true)
+    if [ -z "$lines" ]; then
+      echo "- **FAILED**: $what: $(basename "$f") logged no group state at shutdown (it did not stop cleanly)" >>"$JSON_DIR/notes"
+      echo -n " FAILED"
+    elif [ -n "$bad" ]; then
+      { echo "- **FAILED**: $what: $(basename "$f") stopped with:"; echo "$bad" | head -n 4 | cut -c1-300 | sed 's/^/  `/; s/$/`/'; } >>"$JSON_DIR/notes"
+      echo -n " FAILED"
+    else
+      echo -n " 1"
+    fi
+  done
+}
+
 # CPU seconds (utime + stime) of each server started, comma-separated; fails if one is gone.
 servers_cpu() {
   local p
@@ -242,6 +263,7 @@ EOF
 declare -A NAME=([iggy]="Iggy cluster (3 nodes)" [corelog]="corelog cluster (3 nodes)" [single]="corelog-server alone")
 for mode in page fsync; do
   declare -A pt=() p50=() p99=() pcpu=() pmax=() poth=() ct=() c50=() c99=() ccpu=() wph=() mmax=() mall=()
+  chk=""
   flags=(); [ "$mode" = fsync ] && flags=(--enforce-fsync)
   what="page cache"; [ "$mode" = fsync ] && what="fsync (Iggy: --enforce-fsync; corelog: --fsync batch)"
   for rep in $(seq "$REPS"); do
@@ -268,6 +290,7 @@ for mode in page fsync; do
         w0=""; w1=""
       fi
       stop_servers
+      [ "$sys" = corelog ] && chk+=$(shutdown_checks "${NAME[$sys]}, $what, run $rep" "${LOGS[@]}")
       # Bytes written over the producers' run per byte held once the nodes stopped (a clean
       # stop trims preallocated segment tails): one figure per node, in node order.
       if [ -n "$w0" ] && [ -n "$w1" ] && [ "$sys" != single ]; then
@@ -300,6 +323,7 @@ for mode in page fsync; do
       "$(nth_of_three "$n" "${wph[iggy]}")" "$(nth_of_three "$n" "${wph[corelog]}")"
   done
   row failed "failed iggy-bench runs, $short (producers and consumers)" "$I" "${pt[iggy]}${ct[iggy]}" "${pt[corelog]}${ct[corelog]}${pt[single]}${ct[single]}"
+  row failed "corelog nodes that stopped with an early acknowledgement or a refused peer message, $short (each node, each run)" "–" "" "$chk"
   unset pt p50 p99 pcpu pmax poth ct c50 c99 ccpu wph mmax mall
 done
 

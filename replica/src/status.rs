@@ -66,6 +66,26 @@ pub struct GroupView {
     pub refused_messages: u64,
 }
 
+impl std::fmt::Display for GroupView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let leader = self.leader.map_or("none".to_owned(), |l| l.to_string());
+        write!(
+            f,
+            "group {}: leader {leader}, term {}, commit {}, applied {}, last {}, synced {}, \
+             early acks {}, sent from files {} B, refused messages {}",
+            self.group,
+            self.term,
+            self.commit,
+            self.applied,
+            self.last_index,
+            self.synced,
+            self.early_acks,
+            self.sent_from_files,
+            self.refused_messages
+        )
+    }
+}
+
 /// Every group's published state, and this node's id.
 #[derive(Debug)]
 pub struct Shared {

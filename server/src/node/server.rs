@@ -266,6 +266,9 @@ impl Server {
             std::thread::sleep(Duration::from_millis(2));
         }
         if let Some(r) = self.replica.take() {
+            for g in r.handle().status() {
+                tracing::info!("cluster at shutdown: {g}");
+            }
             r.shutdown();
         }
         let Some(engine) = self.engine.take() else {
