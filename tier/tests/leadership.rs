@@ -341,3 +341,26 @@ fn a_local_segment_whose_remote_copy_expired_is_not_copied_again() {
     assert_eq!(held(&store), vec![10, 20]);
     t.stop();
 }
+
+/// A pass that fails after some uploads reports what it uploaded and,
+/// as its backlog, every segment still waiting, the failed one included.
+#[test]
+fn a_pass_that_fails_midway_reports_what_still_waits() {
+    let tmp = tempfile::tempdir().unwrap();
+    let segs = segments(tmp.path(), 3);
+    let store = Arc::new(MemoryStore::new());
+    let t = Tier::start(TierConfig::new(store.clone()), Limits::default()).unwrap();
+    let second = corelog_tier::manifest::object_key(1, 10, 20, "log");
+    store.refuse_puts_ending(Some(&second[second.len() - 20..]));
+    let p = t
+        .offload(1, &segs, &Retention::default(), (0, 300), 0)
+        .unwrap();
+    assert_eq!((p.uploaded, p.backlog), (1, (2, 200)));
+    assert_eq!(held(&store), vec![0]);
+    store.refuse_puts_ending(None);
+    let p = t
+        .offload(1, &segs, &Retention::default(), (0, 300), 0)
+        .unwrap();
+    assert_eq!((p.uploaded, p.backlog), (2, (0, 0)));
+    t.stop();
+}
