@@ -113,6 +113,25 @@ async fn retention_by_size_deletes_the_oldest_sealed_segments<S: Storage, D: Dis
 }
 on_both!(retention_by_size_deletes_the_oldest_sealed_segments);
 
+/// A log of exactly its size limit is within it: with 11791 bytes allowed,
+/// segments 0 and 5 go (20861 → 16326 → 11791) and 10 stays.
+async fn retention_by_size_keeps_a_log_of_exactly_its_limit<S: Storage, D: Disk>(
+    storage: impl Fn() -> S,
+    disk: &D,
+    dir: &Path,
+) {
+    let config = config(Retention {
+        max_age: None,
+        max_bytes: Some(11_791),
+    });
+    let (log, _) = build(&storage, dir, &config).await;
+    let deleted = log.enforce_retention(u64::MAX).await.unwrap();
+    assert_eq!(deleted, [0, 5].map(|b| dir.join(log_name(b))).to_vec());
+    assert_eq!(log.stats().bytes, 11_791);
+    assert_eq!(disk.names(dir), names_of(&[10, 15, 20]));
+}
+on_both!(retention_by_size_keeps_a_log_of_exactly_its_limit);
+
 async fn retention_never_deletes_the_active_segment<S: Storage, D: Disk>(
     storage: impl Fn() -> S,
     disk: &D,
