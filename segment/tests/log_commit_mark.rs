@@ -222,3 +222,42 @@ fn the_owner_reads_back_each_batch_through_the_index_hints() {
         assert!(log.written_batch(end).unwrap().is_none(), "past the end");
     });
 }
+
+/// The mark set ahead of the log, then appends acknowledged past it, in
+/// one group-commit round or one by one: readers see exactly the batches
+/// that end at or below the mark, the one ending on it included, never
+/// one it cuts through or one after it.
+#[test]
+fn appends_acknowledged_past_the_mark_are_served_up_to_it() {
+    for (fsync, together) in [
+        (FsyncPolicy::Batch, true),
+        (FsyncPolicy::Batch, false),
+        (FsyncPolicy::Never, false),
+    ] {
+        for (mark, want) in [(6, vec![0, 2, 4]), (7, vec![0, 2, 4])] {
+            run_sim(async move {
+                let config = gated(fsync, 1 << 20);
+                let disk = sim_for(4, &config);
+                let log = open(&disk, &config).await;
+                log.set_commit_mark(mark).unwrap();
+                // Five batches of two messages: offsets 0, 2, 4, 6, 8.
+                if together {
+                    let acks: Vec<_> = (0..5).map(|i| log.append(batch(i, 2, 40))).collect();
+                    for a in acks {
+                        a.await.unwrap();
+                    }
+                } else {
+                    for i in 0..5 {
+                        log.append(batch(i, 2, 40)).await.unwrap();
+                    }
+                }
+                assert_eq!(
+                    served(&log),
+                    want,
+                    "{fsync}, together {together}, mark {mark}"
+                );
+                assert_eq!(log.stats().next_offset, want.last().unwrap() + 2);
+            });
+        }
+    }
+}
