@@ -421,6 +421,34 @@ fn a_fresh_directory_against_a_filled_prefix_trusts_no_manifest_of_it() {
     engine.shutdown().unwrap();
 }
 
+/// A directory restarted against the manifest it wrote, still holding
+/// every segment the store holds (local retention above it all), finds
+/// them the same segments (same base, same first batch) and goes on
+/// uploading: the trust check compares like with like.
+#[test]
+fn a_restarted_directory_that_kept_its_segments_trusts_its_own_manifest() {
+    let store = Arc::new(MemoryStore::new());
+    let tmp = tempfile::tempdir().unwrap();
+    let engine = open_tiered(tmp.path(), &store, 1 << 30, log());
+    fill(&engine, 1, 0..300);
+    let report = engine.handle().offload_pass();
+    assert!(
+        report.failed.is_empty() && report.uploaded >= 3,
+        "{report:?}"
+    );
+    assert_eq!(report.trimmed, 0);
+    engine.shutdown().unwrap();
+    let engine = open_tiered(tmp.path(), &store, 1 << 30, log());
+    fill(&engine, 1, 300..400);
+    let report = engine.handle().offload_pass();
+    assert!(
+        report.failed.is_empty() && report.uploaded > 0,
+        "{report:?}"
+    );
+    assert_eq!(read_all(&engine, 1, 1 << 20), expected(1, 400));
+    engine.shutdown().unwrap();
+}
+
 #[test]
 fn a_deleted_partition_leaves_nothing_in_the_store() {
     let tmp = tempfile::tempdir().unwrap();

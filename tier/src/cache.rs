@@ -237,8 +237,61 @@ mod tests {
         assert!(c.contains(&key(1)) && !c.contains(&key(2)));
         let s = c.stats();
         assert_eq!((s.hits, s.misses, s.bytes), (1, 3, 200));
+        // The hit rate the server reports (and the tier benchmark's table).
+        assert_eq!(s.hit_rate(), 0.25);
+        assert_eq!(CacheStats::default().hit_rate(), 0.0, "no lookups");
         c.forget(1, 0);
         assert_eq!(c.stats().bytes, 0);
+    }
+
+    fn chunk(partition: u64, base: u64, n: u64) -> ChunkKey {
+        ChunkKey {
+            partition,
+            base,
+            chunk: n,
+        }
+    }
+
+    /// Its byte count stays exact (a chunk kept again replaces itself, a
+    /// forgotten segment takes only its own chunks); a cache of exactly
+    /// its budget evicts nothing; a chunk larger than the budget stays
+    /// alone; eviction follows use, whatever the keys' order.
+    #[test]
+    fn the_cache_counts_its_bytes_and_evicts_by_use_alone() {
+        let c = ChunkCache::new(300);
+        for n in [2, 1, 0] {
+            c.insert(key(n), Bytes::from(vec![0; 100]));
+        }
+        assert_eq!(c.stats().bytes, 300, "exactly the budget: all kept");
+        c.insert(key(1), Bytes::from(vec![0; 100]));
+        assert_eq!(c.stats().bytes, 300, "kept again: replaced, not added");
+        // Chunk 2 was kept first and never used since: it goes first.
+        c.insert(key(3), Bytes::from(vec![0; 100]));
+        assert!(!c.contains(&key(2)), "the least recently used goes");
+        assert!(c.contains(&key(0)) && c.contains(&key(1)) && c.contains(&key(3)));
+        // Using 0 makes 1 the oldest (kept again after 0).
+        let _: Result<Bytes, ()> = c.get_or_fetch(&key(0), || Err(()));
+        c.insert(key(4), Bytes::from(vec![0; 100]));
+        assert!(!c.contains(&key(1)) && c.contains(&key(0)), "used, kept");
+        // Forgetting a segment takes its chunks only.
+        let c = ChunkCache::new(1 << 20);
+        for k in [
+            chunk(1, 0, 0),
+            chunk(1, 0, 1),
+            chunk(1, 16, 0),
+            chunk(2, 0, 0),
+        ] {
+            c.insert(k, Bytes::from(vec![0; 10]));
+        }
+        c.forget(1, 0);
+        assert_eq!(c.stats().bytes, 20);
+        assert!(c.contains(&chunk(1, 16, 0)) && c.contains(&chunk(2, 0, 0)));
+        // A chunk larger than the whole budget is kept, alone.
+        let c = ChunkCache::new(50);
+        c.insert(key(0), Bytes::from(vec![0; 10]));
+        c.insert(key(1), Bytes::from(vec![0; 100]));
+        assert!(c.contains(&key(1)) && !c.contains(&key(0)));
+        assert_eq!(c.stats().bytes, 100);
     }
 
     #[test]
