@@ -30,7 +30,12 @@ const META_COMPACT_BYTES: u64 = 16 << 20;
 /// applied before the call committed (a batch is in its log before its
 /// entry commits). Under a policy that does not sync each write, the
 /// partitions are flushed first, so that what the snapshot names is
-/// durable before the journal drops the entries' pointers.
+/// durable before the journal drops the entries' pointers: one after
+/// another, not all at once. Each flush's write-back allocates the
+/// partition's delayed blocks under its inode's lock, reading block
+/// bitmaps from the disk, while that partition's appends wait behind it;
+/// flushed together, every partition of the shard stalled at once, each
+/// for longer (`docs/bench/cluster-profile.md`).
 fn partition_ends(
     engine: &corelog::Handle,
     shard: usize,
@@ -43,9 +48,8 @@ fn partition_ends(
         .filter(|p| engine.shard_of(*p) == shard)
         .collect();
     if flush {
-        let flushes: Vec<_> = mine.iter().map(|p| engine.flush(*p)).collect();
-        for f in flushes {
-            match f.wait() {
+        for p in &mine {
+            match engine.flush(*p).wait() {
                 Ok(()) | Err(corelog::RequestError::UnknownPartition { .. }) => {}
                 Err(e) => return Err(e),
             }
