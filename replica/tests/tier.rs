@@ -212,11 +212,13 @@ fn first_offset(node: &Node) -> u64 {
     node.engine().stats(1).wait().expect("stats").first_offset
 }
 
-/// The leader replicates each manifest commit's end through the
-/// partition's group: the followers trim their local copies as far as the
-/// leader does, and never read a manifest from the store to do it.
-#[test]
-fn followers_trim_by_the_replicated_manifest_end_without_reading_the_store() {
+/// Three tiered nodes, each seeing the one store through its own gate.
+fn gated_cluster() -> (
+    Arc<MemoryStore>,
+    Vec<Arc<Gate>>,
+    Vec<tempfile::TempDir>,
+    Vec<Node>,
+) {
     init_log();
     let store = Arc::new(MemoryStore::new());
     let gates: Vec<Arc<Gate>> = (0..3).map(|_| Gate::new(&store)).collect();
@@ -224,9 +226,18 @@ fn followers_trim_by_the_replicated_manifest_end_without_reading_the_store() {
         .map(|_| tempfile::tempdir().expect("tempdir"))
         .collect();
     let cluster = cluster(3);
-    let nodes: Vec<Node> = (0..3)
+    let nodes = (0..3)
         .map(|i| tiered_node_on(i as u64 + 1, dirs[i].path(), &cluster, gates[i].clone()))
         .collect();
+    (store, gates, dirs, nodes)
+}
+
+/// The leader replicates each manifest commit's end through the
+/// partition's group: the followers trim their local copies as far as the
+/// leader does, and never read a manifest from the store to do it.
+#[test]
+fn followers_trim_by_the_replicated_manifest_end_without_reading_the_store() {
+    let (_store, gates, _dirs, nodes) = gated_cluster();
     let leader = wait_for_leader(&nodes.iter().collect::<Vec<_>>(), ELECT);
     let li = (leader - 1) as usize;
     for tag in 0..200 {
@@ -261,16 +272,7 @@ fn followers_trim_by_the_replicated_manifest_end_without_reading_the_store() {
 /// node reads the whole log, each batch once.
 #[test]
 fn a_leader_change_mid_upload_leaves_no_committed_duplicate() {
-    init_log();
-    let store = Arc::new(MemoryStore::new());
-    let gates: Vec<Arc<Gate>> = (0..3).map(|_| Gate::new(&store)).collect();
-    let dirs: Vec<_> = (0..3)
-        .map(|_| tempfile::tempdir().expect("tempdir"))
-        .collect();
-    let cluster = cluster(3);
-    let mut nodes: Vec<Node> = (0..3)
-        .map(|i| tiered_node_on(i as u64 + 1, dirs[i].path(), &cluster, gates[i].clone()))
-        .collect();
+    let (store, gates, _dirs, mut nodes) = gated_cluster();
     let leader = wait_for_leader(&nodes.iter().collect::<Vec<_>>(), ELECT);
     let li = (leader - 1) as usize;
     gates[li].hold.store(true, Ordering::SeqCst);
