@@ -30,14 +30,20 @@ impl Leadership for Lead {
     }
 }
 
-fn node(store: &Arc<MemoryStore>) -> (Arc<Tier>, Arc<Lead>) {
-    let lead = Arc::new(Lead::default());
+/// A tier over `store` keeping `keep` bytes locally, in a cluster when
+/// `leadership` is given.
+fn tier(store: &Arc<MemoryStore>, leadership: Option<Arc<dyn Leadership>>, keep: u64) -> Arc<Tier> {
     let config = TierConfig {
-        leadership: Some(lead.clone()),
-        local_retention_bytes: 0,
+        leadership,
+        local_retention_bytes: keep,
         ..TierConfig::new(store.clone())
     };
-    (Tier::start(config, Limits::default()).unwrap(), lead)
+    Tier::start(config, Limits::default()).unwrap()
+}
+
+fn node(store: &Arc<MemoryStore>) -> (Arc<Tier>, Arc<Lead>) {
+    let lead = Arc::new(Lead::default());
+    (tier(store, Some(lead.clone()), 0), lead)
 }
 
 /// Sealed segments of ten offsets each, as files (their bytes are not read
@@ -170,12 +176,7 @@ fn a_leader_deposed_during_its_pass_commits_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let segs = segments(tmp.path(), 2);
     let store = Arc::new(MemoryStore::new());
-    let config = TierConfig {
-        leadership: Some(Arc::new(Ending(1.into()))),
-        local_retention_bytes: 0,
-        ..TierConfig::new(store.clone())
-    };
-    let t = Tier::start(config, Limits::default()).unwrap();
+    let t = tier(&store, Some(Arc::new(Ending(1.into()))), 0);
     let err = t
         .offload(1, &segs, &Retention::default(), (0, 1000), 0)
         .unwrap_err();
@@ -227,12 +228,7 @@ fn with_replicated_commits_a_follower_trims_by_its_group_not_the_store() {
             lead: Lead::default(),
             log: log.clone(),
         });
-        let config = TierConfig {
-            leadership: Some(lead.clone()),
-            local_retention_bytes: 0,
-            ..TierConfig::new(store.clone())
-        };
-        (Tier::start(config, Limits::default()).unwrap(), lead)
+        (tier(store, Some(lead.clone()), 0), lead)
     };
     let store = Arc::new(MemoryStore::new());
     let (a, lead_a) = start(&store);
@@ -311,14 +307,7 @@ fn a_local_segment_whose_remote_copy_expired_is_not_copied_again() {
     let tmp = tempfile::tempdir().unwrap();
     let segs = segments(tmp.path(), 3);
     let store = Arc::new(MemoryStore::new());
-    let t = Tier::start(
-        TierConfig {
-            local_retention_bytes: 1 << 30,
-            ..TierConfig::new(store.clone())
-        },
-        Limits::default(),
-    )
-    .unwrap();
+    let t = tier(&store, None, 1 << 30);
     let all = (0, 300);
     let keep = Retention::default();
     assert_eq!(t.offload(1, &segs, &keep, all, 0).unwrap().uploaded, 3);
@@ -349,7 +338,7 @@ fn a_pass_that_fails_midway_reports_what_still_waits() {
     let tmp = tempfile::tempdir().unwrap();
     let segs = segments(tmp.path(), 3);
     let store = Arc::new(MemoryStore::new());
-    let t = Tier::start(TierConfig::new(store.clone()), Limits::default()).unwrap();
+    let t = tier(&store, None, 0);
     let second = corelog_tier::manifest::object_key(1, 10, 20, "log");
     store.refuse_puts_ending(Some(&second[second.len() - 20..]));
     let p = t
