@@ -23,7 +23,7 @@ use std::sync::{Arc, OnceLock};
 /// Who leads each partition's data group, for the engine's tier.
 #[derive(Debug, Default)]
 pub struct TierLeadership {
-    attached: OnceLock<(Arc<Shared>, corelog::Handle, ReplicaHandle)>,
+    attached: OnceLock<(ReplicaHandle, corelog::Handle)>,
 }
 
 impl TierLeadership {
@@ -35,14 +35,12 @@ impl TierLeadership {
     /// Answers from now on from `replica`'s groups (partition `p` is in
     /// data group `1 + engine.shard_of(p)`). Only the first call counts.
     pub fn attach(&self, replica: &ReplicaHandle, engine: corelog::Handle) {
-        let _ = self
-            .attached
-            .set((replica.shared.clone(), engine, replica.clone()));
+        let _ = self.attached.set((replica.clone(), engine));
     }
 
     fn group(&self, partition: u64) -> Option<(&Shared, usize)> {
-        let (shared, engine, _) = self.attached.get()?;
-        Some((shared, 1 + engine.shard_of(partition)))
+        let (replica, engine) = self.attached.get()?;
+        Some((&replica.shared, 1 + engine.shard_of(partition)))
     }
 }
 
@@ -63,7 +61,7 @@ impl Leadership for TierLeadership {
     }
 
     fn committed(&self, partition: u64, end: u64) {
-        if let Some((_, _, replica)) = self.attached.get() {
+        if let Some((replica, _)) = self.attached.get() {
             // Proposed now; the reply is not awaited: an entry lost with
             // a leadership change is proposed again by the next leader's
             // first pass, or with the next commit.
@@ -72,7 +70,7 @@ impl Leadership for TierLeadership {
     }
 
     fn offloaded(&self, partition: u64) -> Option<u64> {
-        let (_, engine, _) = self.attached.get()?;
+        let (_, engine) = self.attached.get()?;
         match engine.load_offset(partition, OFFLOADED_TO).wait() {
             Ok(end) => Some(end.unwrap_or(0)),
             Err(e) => {
