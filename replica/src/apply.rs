@@ -266,18 +266,21 @@ impl Future for Applier {
 
 #[cfg(test)]
 mod tests {
-    use super::{start, ApplyCmd, ApplyItem};
+    use super::{start, ApplyCmd, ApplyItem, OFFLOADED_TO};
     use crate::inbox::{Done, Inbox};
     use corelog::replication::ReplicaLog;
     use std::time::Duration;
 
-    /// Applying a send moves its partition's commit mark and hands back
-    /// the batch read from its segment: the bytes written, from the
-    /// mapping, not the buffer they arrived in. A base offset where no
-    /// batch starts gives no view, and the entry is applied all the same.
-    #[test]
-    fn an_applied_send_comes_back_as_a_view_of_its_segment() {
-        let dir = tempfile::tempdir().expect("tempdir");
+    /// An engine of one shard whose logs have a commit mark, with one
+    /// batch of three messages written (not committed) to partition 3.
+    fn engine_with_a_batch(
+        dir: &std::path::Path,
+    ) -> (
+        corelog::Engine,
+        corelog::Handle,
+        corelog::Batch,
+        corelog::AppendAck,
+    ) {
         let engine = corelog::Engine::open(corelog::Config {
             shards: Some(1),
             pin_threads: false,
@@ -285,7 +288,7 @@ mod tests {
                 commit_gate: true,
                 ..corelog::LogConfig::default()
             },
-            ..corelog::Config::new(dir.path().join("engine"))
+            ..corelog::Config::new(dir.join("engine"))
         })
         .expect("engine");
         let h = engine.handle();
@@ -309,6 +312,17 @@ mod tests {
             .append_stamped_admitted(3, batch.clone())
             .wait()
             .expect("written");
+        (engine, h, batch, ack)
+    }
+
+    /// Applying a send moves its partition's commit mark and hands back
+    /// the batch read from its segment: the bytes written, from the
+    /// mapping, not the buffer they arrived in. A base offset where no
+    /// batch starts gives no view, and the entry is applied all the same.
+    #[test]
+    fn an_applied_send_comes_back_as_a_view_of_its_segment() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (engine, h, batch, ack) = engine_with_a_batch(dir.path());
         let (report, reports) = crossbeam_channel::unbounded();
         let tx = start(&h, 0, 1, report).expect("applier");
         let commit = |index, mark, base| ApplyItem {
@@ -342,6 +356,41 @@ mod tests {
                 }
                 other => panic!("entry {index}: {other:?}"),
             }
+        }
+        drop((tx, h));
+        engine.shutdown().expect("shutdown");
+    }
+
+    /// The replicated manifest end is only ever raised: entries applied
+    /// out of the order of their ends (a replay after a restart applies
+    /// older entries again) leave the highest one recorded, which is
+    /// what followers trim below.
+    #[test]
+    fn the_offloaded_end_recorded_is_only_ever_raised() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (engine, h, _, _) = engine_with_a_batch(dir.path());
+        let (report, reports) = crossbeam_channel::unbounded();
+        let tx = start(&h, 0, 1, report).expect("applier");
+        for (index, end, held) in [(5, 100, 100), (6, 40, 100), (7, 100, 100), (8, 150, 150)] {
+            let item = ApplyItem {
+                index,
+                term: 2,
+                cmd: ApplyCmd::Offloaded { partition: 3, end },
+            };
+            tx.unbounded_send(vec![item]).expect("sent");
+            match reports
+                .recv_timeout(Duration::from_secs(10))
+                .expect("applied")
+            {
+                Inbox::Applied {
+                    index: i,
+                    result: Ok(Done::Count(0)),
+                    ..
+                } if i == index => {}
+                other => panic!("entry {index}: {other:?}"),
+            }
+            let recorded = h.load_offset(3, OFFLOADED_TO).wait().expect("loaded");
+            assert_eq!(recorded, Some(held), "after end {end} (entry {index})");
         }
         drop((tx, h));
         engine.shutdown().expect("shutdown");
