@@ -266,7 +266,7 @@ impl Future for Applier {
 
 #[cfg(test)]
 mod tests {
-    use super::{start, ApplyCmd, ApplyItem, OFFLOADED_TO};
+    use super::{start, ApplyCmd, ApplyItem, DELETED_AT, OFFLOADED_TO};
     use crate::inbox::{Done, Inbox};
     use corelog::replication::ReplicaLog;
     use std::time::Duration;
@@ -364,7 +364,7 @@ mod tests {
     /// The replicated manifest end is only ever raised: entries applied
     /// out of the order of their ends (a replay after a restart applies
     /// older entries again) leave the highest one recorded, which is
-    /// what followers trim below.
+    /// what followers trim below; and it is kept under a key of its own.
     #[test]
     fn the_offloaded_end_recorded_is_only_ever_raised() {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -392,6 +392,10 @@ mod tests {
             let recorded = h.load_offset(3, OFFLOADED_TO).wait().expect("loaded");
             assert_eq!(recorded, Some(held), "after end {end} (entry {index})");
         }
+        // Its own key: the record of applied segment deletions, which a
+        // replay compares entry indexes with, is untouched.
+        let deleted_at = h.load_offset(3, DELETED_AT).wait().expect("loaded");
+        assert_eq!(deleted_at, None, "the manifest end written over DELETED_AT");
         drop((tx, h));
         engine.shutdown().expect("shutdown");
     }
