@@ -78,6 +78,10 @@ for _ in $(seq "$REPS"); do
       --rate="$((rate * 1000000))" --numjobs=1 --output-format=json --output="$JSON_DIR/fio.json" >/dev/null
   read -r a b c < <(fio_pct "$JSON_DIR/fio.json" write)
   add f50 "$a"; add f99 "$b"; add f999 "$c"
+  # A paced writer's view of the same filesystem: corelog-bench's pwrite loop on the same
+  # schedule (one write in flight, latency from each slot, as the appends'). fio's clat is the
+  # call alone; a writer that falls behind its schedule charges its later writes the wait.
+  add pw99 "$(bench append.latency_us.p99 --engine pwrite $T --rate "$rate" --total-bytes 1GB --warmup 0.5)"
   # The default shape (every shard, its producers and partitions), at the same half rate.
   bench append.mb_per_s --message-size 1000 --messages-per-batch 10 --no-poll --fsync never --rate "$rate" --total-bytes 1GB --warmup 0.5 >/dev/null
   add d99 "$(jget "$JSON_DIR/b.json" append.latency_us.p99)"
@@ -92,6 +96,8 @@ for _ in $(seq "$REPS"); do
       --fdatasync=1 --rate="$((rateb * 1000000))" --numjobs=1 --output-format=json --output="$JSON_DIR/fio.json" >/dev/null
   read -r a b c < <(fio_pct "$JSON_DIR/fio.json" sync)
   add fs50 "$a"; add fs99 "$b"
+  add pwb99 "$(bench append.latency_us.p99 --engine pwrite $TB --rate "$rateb" --total-bytes 500MB --warmup 0.5)"
+  add pwbs99 "$(jget "$JSON_DIR/b.json" append_split.call_to_ack_us.p99)"
 done
 S="1 shard, 1 producer, 10 × 1000 B, \`fsync=never\`, $rate of $peak MB/s"
 if [ -n "$pr_found" ]; then
@@ -123,6 +129,9 @@ row ratio "append p99 at half of \`fsync=batch\` peak ($rateb of $peakb MB/s, sa
 row value "of it, sent late (the producer's 4 appends in flight all waiting on syncs): p99 (µs)" "${v[bl99]}" - - "µs"
 row ratio "of it, call to ack p99, \`fsync=batch\` (µs)" "fio fdatasync p99" "${v[fs99]}" "${v[bs99]}"
 row ratio "call to ack p50, \`fsync=batch\` (µs)" "fio fdatasync p50" "${v[fs50]}" "${v[bs50]}"
+row ratio "append p99 from schedule, \`fsync=batch\`, $rateb MB/s (µs)" "a paced pwrite + fdatasync loop, one write in flight (\`corelog-bench --engine pwrite\`), same rate and schedule, from schedule" "${v[pwb99]}" "${v[b99]}"
+row value "that loop's write + fdatasync call alone: p99 (µs)" "${v[pwbs99]}" - - "µs"
+row ratio "append p99 from schedule, \`fsync=never\`, $rate MB/s (µs)" "the same pwrite loop without the fdatasync, same rate and schedule, from schedule" "${v[pw99]}" "${v[p99]}"
 row value "append p50 from schedule, the producer spinning (\`--spin-us 300\`: no wake-ups) (µs)" "${v[spin_p50]}" - - "µs"
 row value "append p99, same (µs)" "${v[spin_p99]}" "<=" 200 "µs"
 row value "append p99.9, same (µs)" "${v[spin_p999]}" "<=" 1000 "µs"

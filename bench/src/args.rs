@@ -29,7 +29,8 @@ pub enum EngineKind {
     /// corelog: shards, admission, io_uring, mmap polls.
     Corelog,
     /// Baseline: one thread, one file, a plain pwrite loop of the same
-    /// pre-built batches (no checksums, no shards).
+    /// pre-built batches (no checksums, no shards); under --rate on the
+    /// producers' schedule, latency from each slot.
     Pwrite,
     /// Peer: walrus-rust, one topic per partition (build with `--features peers`).
     Walrus,
