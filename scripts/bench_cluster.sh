@@ -152,7 +152,7 @@ shutdown_checks() {
   local what=$1 f lines bad; shift
   for f in "$@"; do
     lines=$(plain "$f" | grep "cluster at shutdown" || true)
-    bad=$(echo "$lines" | grep -v "early acks 0, .*refused messages 0$" || true)
+    bad=$(echo "$lines" | grep -v "early acks 0, .*refused messages 0;" || true)
     if [ -z "$lines" ]; then
       echo "- **FAILED**: $what: $(basename "$f") logged no group state at shutdown (it did not stop cleanly)" >>"$JSON_DIR/notes"
       echo -n " FAILED"

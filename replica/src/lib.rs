@@ -61,7 +61,7 @@ pub use machine::{MachineError, MetaMachine};
 /// For tests: fetches from a peer held back (`testing` feature).
 #[cfg(feature = "testing")]
 pub use net::fetch::hold as fetch_hold;
-pub use status::GroupView;
+pub use status::{AtOpen, GroupView};
 pub use tier_leadership::TierLeadership;
 
 use group::{Group, GroupSetup, Role};

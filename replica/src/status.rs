@@ -20,6 +20,8 @@ pub struct GroupStatus {
     pub last_index: AtomicU64,
     /// The last index the journal made durable.
     pub synced: AtomicU64,
+    /// The journal's snapshot index: entries up to it are compacted.
+    pub snapshot: AtomicU64,
     /// Elections this node saw won (leader changes).
     pub leader_changes: AtomicU64,
     /// Acknowledgements of entries past the journal's durable point that
@@ -35,6 +37,12 @@ pub struct GroupStatus {
     /// (`group/lease.rs`), in milliseconds of [`Shared::ms_of`]; 0: not
     /// confirmed.
     pub confirmed_until: AtomicU64,
+    /// What this node's open found reconciling the journal with the
+    /// partition logs (`group/reconcile.rs`): entries read back, entries
+    /// converted from a version-02 journal, partition logs cut, whether
+    /// the journal was cut (0 or 1), logs found short of what the journal
+    /// and snapshot name.
+    pub at_open: [AtomicU64; 5],
 }
 
 /// A snapshot of one group's state.
@@ -56,6 +64,10 @@ pub struct GroupView {
     /// returned): the last index under `fsync=batch`, at most an interval
     /// behind under `interval`.
     pub synced: u64,
+    /// The journal's snapshot index: the entries up to it are compacted
+    /// away (what they applied is on disk: the partition logs, or the
+    /// embedder's metadata).
+    pub snapshot: u64,
     /// Acknowledgements refused because they ran ahead of the durable
     /// point (always 0 in a correct node; the tests check it).
     pub early_acks: u64,
@@ -64,6 +76,56 @@ pub struct GroupView {
     /// Peers' messages dropped here because a batch in them did not
     /// verify (0 between correct nodes on an undamaged network).
     pub refused_messages: u64,
+    /// What the open of this node's data group found and did (all 0 for
+    /// the metadata group).
+    pub at_open: AtOpen,
+}
+
+/// What a data group's open found reconciling its journal with the
+/// partition logs, and what it cut (the table of `group/reconcile.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AtOpen {
+    /// Entries whose batches were read back from the partition logs.
+    pub filled: u64,
+    /// Entries of a version-02 journal whose batches were written into
+    /// the logs.
+    pub converted: u64,
+    /// Partition logs cut past the last batch the journal names (written,
+    /// their pointers not durable: never acknowledged).
+    pub logs_cut: u64,
+    /// Whether the journal was cut at an entry whose batch its log lacks.
+    pub journal_cut: bool,
+    /// Partition logs found short of the end the journal and snapshot
+    /// name (only under a policy that does not sync each write).
+    pub short_logs: u64,
+}
+
+impl AtOpen {
+    /// Published in `status`'s counters.
+    pub(crate) fn publish(&self, status: &GroupStatus) {
+        let values = [
+            self.filled,
+            self.converted,
+            self.logs_cut,
+            u64::from(self.journal_cut),
+            self.short_logs,
+        ];
+        for (slot, v) in status.at_open.iter().zip(values) {
+            slot.store(v, Ordering::Relaxed);
+        }
+    }
+
+    fn load(status: &GroupStatus) -> AtOpen {
+        let [filled, converted, logs_cut, journal_cut, short_logs] =
+            status.at_open.each_ref().map(|a| a.load(Ordering::Relaxed));
+        AtOpen {
+            filled,
+            converted,
+            logs_cut,
+            journal_cut: journal_cut != 0,
+            short_logs,
+        }
+    }
 }
 
 impl std::fmt::Display for GroupView {
@@ -72,16 +134,28 @@ impl std::fmt::Display for GroupView {
         write!(
             f,
             "group {}: leader {leader}, term {}, commit {}, applied {}, last {}, synced {}, \
-             early acks {}, sent from files {} B, refused messages {}",
+             snapshot {}, \
+             early acks {}, sent from files {} B, refused messages {}; at open: {} entries \
+             read back, {} converted, {} logs cut, journal cut: {}, {} logs short",
             self.group,
             self.term,
             self.commit,
             self.applied,
             self.last_index,
             self.synced,
+            self.snapshot,
             self.early_acks,
             self.sent_from_files,
-            self.refused_messages
+            self.refused_messages,
+            self.at_open.filled,
+            self.at_open.converted,
+            self.at_open.logs_cut,
+            if self.at_open.journal_cut {
+                "yes"
+            } else {
+                "no"
+            },
+            self.at_open.short_logs
         )
     }
 }
@@ -142,9 +216,11 @@ impl Shared {
                 applied: s.applied.load(Ordering::Relaxed),
                 last_index: s.last_index.load(Ordering::Relaxed),
                 synced: s.synced.load(Ordering::Relaxed),
+                snapshot: s.snapshot.load(Ordering::Relaxed),
                 early_acks: s.early_acks.load(Ordering::Relaxed),
                 sent_from_files: s.sent_from_files.load(Ordering::Relaxed),
                 refused_messages: s.refused_messages.load(Ordering::Relaxed),
+                at_open: AtOpen::load(s),
             })
             .collect()
     }

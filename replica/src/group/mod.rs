@@ -549,6 +549,8 @@ impl Group {
             .store(self.store.rl().last_index(), Ordering::Relaxed);
         st.synced
             .store(self.store.rl().synced_index(), Ordering::Relaxed);
+        let snapshot = self.store.rl().snapshot_index();
+        st.snapshot.store(snapshot, Ordering::Relaxed);
     }
 
     fn send(&self, msgs: Vec<Message>) {
@@ -662,7 +664,8 @@ fn open_journal(s: &GroupSetup) -> Result<(Journal, u64, fence::Fence), GroupErr
             .unwrap_or_default()
     );
     if let Role::Data { shard, meta, .. } = &s.role {
-        reconcile::reconcile(id, &mut journal, &s.engine, *shard, meta.as_ref())?.log(id);
+        reconcile::reconcile(id, &mut journal, &s.engine, *shard, meta.as_ref())?
+            .report(id, s.shared.groups.get(id as usize));
     }
     let fence = fence::Fence::new(journal.is_new());
     if fence.on {

@@ -20,9 +20,10 @@
 //! |   the snapshot names (written, pointer not durable) |   crash-safe)                        |
 //! | a pointer below the log's first offset (retention   | kept; the journal compacted past it  |
 //! |   deleted its segment: stored and applied)          |   (a snapshot of the ends up to it)  |
-//! | a log short of the snapshot's end                   | reported (only under a policy that   |
-//! |                                                     |   does not sync: those bytes were    |
-//! |                                                     |   never durable)                     |
+//! | a log short of the snapshot's end                   | reported (a warning, and the count   |
+//! |                                                     |   in `GroupView::at_open`; only      |
+//! |                                                     |   under a policy that does not sync: |
+//! |                                                     |   those bytes were never durable)    |
 //!
 //! Then each partition's commit mark is set to the snapshot's end: what
 //! lies below it is committed; the entries after it move the marks as
@@ -51,11 +52,30 @@ pub(super) struct Reconciled {
     /// Where the journal was compacted: entries whose batches retention
     /// deleted lie at or below it.
     pub compacted: Option<u64>,
+    /// Partitions whose logs end short of what the journal and snapshot
+    /// name: (partition, end, named).
+    pub short: Vec<(u64, u64, u64)>,
 }
 
 impl Reconciled {
+    /// Says what was found and done: in the log, and in the counts the
+    /// group's status publishes (`GroupView::at_open`).
+    pub(super) fn report(&self, group: u32, status: Option<&crate::status::GroupStatus>) {
+        self.log(group);
+        let counts = crate::status::AtOpen {
+            filled: self.filled,
+            converted: self.converted,
+            logs_cut: self.logs_cut.len() as u64,
+            journal_cut: self.journal_cut.is_some(),
+            short_logs: self.short.len() as u64,
+        };
+        if let Some(status) = status {
+            counts.publish(status);
+        }
+    }
+
     /// Says what was found and done, in one line.
-    pub(super) fn log(&self, group: u32) {
+    fn log(&self, group: u32) {
         let mut extra = String::new();
         if self.converted > 0 {
             extra += &format!(
@@ -299,6 +319,7 @@ impl Reconcile<'_> {
                     })?;
                 self.out.logs_cut.push((partition, want));
             } else if have < want {
+                self.out.short.push((partition, have, want));
                 tracing::warn!(
                     "group {group}: partition {partition} ends at {have}, short of the {want} its journal and snapshot name (written under a policy that does not sync, and lost)"
                 );
