@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use corelog::replication::ReplicaLog;
-use corelog_replica::{ReplicaError, ReplicaOptions};
+use corelog_replica::{AtOpen, ReplicaError, ReplicaOptions};
 use std::time::Duration;
 
 const ELECT: Duration = Duration::from_secs(10);
@@ -32,6 +32,15 @@ struct Stopped {
 }
 
 fn three_sends_then_a_follower_stopped(opts: &ReplicaOptions) -> Stopped {
+    three_sends_then_a_follower_stopped_once(opts, |_, _| {})
+}
+
+/// The same, `ready` waited for (given the nodes and the follower) before
+/// the follower stops.
+fn three_sends_then_a_follower_stopped_once(
+    opts: &ReplicaOptions,
+    ready: impl Fn(&[Node], usize),
+) -> Stopped {
     init_log();
     let Three {
         dirs,
@@ -48,6 +57,7 @@ fn three_sends_then_a_follower_stopped(opts: &ReplicaOptions) -> Stopped {
         wait_stored(&n.engine(), 1, want.len(), ELECT);
     }
     let fi = (li + 1) % 3;
+    ready(&nodes, fi);
     nodes[fi].stop();
     Stopped {
         dirs,
@@ -59,9 +69,9 @@ fn three_sends_then_a_follower_stopped(opts: &ReplicaOptions) -> Stopped {
 }
 
 /// What the open of `node` found in its data groups, summed.
-fn at_open(node: &Node) -> corelog_replica::AtOpen {
+fn at_open(node: &Node) -> AtOpen {
     let views = node.handle().status();
-    let mut sum = corelog_replica::AtOpen::default();
+    let mut sum = AtOpen::default();
     for v in views.iter().filter(|v| v.group > 0) {
         sum.filled += v.at_open.filled;
         sum.converted += v.at_open.converted;
@@ -218,17 +228,12 @@ fn a_restart_cuts_a_written_batch_the_journal_does_not_point_at() {
     nodes[fi] = Node::start(fi as u64 + 1, dirs[fi].path(), &cluster, opts.clone());
     // The open says what it found and cut: the three sends' batches read
     // back, one partition log cut, the journal whole.
-    let found = at_open(&nodes[fi]);
-    assert_eq!(
-        (
-            found.filled,
-            found.logs_cut,
-            found.journal_cut,
-            found.short_logs
-        ),
-        (3, 1, false, 0),
-        "{found:?}"
-    );
+    let found = AtOpen {
+        filled: 3,
+        logs_cut: 1,
+        ..AtOpen::default()
+    };
+    assert_eq!(at_open(&nodes[fi]), found);
     let all: Vec<&Node> = nodes.iter().collect();
     wait_for_leader(&all, ELECT);
     let ack = append_retrying(&nodes[li], 1, batch(7, 2));
@@ -390,12 +395,12 @@ fn a_version_02_journal_is_converted_at_open() {
     engine.shutdown().expect("shutdown");
 
     let node = Node::start(1, dir.path(), &cluster, opts);
-    let found = at_open(&node);
-    assert_eq!(
-        (found.converted, found.logs_cut, found.journal_cut),
-        (1, 0, false),
-        "the batch missing from its log written into it: {found:?}"
-    );
+    // The batch missing from its log written into it.
+    let found = AtOpen {
+        converted: 1,
+        ..AtOpen::default()
+    };
+    assert_eq!(at_open(&node), found);
     wait_for_leader(&[&node], ELECT);
     wait_stored(&node.engine(), 1, want.len(), ELECT);
     assert_eq!(stored(&node.engine(), 1), want, "every send served again");
@@ -447,12 +452,13 @@ fn a_restart_that_cuts_an_entry_below_the_persisted_commit_starts_and_catches_up
     }
 
     nodes[fi] = Node::start(fi as u64 + 1, dirs[fi].path(), &cluster, opts.clone());
-    let found = at_open(&nodes[fi]);
-    assert_eq!(
-        (found.filled, found.journal_cut, found.logs_cut),
-        (2, true, 0),
-        "two entries' batches read back, the journal cut at the third: {found:?}"
-    );
+    // Two entries' batches read back, the journal cut at the third.
+    let found = AtOpen {
+        filled: 2,
+        journal_cut: true,
+        ..AtOpen::default()
+    };
+    assert_eq!(at_open(&nodes[fi]), found);
     let all: Vec<&Node> = nodes.iter().collect();
     let leader = wait_for_leader(&all, ELECT);
     let li = (leader - 1) as usize;
@@ -471,37 +477,31 @@ fn a_restart_that_cuts_an_entry_below_the_persisted_commit_starts_and_catches_up
 /// stopped follower's log below its snapshot, as a lost page cache would.
 #[test]
 fn an_open_reports_a_log_short_of_its_snapshot() {
-    init_log();
     let opts = ReplicaOptions {
         sync: false,
         compact_bytes: 1,
         ..options()
     };
-    let Three {
+    // The follower's journal compacted past its three sends: its snapshot
+    // names the partition's end.
+    let compacted = |nodes: &[Node], fi: usize| {
+        let deadline = std::time::Instant::now() + ELECT;
+        loop {
+            let v = nodes[fi].handle().status()[1 + nodes[fi].engine().shard_of(1)];
+            if v.snapshot >= v.applied && v.applied > 0 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "not compacted: {v}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let Stopped {
         dirs,
         cluster,
         mut nodes,
-        leader,
-    } = three(&opts, ELECT);
-    let li = (leader - 1) as usize;
-    for tag in 0..3 {
-        append_retrying(&nodes[li], 1, batch(tag, 2));
-    }
-    let fi = (li + 1) % 3;
-    // The follower's journal compacted past its three sends: its snapshot
-    // names the partition's end.
-    let group = 1 + (1 % cluster.shards) as u32;
-    let deadline = std::time::Instant::now() + ELECT;
-    loop {
-        let ends = stored(&nodes[fi].engine(), 1).len() == stored(&nodes[li].engine(), 1).len();
-        let v = nodes[fi].handle().status()[group as usize];
-        if ends && v.snapshot >= v.applied && v.applied > 0 {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "not compacted: {v}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    nodes[fi].stop();
+        li: _,
+        fi,
+    } = three_sends_then_a_follower_stopped_once(&opts, compacted);
     {
         let engine = open_engine(dirs[fi].path(), &cluster, &opts);
         let end = engine.handle().stats(1).wait().expect("stats").end_offset;
@@ -511,15 +511,9 @@ fn an_open_reports_a_log_short_of_its_snapshot() {
         engine.shutdown().expect("shutdown");
     }
     nodes[fi] = Node::start(fi as u64 + 1, dirs[fi].path(), &cluster, opts.clone());
-    let found = at_open(&nodes[fi]);
-    assert_eq!(
-        (
-            found.short_logs,
-            found.logs_cut,
-            found.journal_cut,
-            found.filled
-        ),
-        (1, 0, false, 0),
-        "{found:?}"
-    );
+    let found = AtOpen {
+        short_logs: 1,
+        ..AtOpen::default()
+    };
+    assert_eq!(at_open(&nodes[fi]), found);
 }
