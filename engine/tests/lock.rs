@@ -194,3 +194,35 @@ fn a_finished_cli_run_leaves_the_directory_free() {
     );
     engine.shutdown().unwrap();
 }
+
+/// The read-only tools take the lock shared and create nothing: on a
+/// directory no engine left a lock file in (copied without it), `verify`
+/// runs and leaves none; a lock file that cannot be opened is an error
+/// naming it, never a reason to read unlocked.
+#[test]
+fn a_read_creates_no_lock_file_and_an_unreadable_one_is_an_error() {
+    let _serial = common::serial();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let out = corelog(&["append", "--dir", d, "--partition", "3"], &batch(0, 9));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lock = dir.path().join(".lock");
+    std::fs::remove_file(&lock).unwrap();
+    let out = corelog(&["verify", "--dir", d], b"");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!lock.exists(), "a read created the lock file");
+    // A lock file that loops (ELOOP on open): refused, naming it.
+    std::os::unix::fs::symlink(&lock, &lock).unwrap();
+    let out = corelog(&["verify", "--dir", d], b"");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "verify read without its lock");
+    assert!(err.contains(".lock"), "{err}");
+}

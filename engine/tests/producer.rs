@@ -33,6 +33,7 @@ fn a_producer_keeps_call_order_through_a_full_queue() {
     engine.handle().create_partition(p).wait().unwrap();
     let release = hold_shard(&engine.handle(), 0);
     let mut producer = engine.handle().producer(p);
+    assert_eq!(producer.partition(), p, "the partition it appends to");
     let sender = std::thread::spawn(move || {
         (0..SENDS)
             .map(|seq| producer.send_blocking(batch(1, seq)))

@@ -27,6 +27,9 @@ fn a_panicking_shard_answers_its_callers_shard_failed_and_the_others_go_on() {
         Duration::from_secs(600),
     );
     std::thread::sleep(Duration::from_millis(20));
+    let health = engine.handle().health();
+    assert!(health.is_healthy(), "{health:?}");
+    assert_eq!(health.failed().count(), 0, "{health:?}");
     engine.handle().inject_shard_panic(0);
     // Queued behind the panic.
     let queued = engine.handle().append(0, batch(0, 1));
