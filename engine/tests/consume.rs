@@ -89,12 +89,20 @@ fn a_consumer_on_a_thread_blocks_for_data_and_ends_once_on_shutdown() {
     engine.handle().create_partition(p).wait().unwrap();
     let writer = producer(engine.handle(), p);
     let mut consumer = engine.handle().consume(p, 0, 1 << 20);
+    assert_eq!(consumer.partition(), p);
     let mut got = Vec::new();
     while got.len() < all_messages().len() {
         got.extend(ids(&consumer.next_blocking().unwrap().unwrap()));
     }
     writer.join().unwrap();
     assert_eq!(got, all_messages());
+    // What a log line of it says: where it is.
+    let shown = format!("{consumer:?}");
+    let next = format!("next_offset: {}", consumer.next_offset());
+    assert!(
+        shown.contains("partition: 2") && shown.contains(&next),
+        "{shown}"
+    );
     // Caught up: the next reply waits; shutdown ends it with one error.
     let handle = engine.handle();
     let waiter = std::thread::spawn(move || {
@@ -143,5 +151,29 @@ fn a_consumer_that_asks_for_empty_replies_gets_one_per_max_wait() {
         ids(&r),
         (0..messages_in(1)).map(|i| (1, i)).collect::<Vec<_>>()
     );
+    engine.shutdown().unwrap();
+}
+
+/// Without `yield_empty` the stream yields only replies with messages: a
+/// caught-up consumer's polls that time out (here every 10 ms, 30 times
+/// over before the next append) are asked again, never handed out.
+#[test]
+fn a_consumer_that_does_not_ask_for_empty_replies_gets_none() {
+    let _dog = Watchdog::arm("consume without yield_empty", Duration::from_secs(60));
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path(), 1, small_segments());
+    engine.handle().create_partition(1).wait().unwrap();
+    let mut consumer = engine
+        .handle()
+        .consume(1, 0, 1 << 20)
+        .max_wait(Duration::from_millis(10));
+    let handle = engine.handle();
+    let writer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(300));
+        handle.append(1, batch(1, 0)).wait().unwrap();
+    });
+    let first = consumer.next_blocking().unwrap().unwrap();
+    assert_eq!(ids(&first).len() as u64, messages_in(0), "the first reply");
+    writer.join().unwrap();
     engine.shutdown().unwrap();
 }
