@@ -21,11 +21,12 @@
 # preallocation in steps, whole segments, none), admission (criterion: admission against XXH3),
 # tail (an append's latency at half load split into the producer's lateness and call-to-ack,
 # against fio at the same rate, with the VM's free page reporting as found and paused;
-# scripts/bench_tail.sh; OUT=docs/bench/tail.md), tier (tiered storage against a
+# scripts/bench_tail.sh), tier (tiered storage against a
 # SeaweedFS on loopback, iggy-bench: produce with offload on against off, consume from the store
 # against local, what the store and the disk hold; scripts/bench_tier.sh, which says what it
 # needs: TIER_BYTES, TIER_LOCAL...).
-# Results: $OUT (default docs/bench/results.md; docs/bench/tier.md for `tier` alone, and
+# Results: $OUT (default docs/bench/results.md; docs/bench/tier.md for `tier` alone,
+# docs/bench/tail.md for `tail` alone, and
 # docs/bench/cluster.md for `cluster` alone).
 # After a run of the default set into the default file, the README's block between the
 # "bench.sh results" markers is replaced by that file, as it is.
@@ -37,7 +38,7 @@ REPS=${REPS:-3}
 DATA_DIR=${DATA_DIR:-/var/tmp/corelog-bench-data}
 SCENARIOS=${*:-$DEFAULT_SCENARIOS}
 OUT_DEFAULT=docs/bench/results.md
-case "$SCENARIOS" in tier | cluster) OUT_DEFAULT=docs/bench/$SCENARIOS.md ;; esac
+case "$SCENARIOS" in tier | cluster | tail) OUT_DEFAULT=docs/bench/$SCENARIOS.md ;; esac
 OUT=${OUT:-$OUT_DEFAULT}
 COMMAND="REPS=$REPS scripts/bench.sh${*:+ $*}"
 JSON_DIR=$(mktemp -d)
