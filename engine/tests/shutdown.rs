@@ -239,6 +239,15 @@ fn a_handle_outliving_its_engine_refuses_every_request() {
         "enforce_retention",
     );
     shutting(h.spawn_on(0, || async {}).wait(), "spawn_on");
+    // And its health says why: every shard stopped, none failed.
+    let health = h.health();
+    assert!(
+        health
+            .shards
+            .iter()
+            .all(|s| s.state == corelog::ShardState::Stopped),
+        "{health:?}"
+    );
 
     // The directory is free again, and the acknowledged batch is there.
     let engine = open(dir.path(), 1, LogConfig::default());
