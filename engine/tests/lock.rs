@@ -20,6 +20,16 @@ fn open_again(dir: &Path) -> Result<Engine, OpenError> {
     })
 }
 
+/// Runs the `corelog` tool, which must succeed.
+fn corelog_ok(args: &[&str], stdin: &[u8]) {
+    let out = corelog(args, stdin);
+    assert!(
+        out.status.success(),
+        "corelog {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn assert_lock_held(result: Result<Engine, OpenError>, dir: &Path) {
     match result {
         Err(OpenError::LockHeld { dir: d, holder }) => {
@@ -181,12 +191,7 @@ fn a_finished_cli_run_leaves_the_directory_free() {
     let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let out = corelog(&["append", "--dir", d, "--partition", "3"], &batch(0, 9));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    corelog_ok(&["append", "--dir", d, "--partition", "3"], &batch(0, 9));
     let engine = open_again(dir.path()).unwrap();
     assert_eq!(
         engine.handle().stats(3).wait().unwrap().next_offset,
@@ -204,20 +209,10 @@ fn a_read_creates_no_lock_file_and_an_unreadable_one_is_an_error() {
     let _serial = common::serial();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let out = corelog(&["append", "--dir", d, "--partition", "3"], &batch(0, 9));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    corelog_ok(&["append", "--dir", d, "--partition", "3"], &batch(0, 9));
     let lock = dir.path().join(".lock");
     std::fs::remove_file(&lock).unwrap();
-    let out = corelog(&["verify", "--dir", d], b"");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    corelog_ok(&["verify", "--dir", d], b"");
     assert!(!lock.exists(), "a read created the lock file");
     // A lock file that loops (ELOOP on open): refused, naming it.
     std::os::unix::fs::symlink(&lock, &lock).unwrap();

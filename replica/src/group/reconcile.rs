@@ -53,8 +53,8 @@ pub(super) struct Reconciled {
     /// deleted lie at or below it.
     pub compacted: Option<u64>,
     /// Partitions whose logs end short of what the journal and snapshot
-    /// name: (partition, end, named).
-    pub short: Vec<(u64, u64, u64)>,
+    /// name (each logged with its figures).
+    pub short: u64,
 }
 
 impl Reconciled {
@@ -67,7 +67,7 @@ impl Reconciled {
             converted: self.converted,
             logs_cut: self.logs_cut.len() as u64,
             journal_cut: self.journal_cut.is_some(),
-            short_logs: self.short.len() as u64,
+            short_logs: self.short,
         };
         if let Some(status) = status {
             counts.publish(status);
@@ -319,7 +319,7 @@ impl Reconcile<'_> {
                     })?;
                 self.out.logs_cut.push((partition, want));
             } else if have < want {
-                self.out.short.push((partition, have, want));
+                self.out.short += 1;
                 tracing::warn!(
                     "group {group}: partition {partition} ends at {have}, short of the {want} its journal and snapshot name (written under a policy that does not sync, and lost)"
                 );
