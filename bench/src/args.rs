@@ -160,6 +160,11 @@ pub struct Args {
     /// latency is then live) instead of reading everything afterwards.
     #[arg(long)]
     pub tail: bool,
+    /// Appends' writes of at most this many bytes are made on the shard's
+    /// own thread instead of by io_uring's workers (0: none; default the
+    /// engine's, 64 KiB; see its `Config::inline_writes`).
+    #[arg(long, value_parser = parse_size)]
+    pub inline_write_max: Option<u64>,
     /// Do not preallocate segment files (fallocate).
     #[arg(long)]
     pub no_preallocate: bool,

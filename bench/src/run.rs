@@ -48,6 +48,12 @@ fn open_engine(args: &Args, shape: &Shape, dir: &std::path::Path) -> Result<Engi
     let engine = Engine::open(Config {
         shards: Some(shape.shards),
         log: log_config(args),
+        inline_writes: corelog::InlineWrites::up_to(
+            args.inline_write_max
+                .map_or(corelog::DEFAULT_INLINE_WRITE_MAX, |m| {
+                    usize::try_from(m).unwrap_or(usize::MAX)
+                }),
+        ),
         ..Config::new(dir)
     })
     .map_err(|e| e.to_string())?;
@@ -228,7 +234,15 @@ pub fn run(args: Args) -> Result<(), String> {
     sampler_stop.store(true, Ordering::Relaxed);
     let series = sampler.join().unwrap_or_default();
     pb.finish_and_clear();
-    let on_shard = engine.handle().metrics().append_latency();
+    let metrics = engine.handle().metrics();
+    let on_shard = metrics.append_latency();
+    let writes = metrics.shards.iter().fold([0; 3], |w, s| {
+        [
+            w[0] + s.writes_inline,
+            w[1] + s.writes_inline_slow,
+            w[2] + s.writes_by_ring,
+        ]
+    });
     engine.shutdown().map_err(|e| e.to_string())?;
     let reopen = match args.reopen {
         true => Some(crate::reopen::measure(
@@ -248,6 +262,7 @@ pub fn run(args: Args) -> Result<(), String> {
         append_late: split.0,
         append_service: split.1,
         on_shard,
+        writes,
         poll,
         e2e,
         served,

@@ -24,6 +24,9 @@ pub struct Summary<'a> {
     /// The engine's own count of its appends (warm-up included): from the
     /// shard taking each to its answer, in power-of-two buckets.
     pub on_shard: corelog::LatencyHistogram,
+    /// The engine's writes: made on the shards' threads, of those slow,
+    /// and handed to the rings (warm-up included).
+    pub writes: [u64; 3],
     pub poll: Phase,
     pub e2e: Histogram<u64>,
     /// Bytes that arrived through the consumers' sockets.
@@ -150,6 +153,11 @@ impl Summary<'_> {
             "append_split": {
                 "sent_late_us": latency_json(&self.append_late),
                 "call_to_ack_us": latency_json(&self.append_service),
+            },
+            "writes": {
+                "inline": self.writes[0],
+                "inline_slow": self.writes[1],
+                "by_ring": self.writes[2],
             },
             "poll": poll,
             "end_to_end": { "latency_us": latency_json(&self.e2e) },

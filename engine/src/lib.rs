@@ -56,6 +56,7 @@ pub mod replication {
     pub use crate::engine::replicated::ReplicaLog;
 }
 
+pub use config::DEFAULT_INLINE_WRITE_MAX;
 pub use config::{Config, OpenPartitions, Placement};
 pub use consume::Consumer;
 pub use engine::try_append::Full;
@@ -70,6 +71,7 @@ pub use queue::Reply;
 pub use shard::PartitionRecovery;
 
 pub use corelog_segment::declared_length;
+pub use corelog_segment::io::InlineWrites;
 pub use corelog_segment::log::{
     AppendAck, AppendError, CleanClose, CommitMarkError, CutError, Damage, FsyncPolicy, LogConfig,
     LogError, LogStats, OpenCheck, OpenError as LogOpenError, ParseFsyncError, Poison, PollFrom,

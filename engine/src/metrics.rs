@@ -6,6 +6,7 @@
 //! a shard cannot.
 
 use crate::health::ShardHealth;
+use corelog_segment::io::WriteWay;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -26,6 +27,9 @@ pub(crate) struct ShardCounters {
     poll_errors: AtomicU64,
     append_latency: [AtomicU64; LATENCY_BUCKETS],
     sync_latency: [AtomicU64; LATENCY_BUCKETS],
+    writes_inline: AtomicU64,
+    writes_inline_slow: AtomicU64,
+    writes_by_ring: AtomicU64,
 }
 
 impl ShardCounters {
@@ -40,7 +44,20 @@ impl ShardCounters {
             poll_errors: AtomicU64::new(0),
             append_latency: std::array::from_fn(|_| AtomicU64::new(0)),
             sync_latency: std::array::from_fn(|_| AtomicU64::new(0)),
+            writes_inline: AtomicU64::new(0),
+            writes_inline_slow: AtomicU64::new(0),
+            writes_by_ring: AtomicU64::new(0),
         }
+    }
+
+    /// One of the shard's writes was made `way`.
+    pub(crate) fn wrote(&self, way: WriteWay) {
+        let counter = match way {
+            WriteWay::Inline => &self.writes_inline,
+            WriteWay::InlineSlow => &self.writes_inline_slow,
+            WriteWay::Ring => &self.writes_by_ring,
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
     }
 
     /// One of the shard's file `fdatasync`s took `took`.
@@ -101,6 +118,9 @@ impl ShardCounters {
             sync_latency: LatencyHistogram {
                 buckets: std::array::from_fn(|i| get(&self.sync_latency[i])),
             },
+            writes_inline: get(&self.writes_inline) + get(&self.writes_inline_slow),
+            writes_inline_slow: get(&self.writes_inline_slow),
+            writes_by_ring: get(&self.writes_by_ring),
         }
     }
 }
@@ -138,6 +158,14 @@ pub struct ShardMetrics {
     /// How long the shard's `fdatasync`s of its files took (group commit,
     /// sealing, indexes, recovery; its count is how many there were).
     pub sync_latency: LatencyHistogram,
+    /// Writes the shard made on its own thread (`Config::inline_writes`).
+    pub writes_inline: u64,
+    /// Of those, the slow ones: each sent the next writes to the ring for a
+    /// while.
+    pub writes_inline_slow: u64,
+    /// Writes handed to the storage ring (io_uring's workers, on a
+    /// filesystem that cannot take them without blocking).
+    pub writes_by_ring: u64,
 }
 
 /// The engine's metrics: each shard's, and their sums.
@@ -180,7 +208,8 @@ impl Metrics {
 
 /// One line per shard: `shard 0: 12 appends (3400000 B, 0 refused, 0 in
 /// flight, p50 <= 64µs, p99 <= 512µs), 3 fdatasyncs (p50 <= 2ms, p99 <=
-/// 4ms), 7 polls (3400000 B, 0 failed), 0 of 4096 queued, Running`.
+/// 4ms), 12 writes inline (0 slow), 0 by the ring, 7 polls (3400000 B, 0
+/// failed), 0 of 4096 queued, Running`.
 impl std::fmt::Display for Metrics {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         for (i, s) in self.shards.iter().enumerate() {
@@ -194,7 +223,7 @@ impl std::fmt::Display for Metrics {
             let (a, y) = (&s.append_latency, &s.sync_latency);
             write!(
                 f,
-                "shard {}: {} appends ({} B, {} refused, {} in flight, p50 <= {}, p99 <= {}), {} fdatasyncs (p50 <= {}, p99 <= {}), {} polls ({} B, {} failed), {} of {} queued, {:?}",
+                "shard {}: {} appends ({} B, {} refused, {} in flight, p50 <= {}, p99 <= {}), {} fdatasyncs (p50 <= {}, p99 <= {}), {} writes inline ({} slow), {} by the ring, {} polls ({} B, {} failed), {} of {} queued, {:?}",
                 s.health.shard,
                 s.appends,
                 s.appended_bytes,
@@ -205,6 +234,9 @@ impl std::fmt::Display for Metrics {
                 y.count(),
                 q(y, 0.5),
                 q(y, 0.99),
+                s.writes_inline,
+                s.writes_inline_slow,
+                s.writes_by_ring,
                 s.polls,
                 s.polled_bytes,
                 s.poll_errors,
@@ -310,6 +342,11 @@ mod tests {
         c.append_done(Instant::now(), None);
         c.poll_done(Some(100));
         c.sync_done(Duration::from_micros(300));
+        c.wrote(WriteWay::Inline);
+        c.wrote(WriteWay::InlineSlow);
+        c.wrote(WriteWay::Ring);
+        c.wrote(WriteWay::Ring);
+        c.wrote(WriteWay::Ring);
         let health = ShardHealth {
             shard: 0,
             state: crate::health::ShardState::Running,
@@ -328,7 +365,7 @@ mod tests {
         );
         assert!(
             text.ends_with(
-                "1 fdatasyncs (p50 <= 512µs, p99 <= 512µs), 1 polls (100 B, 0 failed), 1 of 8 queued, Running"
+                "1 fdatasyncs (p50 <= 512µs, p99 <= 512µs), 2 writes inline (1 slow), 3 by the ring, 1 polls (100 B, 0 failed), 1 of 8 queued, Running"
             ),
             "{text}"
         );

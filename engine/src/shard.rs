@@ -127,7 +127,9 @@ pub(crate) fn start(
             let run = std::panic::catch_unwind(AssertUnwindSafe(|| {
                 runtime.block_on(async move {
                     let storage = match UringStorage::new(config.ring_entries) {
-                        Ok(s) => s.observe_syncs(Arc::new(SyncTimes(queue.clone()))),
+                        Ok(s) => s
+                            .observe(Arc::new(IoCounts(queue.clone())))
+                            .inline_writes(config.inline_writes),
                         Err(e) => {
                             let _ = ready.send(Err(OpenError::IoUringUnavailable {
                                 reason: Arc::new(e),
@@ -192,19 +194,23 @@ pub(crate) fn start(
         })
 }
 
-/// Where a shard's storage tells how long each `fdatasync` took: its
-/// metrics.
-struct SyncTimes(Arc<ShardQueue>);
+/// Where a shard's storage tells how long each `fdatasync` took and how
+/// each write was made: its metrics.
+struct IoCounts(Arc<ShardQueue>);
 
-impl std::fmt::Debug for SyncTimes {
+impl std::fmt::Debug for IoCounts {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "SyncTimes(shard {})", self.0.index)
+        write!(f, "IoCounts(shard {})", self.0.index)
     }
 }
 
-impl corelog_segment::io::SyncObserver for SyncTimes {
+impl corelog_segment::io::IoObserver for IoCounts {
     fn synced(&self, took: std::time::Duration) {
         self.0.counters.sync_done(took);
+    }
+
+    fn wrote(&self, way: corelog_segment::io::WriteWay) {
+        self.0.counters.wrote(way);
     }
 }
 

@@ -111,3 +111,61 @@ fn each_shard_times_its_fdatasyncs() {
         engine.shutdown().unwrap();
     }
 }
+
+/// Appends' writes are made on the shard's own thread up to
+/// `Config::inline_writes`' bound and handed to the ring above it or when
+/// it is off; either way a poll returns the bytes appended.
+#[test]
+fn small_writes_are_made_inline_by_default_and_large_ones_by_the_ring() {
+    for inline in [true, false] {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = corelog::Engine::open(corelog::Config {
+            shards: Some(1),
+            pin_threads: false,
+            inline_writes: if inline {
+                corelog::Config::new(dir.path()).inline_writes
+            } else {
+                corelog::InlineWrites::OFF
+            },
+            ..corelog::Config::new(dir.path())
+        })
+        .unwrap();
+        let h = engine.handle();
+        h.create_partition(0).wait().unwrap();
+        let small = batch(0, 0);
+        assert!(small.len() <= corelog::DEFAULT_INLINE_WRITE_MAX);
+        h.append(0, small.clone()).wait().unwrap();
+        let before = h.metrics().shards[0].clone();
+        let payload = vec![7u8; corelog::DEFAULT_INLINE_WRITE_MAX];
+        let mut large = corelog::BatchBuilder::new();
+        large.push(corelog::MessageSpec {
+            id: 1,
+            timestamp: 1,
+            payload: &payload,
+            user_headers: b"",
+        });
+        let large = large.build().unwrap();
+        h.append(0, large.clone()).wait().unwrap();
+        let after = h.metrics().shards[0].clone();
+        assert_eq!(
+            after.writes_by_ring - before.writes_by_ring,
+            1,
+            "inline {inline}: {after:?}"
+        );
+        assert_eq!(after.writes_inline, before.writes_inline, "{after:?}");
+        if inline {
+            assert!(before.writes_inline >= 1, "{before:?}");
+            assert_eq!(before.writes_by_ring, 0, "{before:?}");
+        } else {
+            assert_eq!(after.writes_inline, 0, "{after:?}");
+        }
+        assert_eq!(after.writes_inline_slow, 0, "{after:?}");
+        let reply = h.poll(0, corelog::PollFrom::First, 1 << 20).wait().unwrap();
+        let got: Vec<&[u8]> = reply.batches().map(|b| b.blob()).collect();
+        let frames = |b: &[u8]| b[corelog::BATCH_HEADER_LEN..].to_vec();
+        assert_eq!(got.len(), 2, "inline {inline}");
+        assert_eq!(got[0], frames(&small), "inline {inline}");
+        assert_eq!(got[1], frames(&large), "inline {inline}");
+        engine.shutdown().unwrap();
+    }
+}

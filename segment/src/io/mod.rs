@@ -10,6 +10,7 @@
 //! truncation, reads) are async; rare metadata operations (open, list,
 //! rename, remove) are synchronous system calls.
 
+mod inline;
 mod real;
 mod seam;
 #[cfg(feature = "testing")]
@@ -20,7 +21,8 @@ mod sim_mem;
 mod sim_state;
 mod uring;
 
-pub use real::{map_file, SyncObserver, UringFile, UringStorage};
+pub use inline::{InlineWrites, WriteWay};
+pub use real::{map_file, IoObserver, UringFile, UringStorage};
 pub use seam::{Mapping, Storage, StorageFile, WriteBufs};
 #[cfg(feature = "testing")]
 pub use sim::{SimFaults, SimStorage};

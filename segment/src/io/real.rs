@@ -1,6 +1,7 @@
 //! Real files on a shard's io_uring.
 #![allow(unsafe_code)]
 
+use super::inline::{InlineWrites, WriteWay};
 use super::seam::{Mapped, Mapping, Storage, StorageFile, WriteBufs};
 use super::uring::Ring;
 use std::fs::{File, OpenOptions};
@@ -22,14 +23,17 @@ use std::sync::Arc;
 #[derive(Debug, Clone)]
 pub struct UringStorage {
     ring: Ring,
-    syncs: Option<Arc<dyn SyncObserver>>,
+    syncs: Option<Arc<dyn IoObserver>>,
 }
 
-/// Told how long each file's `fdatasync` took ([`UringStorage::observe_syncs`]):
-/// an embedder's metrics, from the shard's thread (keep it cheap).
-pub trait SyncObserver: std::fmt::Debug + Send + Sync {
+/// Told how long each file's `fdatasync` took and how each write was made
+/// ([`UringStorage::observe`]): an embedder's metrics, from the shard's
+/// thread (keep it cheap).
+pub trait IoObserver: std::fmt::Debug + Send + Sync {
     /// One `fdatasync` returned after `took`.
     fn synced(&self, took: std::time::Duration);
+    /// One write was made `way`.
+    fn wrote(&self, way: WriteWay);
 }
 
 impl UringStorage {
@@ -43,9 +47,17 @@ impl UringStorage {
     }
 
     /// Tells `observer` how long each file's `fdatasync` takes (not the
-    /// directories').
-    pub fn observe_syncs(mut self, observer: Arc<dyn SyncObserver>) -> UringStorage {
+    /// directories'), and how each write was made.
+    pub fn observe(mut self, observer: Arc<dyn IoObserver>) -> UringStorage {
+        self.ring.observe_writes(observer.clone());
         self.syncs = Some(observer);
+        self
+    }
+
+    /// Makes the writes `policy` allows on the shard's own thread (see
+    /// [`InlineWrites`]).
+    pub fn inline_writes(self, policy: InlineWrites) -> UringStorage {
+        self.ring.set_inline_writes(policy);
         self
     }
 
@@ -110,7 +122,7 @@ impl Storage for UringStorage {
 pub struct UringFile {
     file: Arc<File>,
     ring: Ring,
-    syncs: Option<Arc<dyn SyncObserver>>,
+    syncs: Option<Arc<dyn IoObserver>>,
 }
 
 impl StorageFile for UringFile {

@@ -10,6 +10,8 @@
 //! into the slot and are freed by the reaper.
 #![allow(unsafe_code)]
 
+use super::inline::{iovecs, Inline, InlineWrites};
+use super::real::IoObserver;
 use io_uring::{opcode, squeue, types, IoUring};
 use slab::Slab;
 use std::any::Any;
@@ -22,6 +24,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::pin::Pin;
 use std::rc::{Rc, Weak};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 /// The io_uring instance of one shard's storage.
@@ -42,6 +45,7 @@ struct Inner {
     uring: RefCell<IoUring>,
     ops: RefCell<Slab<Slot>>,
     eventfd: OwnedFd,
+    inline: Inline,
 }
 
 enum Slot {
@@ -73,6 +77,7 @@ impl Ring {
             uring: RefCell::new(uring),
             ops: RefCell::new(Slab::with_capacity(entries as usize)),
             eventfd: owned,
+            inline: Inline::new(),
         });
         let weak = Rc::downgrade(&inner);
         monoio::spawn(reap_forever(weak, for_reaper));
@@ -84,7 +89,19 @@ impl Ring {
         self.inner.ops.borrow().len()
     }
 
-    /// `pwritev2` of all of `bufs` at `pos`; resubmits after a short write.
+    /// Which writes this ring's thread makes itself (see `io/inline.rs`);
+    /// none until set.
+    pub fn set_inline_writes(&self, policy: InlineWrites) {
+        self.inner.inline.set(policy);
+    }
+
+    /// Tells `observer` how each write was made.
+    pub fn observe_writes(&self, observer: Arc<dyn IoObserver>) {
+        self.inner.inline.observe(observer);
+    }
+
+    /// `pwritev2` of all of `bufs` at `pos`, on this thread when the inline
+    /// policy allows it, else on the ring; resubmits after a short write.
     pub async fn write_all_at(
         &self,
         fd: RawFd,
@@ -93,13 +110,15 @@ impl Ring {
     ) -> io::Result<()> {
         let total = bufs.len();
         let mut done = 0usize;
-        let mut res = Box::new(WritevRes {
-            bufs,
-            iov: [empty_iovec(); 2],
-        });
+        if let Some(r) = self.inner.inline.try_write(fd, pos, &bufs) {
+            return r;
+        }
+        let (iov, _) = iovecs(&bufs, 0);
+        let mut res = Box::new(WritevRes { bufs, iov });
         while done < total {
-            res.fill_iov(done);
-            let n = res.iov.iter().filter(|v| v.iov_len > 0).count() as u32;
+            let (iov, n) = iovecs(&res.bufs, done);
+            res.iov = iov;
+            let n = n as u32;
             let (r, back) = self
                 .submit(res, |r| {
                     opcode::Writev::new(types::Fd(fd), r.iov.as_ptr(), n)
@@ -183,6 +202,8 @@ impl Ring {
 
     /// `fallocate(fd, 0, 0, len)`: allocates blocks and extends the size.
     pub async fn allocate(&self, fd: RawFd, len: u64) -> io::Result<()> {
+        // It holds the inode lock: no write to `fd` inline meanwhile.
+        let _busy = self.inner.inline.busy(fd);
         let (r, _) = self
             .submit(Box::new(()), |_| {
                 opcode::Fallocate::new(types::Fd(fd), len).build()
@@ -216,6 +237,7 @@ impl Ring {
 
     /// `ftruncate(fd, len)`.
     pub async fn truncate(&self, fd: RawFd, len: u64) -> io::Result<()> {
+        let _busy = self.inner.inline.busy(fd);
         let (r, _) = self
             .submit(Box::new(()), |_| {
                 opcode::Ftruncate::new(types::Fd(fd), len).build()
@@ -247,37 +269,9 @@ fn check(r: i32) -> io::Result<()> {
     }
 }
 
-fn empty_iovec() -> libc::iovec {
-    libc::iovec {
-        iov_base: std::ptr::null_mut(),
-        iov_len: 0,
-    }
-}
-
 struct WritevRes {
     bufs: crate::io::WriteBufs,
     iov: [libc::iovec; 2],
-}
-
-impl WritevRes {
-    /// Points the iovecs at the bytes from `skip` on.
-    fn fill_iov(&mut self, mut skip: usize) {
-        self.iov = [empty_iovec(); 2];
-        let mut i = 0;
-        for part in [&self.bufs.head, &self.bufs.body] {
-            if skip >= part.len() {
-                skip -= part.len();
-                continue;
-            }
-            let rest = &part[skip..];
-            skip = 0;
-            self.iov[i] = libc::iovec {
-                iov_base: rest.as_ptr() as *mut libc::c_void,
-                iov_len: rest.len(),
-            };
-            i += 1;
-        }
-    }
 }
 
 impl Inner {
@@ -457,6 +451,7 @@ impl<T: 'static> Drop for Op<T> {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
+    use crate::io::WriteWay;
     use std::os::fd::AsRawFd;
 
     /// More operations in flight than the completion queue holds (a ring of
@@ -498,5 +493,61 @@ mod tests {
                     }
                 }
             });
+    }
+
+    #[derive(Debug, Default)]
+    struct Ways(std::sync::Mutex<Vec<WriteWay>>);
+
+    impl IoObserver for Ways {
+        fn synced(&self, _: std::time::Duration) {}
+        fn wrote(&self, way: WriteWay) {
+            self.0.lock().unwrap().push(way);
+        }
+    }
+
+    /// While a `fallocate` or `ftruncate` of a file (each holds its inode
+    /// lock) is in flight, a write to it goes to the ring, not inline; once
+    /// it is done, inline again.
+    #[test]
+    fn a_write_to_a_file_being_allocated_or_truncated_goes_to_the_ring() {
+        let tmp = tempfile::NamedTempFile::new().unwrap();
+        let fd = tmp.as_file().as_raw_fd();
+        monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+            .enable_timer()
+            .build()
+            .unwrap()
+            .block_on(async move {
+                let ring = Ring::new(8).unwrap();
+                ring.set_inline_writes(InlineWrites::up_to(64));
+                let ways = Arc::new(Ways::default());
+                ring.observe_writes(ways.clone());
+                let one = || crate::io::WriteBufs::one(bytes::Bytes::from_static(b"x"));
+                for truncating in [false, true] {
+                    // The operation's first poll submits it; it completes
+                    // on a worker later, so its first poll is pending (tried
+                    // again in the rare case it is not).
+                    let mut tries = 0;
+                    loop {
+                        let mut op: Pin<Box<dyn Future<Output = io::Result<()>>>> = if truncating {
+                            Box::pin(ring.truncate(fd, 1 << 30))
+                        } else {
+                            Box::pin(ring.allocate(fd, 1 << 30))
+                        };
+                        let mut cx = Context::from_waker(Waker::noop());
+                        if op.as_mut().poll(&mut cx).is_pending() {
+                            ring.write_all_at(fd, 0, one()).await.unwrap();
+                            op.await.unwrap();
+                            break;
+                        }
+                        tries += 1;
+                        assert!(tries < 100, "the operation never stayed in flight");
+                    }
+                    ring.write_all_at(fd, 1, one()).await.unwrap();
+                }
+                let ways = ways.0.lock().unwrap().clone();
+                let (r, i) = (WriteWay::Ring, WriteWay::Inline);
+                assert_eq!(ways, vec![r, i, r, i]);
+            });
+        assert_eq!(&std::fs::read(tmp.path()).unwrap()[..2], b"xx");
     }
 }
