@@ -50,6 +50,10 @@ struct Args {
     /// docs/bench/cluster-profile.md).
     #[arg(long, default_value = "off", value_parser = parse_by_reference)]
     replicate_by_reference: ByReference,
+    /// Appends' writes of at most this size are made on the shards' own
+    /// threads instead of by io_uring's workers (0: none); default 64K.
+    #[arg(long, value_parser = parse_bytes)]
+    inline_write_max: Option<u64>,
     /// The user clients sign in as.
     #[arg(long, env = "CORELOG_SERVER_USERNAME", default_value = DEFAULT_USERNAME)]
     username: String,
@@ -291,6 +295,9 @@ fn config_of(args: Args) -> Option<ServerConfig> {
         fsync: args.fsync,
         segment_bytes: args.segment_bytes,
         send_by_reference: args.send_by_reference.0,
+        inline_write_max: args.inline_write_max.map_or(corelog::DEFAULT_INLINE_WRITE_MAX, |m| {
+            usize::try_from(m).unwrap_or(usize::MAX)
+        }),
         username: args.username,
         password: args.password,
         cluster,

@@ -50,6 +50,10 @@ pub struct ServerConfig {
     /// through user memory), the rest from the mappings; `None`: every
     /// byte from the mappings (`writev`).
     pub send_by_reference: Option<usize>,
+    /// Appends' writes of at most this many bytes are made on the shards'
+    /// own threads instead of by io_uring's workers (0: none); default the
+    /// engine's ([`corelog::DEFAULT_INLINE_WRITE_MAX`]).
+    pub inline_write_max: usize,
     /// Tiered storage: sealed segments copied to an object store and read
     /// back from it (in a cluster, every node names the same store; only a
     /// partition's leader writes it).
@@ -86,6 +90,7 @@ impl ServerConfig {
             password: crate::catalog::root::DEFAULT_PASSWORD.into(),
             cluster: None,
             send_by_reference: Some(DEFAULT_SEND_BY_REFERENCE),
+            inline_write_max: corelog::DEFAULT_INLINE_WRITE_MAX,
             limits: Limits::default(),
             tls: None,
             tier: None,
@@ -412,6 +417,7 @@ fn open_engine(
         pin_threads: config.pin_threads,
         log,
         retention_check: config.retention_check,
+        inline_writes: corelog::InlineWrites::up_to(config.inline_write_max),
         tier: config.tier.clone().map(|t| corelog::TierConfig {
             leadership: leadership.map(|l| l as Arc<dyn corelog::tier::Leadership>),
             ..t
