@@ -174,31 +174,41 @@ impl Drop for Busy<'_> {
 /// `pwritev` of all of `bufs` at `pos`, resuming after short writes and
 /// interruptions.
 fn pwritev_all(fd: RawFd, pos: u64, bufs: &WriteBufs) -> io::Result<()> {
+    write_all_with(pos, bufs, |iov, at| {
+        let at = libc::off_t::try_from(at).map_err(|_| {
+            io::Error::new(io::ErrorKind::InvalidInput, "write position past off_t")
+        })?;
+        // SAFETY: the iovecs point into `bufs`' two buffers, which the
+        // caller's borrow keeps alive and unchanged for the call; the
+        // kernel only reads them. `fd` is the caller's open descriptor.
+        let r = unsafe { libc::pwritev(fd, iov.as_ptr(), iov.len() as libc::c_int, at) };
+        usize::try_from(r).map_err(|_| io::Error::last_os_error())
+    })
+}
+
+/// Writes all of `bufs` at `pos` by calls of `write(iovecs, position)`,
+/// each returning how many bytes it wrote: resumes after a short write,
+/// retries an interrupted one, and refuses a write of nothing.
+fn write_all_with(
+    pos: u64,
+    bufs: &WriteBufs,
+    mut write: impl FnMut(&[libc::iovec], u64) -> io::Result<usize>,
+) -> io::Result<()> {
     let total = bufs.len();
     let mut done = 0usize;
     while done < total {
         let (iov, n) = iovecs(bufs, done);
-        let at = libc::off_t::try_from(pos + done as u64).map_err(|_| {
-            io::Error::new(io::ErrorKind::InvalidInput, "write position past off_t")
-        })?;
-        // SAFETY: the first `n` iovecs point into `bufs`' two buffers, which
-        // the caller's borrow keeps alive and unchanged for the call; the
-        // kernel only reads them. `fd` is the caller's open descriptor.
-        let r = unsafe { libc::pwritev(fd, iov.as_ptr(), n as libc::c_int, at) };
-        if r < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
+        match write(&iov[..n], pos + done as u64) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+            Ok(0) => {
+                return Err(io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    "write returned 0 bytes",
+                ))
             }
-            return Err(e);
+            Ok(r) => done += r,
         }
-        if r == 0 {
-            return Err(io::Error::new(
-                io::ErrorKind::WriteZero,
-                "write returned 0 bytes",
-            ));
-        }
-        done += r as usize;
     }
     Ok(())
 }

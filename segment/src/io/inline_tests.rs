@@ -147,3 +147,75 @@ fn a_failed_inline_write_says_why() {
         .unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EBADF), "{e}");
 }
+
+/// What a file receives from `write_all_with` when each call writes at
+/// most `step` bytes, after `interrupted` calls that fail with EINTR.
+fn written_in_steps(pos: u64, b: &WriteBufs, step: usize, mut interrupted: usize) -> Vec<u8> {
+    let mut file = vec![b'.'; pos as usize];
+    write_all_with(pos, b, |iov, at| {
+        if interrupted > 0 {
+            interrupted -= 1;
+            return Err(io::Error::from_raw_os_error(libc::EINTR));
+        }
+        let mut left = step;
+        let mut at = at as usize;
+        for v in iov {
+            let part = bytes_of(v);
+            let take = part.len().min(left);
+            if file.len() < at + take {
+                file.resize(at + take, 0);
+            }
+            file[at..at + take].copy_from_slice(&part[..take]);
+            at += take;
+            left -= take;
+        }
+        Ok(step - left)
+    })
+    .unwrap();
+    file
+}
+
+#[test]
+fn short_and_interrupted_writes_resume_where_they_stopped() {
+    let b = bufs(b"HEADER", b"frames!");
+    for step in 1..=14 {
+        assert_eq!(
+            written_in_steps(2, &b, step, 2),
+            b"..HEADERframes!".to_vec(),
+            "{step} bytes a call"
+        );
+    }
+    // A write of nothing is an error, not a loop.
+    let e = write_all_with(0, &b, |_, _| Ok(0)).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::WriteZero);
+    // Any other error ends the write.
+    let e = write_all_with(0, &b, |_, _| {
+        Err(io::Error::from_raw_os_error(libc::ENOSPC))
+    })
+    .unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
+}
+
+/// The bytes an iovec points at (in these tests, into a live `WriteBufs`).
+fn bytes_of(v: &libc::iovec) -> Vec<u8> {
+    // SAFETY: every iovec these tests make points into a `WriteBufs` that
+    // outlives the call.
+    unsafe { std::slice::from_raw_parts(v.iov_base as *const u8, v.iov_len) }.to_vec()
+}
+
+#[test]
+fn iovecs_start_at_any_byte_of_head_or_body() {
+    let b = bufs(b"abc", b"defg");
+    let seen = |skip| {
+        let (iov, n) = iovecs(&b, skip);
+        iov[..n].iter().map(bytes_of).collect::<Vec<_>>()
+    };
+    assert_eq!(seen(0), vec![b"abc".to_vec(), b"defg".to_vec()]);
+    assert_eq!(seen(2), vec![b"c".to_vec(), b"defg".to_vec()]);
+    assert_eq!(seen(3), vec![b"defg".to_vec()]);
+    assert_eq!(seen(5), vec![b"fg".to_vec()]);
+    assert!(seen(7).is_empty());
+    let body_only = bufs(b"", b"xy");
+    let (_, n) = iovecs(&body_only, 0);
+    assert_eq!(n, 1);
+}
