@@ -295,9 +295,11 @@ fn config_of(args: Args) -> Option<ServerConfig> {
         fsync: args.fsync,
         segment_bytes: args.segment_bytes,
         send_by_reference: args.send_by_reference.0,
-        inline_write_max: args.inline_write_max.map_or(corelog::DEFAULT_INLINE_WRITE_MAX, |m| {
-            usize::try_from(m).unwrap_or(usize::MAX)
-        }),
+        inline_write_max: args
+            .inline_write_max
+            .map_or(corelog::DEFAULT_INLINE_WRITE_MAX, |m| {
+                usize::try_from(m).unwrap_or(usize::MAX)
+            }),
         username: args.username,
         password: args.password,
         cluster,
