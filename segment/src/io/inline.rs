@@ -17,11 +17,16 @@
 //! A write is *slow* when it takes longer than `slow_after` (2 ms by
 //! default) plus a nanosecond a byte (a copy at 1 GB/s): the page cache
 //! was throttling writers (dirty limits: pauses of 10-200 ms), a folio was
-//! locked, or the journal held the size update. The default lies above the
-//! pauses a thread sees on these VMs whatever it does (up to 1.8 ms, measured by
-//! `scripts/vm_pauses.py`), which are no reason to stop. The shard then stops writing inline for a second, doubled
-//! after each slow write in a row up to 16 s, so a filesystem that blocks
-//! costs the shard one slow write per cool-off, not one per append.
+//! locked, or the journal held the size update. The shard then stops
+//! writing inline for a second, doubled after each slow write in a row up
+//! to 16 s, so a filesystem that blocks costs the shard one slow write per
+//! cool-off, not one per append. The default bound lies above the pauses
+//! any thread sees on these VMs (up to 1.8 ms, measured by
+//! `scripts/vm_pauses.py`), which are no reason to stop.
+//!
+//! Every write of the shard's storage takes this path (appends, indexes,
+//! consumer offsets, recovery's rewrites), and an [`IoObserver`] is told
+//! which way each went (the engine's metrics).
 #![allow(unsafe_code)]
 
 use super::real::IoObserver;
