@@ -29,7 +29,7 @@
 //! which way each went (the engine's metrics).
 #![allow(unsafe_code)]
 
-use super::real::IoObserver;
+use super::observer::{IoObserver, WriteWay};
 use super::seam::WriteBufs;
 use std::cell::{Cell, RefCell};
 use std::io;
@@ -61,18 +61,6 @@ impl InlineWrites {
             ..InlineWrites::OFF
         }
     }
-}
-
-/// How one write was made (told to an [`IoObserver`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WriteWay {
-    /// On the shard's thread, in time.
-    Inline,
-    /// On the shard's thread, slowly: a cool-off started.
-    InlineSlow,
-    /// Handed to the ring (an io-wq worker, where the filesystem cannot
-    /// take it without blocking).
-    Ring,
 }
 
 const FIRST_COOL_OFF: Duration = Duration::from_secs(1);

@@ -11,6 +11,7 @@
 //! rename, remove) are synchronous system calls.
 
 mod inline;
+mod observer;
 mod real;
 mod seam;
 #[cfg(feature = "testing")]
@@ -21,8 +22,9 @@ mod sim_mem;
 mod sim_state;
 mod uring;
 
-pub use inline::{InlineWrites, WriteWay};
-pub use real::{map_file, IoObserver, UringFile, UringStorage};
+pub use inline::InlineWrites;
+pub use observer::{IoObserver, WriteWay};
+pub use real::{map_file, UringFile, UringStorage};
 pub use seam::{Mapping, Storage, StorageFile, WriteBufs};
 #[cfg(feature = "testing")]
 pub use sim::{SimFaults, SimStorage};

@@ -1,7 +1,8 @@
 //! Real files on a shard's io_uring.
 #![allow(unsafe_code)]
 
-use super::inline::{InlineWrites, WriteWay};
+use super::inline::InlineWrites;
+use super::observer::IoObserver;
 use super::seam::{Mapped, Mapping, Storage, StorageFile, WriteBufs};
 use super::uring::Ring;
 use std::fs::{File, OpenOptions};
@@ -24,16 +25,6 @@ use std::sync::Arc;
 pub struct UringStorage {
     ring: Ring,
     syncs: Option<Arc<dyn IoObserver>>,
-}
-
-/// Told how long each file's `fdatasync` took and how each write was made
-/// ([`UringStorage::observe`]): an embedder's metrics, from the shard's
-/// thread (keep it cheap).
-pub trait IoObserver: std::fmt::Debug + Send + Sync {
-    /// One `fdatasync` returned after `took`.
-    fn synced(&self, took: std::time::Duration);
-    /// One write was made `way`.
-    fn wrote(&self, way: WriteWay);
 }
 
 impl UringStorage {

@@ -11,7 +11,7 @@
 #![allow(unsafe_code)]
 
 use super::inline::{iovecs, Inline, InlineWrites};
-use super::real::IoObserver;
+use super::observer::IoObserver;
 use io_uring::{opcode, squeue, types, IoUring};
 use slab::Slab;
 use std::any::Any;
@@ -454,6 +454,15 @@ mod tests {
     use crate::io::WriteWay;
     use std::os::fd::AsRawFd;
 
+    /// Runs `f` on a fresh monoio runtime (the ring's reaper needs one).
+    fn on_runtime<F: Future>(f: F) -> F::Output {
+        monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
+            .enable_timer()
+            .build()
+            .unwrap()
+            .block_on(f)
+    }
+
     /// More operations in flight than the completion queue holds (a ring of
     /// 2 entries has a CQ of 4), all submitted before the reaper runs: the
     /// kernel parks the completions it has no room for in its overflow
@@ -462,37 +471,33 @@ mod tests {
     fn more_operations_in_flight_than_the_completion_queue_holds() {
         let tmp = tempfile::NamedTempFile::new().unwrap();
         let fd = tmp.as_file().as_raw_fd();
-        monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
-            .enable_timer()
-            .build()
-            .unwrap()
-            .block_on(async move {
-                let ring = Ring::new(2).unwrap();
-                // `submit` pushes at once (the async wrappers only when
-                // polled).
-                let ops: Vec<_> = (0..64)
-                    .map(|_| {
-                        ring.submit(Box::new(()), |_| {
-                            opcode::Fsync::new(types::Fd(fd))
-                                .flags(types::FsyncFlags::DATASYNC)
-                                .build()
-                        })
+        on_runtime(async move {
+            let ring = Ring::new(2).unwrap();
+            // `submit` pushes at once (the async wrappers only when
+            // polled).
+            let ops: Vec<_> = (0..64)
+                .map(|_| {
+                    ring.submit(Box::new(()), |_| {
+                        opcode::Fsync::new(types::Fd(fd))
+                            .flags(types::FsyncFlags::DATASYNC)
+                            .build()
                     })
-                    .collect();
-                // Let every fdatasync complete while nothing reaps.
-                std::thread::sleep(std::time::Duration::from_millis(200));
-                let all = async {
-                    for op in ops {
-                        check(op.await.0).unwrap();
-                    }
-                };
-                monoio::select! {
-                    _ = all => {},
-                    _ = monoio::time::sleep(std::time::Duration::from_secs(10)) => {
-                        panic!("operations whose completions overflowed the CQ never completed");
-                    }
+                })
+                .collect();
+            // Let every fdatasync complete while nothing reaps.
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            let all = async {
+                for op in ops {
+                    check(op.await.0).unwrap();
                 }
-            });
+            };
+            monoio::select! {
+                _ = all => {},
+                _ = monoio::time::sleep(std::time::Duration::from_secs(10)) => {
+                    panic!("operations whose completions overflowed the CQ never completed");
+                }
+            }
+        });
     }
 
     #[derive(Debug, Default)]
@@ -512,42 +517,38 @@ mod tests {
     fn a_write_to_a_file_being_allocated_or_truncated_goes_to_the_ring() {
         let tmp = tempfile::NamedTempFile::new().unwrap();
         let fd = tmp.as_file().as_raw_fd();
-        monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
-            .enable_timer()
-            .build()
-            .unwrap()
-            .block_on(async move {
-                let ring = Ring::new(8).unwrap();
-                ring.set_inline_writes(InlineWrites::up_to(64));
-                let ways = Arc::new(Ways::default());
-                ring.observe_writes(ways.clone());
-                let one = || crate::io::WriteBufs::one(bytes::Bytes::from_static(b"x"));
-                for truncating in [false, true] {
-                    // The operation's first poll submits it; it completes
-                    // on a worker later, so its first poll is pending (tried
-                    // again in the rare case it is not).
-                    let mut tries = 0;
-                    loop {
-                        let mut op: Pin<Box<dyn Future<Output = io::Result<()>>>> = if truncating {
-                            Box::pin(ring.truncate(fd, 1 << 30))
-                        } else {
-                            Box::pin(ring.allocate(fd, 1 << 30))
-                        };
-                        let mut cx = Context::from_waker(Waker::noop());
-                        if op.as_mut().poll(&mut cx).is_pending() {
-                            ring.write_all_at(fd, 0, one()).await.unwrap();
-                            op.await.unwrap();
-                            break;
-                        }
-                        tries += 1;
-                        assert!(tries < 100, "the operation never stayed in flight");
+        on_runtime(async move {
+            let ring = Ring::new(8).unwrap();
+            ring.set_inline_writes(InlineWrites::up_to(64));
+            let ways = Arc::new(Ways::default());
+            ring.observe_writes(ways.clone());
+            let one = || crate::io::WriteBufs::one(bytes::Bytes::from_static(b"x"));
+            for truncating in [false, true] {
+                // The operation's first poll submits it; it completes
+                // on a worker later, so its first poll is pending (tried
+                // again in the rare case it is not).
+                let mut tries = 0;
+                loop {
+                    let mut op: Pin<Box<dyn Future<Output = io::Result<()>>>> = if truncating {
+                        Box::pin(ring.truncate(fd, 1 << 30))
+                    } else {
+                        Box::pin(ring.allocate(fd, 1 << 30))
+                    };
+                    let mut cx = Context::from_waker(Waker::noop());
+                    if op.as_mut().poll(&mut cx).is_pending() {
+                        ring.write_all_at(fd, 0, one()).await.unwrap();
+                        op.await.unwrap();
+                        break;
                     }
-                    ring.write_all_at(fd, 1, one()).await.unwrap();
+                    tries += 1;
+                    assert!(tries < 100, "the operation never stayed in flight");
                 }
-                let ways = ways.0.lock().unwrap().clone();
-                let (r, i) = (WriteWay::Ring, WriteWay::Inline);
-                assert_eq!(ways, vec![r, i, r, i]);
-            });
+                ring.write_all_at(fd, 1, one()).await.unwrap();
+            }
+            let ways = ways.0.lock().unwrap().clone();
+            let (r, i) = (WriteWay::Ring, WriteWay::Inline);
+            assert_eq!(ways, vec![r, i, r, i]);
+        });
         assert_eq!(&std::fs::read(tmp.path()).unwrap()[..2], b"xx");
     }
 }
