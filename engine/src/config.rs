@@ -163,6 +163,13 @@ impl Config {
         self
     }
 
+    /// Sets [`Config::inline_writes`] (`InlineWrites::OFF`: every write
+    /// through the ring).
+    pub fn inline_writes(mut self, policy: InlineWrites) -> Config {
+        self.inline_writes = policy;
+        self
+    }
+
     /// Sets [`Config::open_partitions`].
     pub fn open_partitions(mut self, when: OpenPartitions) -> Config {
         self.open_partitions = when;

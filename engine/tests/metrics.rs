@@ -119,17 +119,14 @@ fn each_shard_times_its_fdatasyncs() {
 fn small_writes_are_made_inline_by_default_and_large_ones_by_the_ring() {
     for inline in [true, false] {
         let dir = tempfile::tempdir().unwrap();
-        let engine = corelog::Engine::open(corelog::Config {
-            shards: Some(1),
-            pin_threads: false,
-            inline_writes: if inline {
-                corelog::Config::new(dir.path()).inline_writes
-            } else {
-                corelog::InlineWrites::OFF
-            },
-            ..corelog::Config::new(dir.path())
-        })
-        .unwrap();
+        let config = corelog::Config::new(dir.path())
+            .shards(1)
+            .pin_threads(false);
+        let config = match inline {
+            true => config,
+            false => config.inline_writes(corelog::InlineWrites::OFF),
+        };
+        let engine = corelog::Engine::open(config).unwrap();
         let h = engine.handle();
         h.create_partition(0).wait().unwrap();
         let small = batch(0, 0);
