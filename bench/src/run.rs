@@ -236,13 +236,11 @@ pub fn run(args: Args) -> Result<(), String> {
     pb.finish_and_clear();
     let metrics = engine.handle().metrics();
     let on_shard = metrics.append_latency();
-    let writes = metrics.shards.iter().fold([0; 3], |w, s| {
-        [
-            w[0] + s.writes_inline,
-            w[1] + s.writes_inline_slow,
-            w[2] + s.writes_by_ring,
-        ]
-    });
+    let writes = [
+        metrics.writes_inline(),
+        metrics.writes_inline_slow(),
+        metrics.writes_by_ring(),
+    ];
     engine.shutdown().map_err(|e| e.to_string())?;
     let reopen = match args.reopen {
         true => Some(crate::reopen::measure(

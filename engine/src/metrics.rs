@@ -190,6 +190,21 @@ impl Metrics {
         self.shards.iter().map(|s| s.appended_bytes).sum()
     }
 
+    /// Writes every shard made on its own thread (slow ones included).
+    pub fn writes_inline(&self) -> u64 {
+        self.shards.iter().map(|s| s.writes_inline).sum()
+    }
+
+    /// Of those, the slow ones, over every shard.
+    pub fn writes_inline_slow(&self) -> u64 {
+        self.shards.iter().map(|s| s.writes_inline_slow).sum()
+    }
+
+    /// Writes every shard handed to its storage ring.
+    pub fn writes_by_ring(&self) -> u64 {
+        self.shards.iter().map(|s| s.writes_by_ring).sum()
+    }
+
     /// Requests waiting in every shard's queue.
     pub fn queued(&self) -> usize {
         self.shards.iter().map(|s| s.health.queued).sum()

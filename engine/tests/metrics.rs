@@ -44,6 +44,17 @@ fn each_shard_counts_its_appends_polls_refusals_and_latencies() {
     assert_eq!(m.shards[1].polled_bytes, served);
     assert_eq!(m.shards[0].polls, 0);
     assert_eq!(m.appends(), 8);
+    // Each shard wrote its appends itself (small batches), and the sums
+    // are over both shards.
+    for s in &m.shards {
+        assert!(s.writes_inline >= s.appends, "{s:?}");
+    }
+    assert_eq!(
+        m.writes_inline(),
+        m.shards[0].writes_inline + m.shards[1].writes_inline
+    );
+    assert_eq!(m.writes_inline_slow(), 0);
+    assert_eq!(m.writes_by_ring(), 0);
     let p99 = m.append_latency().quantile_at_most(0.99).unwrap();
     assert!(
         p99 > Duration::ZERO && p99 < Duration::from_secs(60),
