@@ -76,3 +76,61 @@ fn a_full_queue_hands_the_batch_back_and_what_was_queued_is_stored_in_order() {
     assert_eq!(ack.base_offset, next);
     engine.shutdown().unwrap();
 }
+
+/// A batch larger than the engine's `max_batch_bytes` is refused by
+/// `try_append` itself, naming both sizes, and nothing of it is stored
+/// (it was admitted under a caller's looser limits); one of exactly that
+/// size is stored. And a `Full` says what it handed back.
+#[test]
+fn try_append_refuses_a_batch_over_the_engines_limit_and_takes_one_at_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = batch(1, 0);
+    let mut log = corelog::LogConfig::default();
+    log.limits.max_batch_bytes = at.len() as u64;
+    let engine = Engine::open(
+        Config::new(dir.path())
+            .shards(1)
+            .pin_threads(false)
+            .log(log),
+    )
+    .unwrap();
+    let h = engine.handle();
+    let p = 5;
+    h.create_partition(p).wait().unwrap();
+    let loose = |bytes: Vec<u8>| Batch::admit(bytes, &Limits::default()).unwrap();
+    let over = batch(1, 1);
+    assert!(over.len() > at.len());
+    let e = h
+        .try_append(p, loose(over.clone()))
+        .ok()
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    let text = e.to_string();
+    assert!(
+        text.contains(&over.len().to_string()) && text.contains(&at.len().to_string()),
+        "{text}"
+    );
+    assert_eq!(e.kind(), corelog::ErrorKind::BadBatch, "{e}");
+    let ack = h
+        .try_append(p, loose(at.clone()))
+        .ok()
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(
+        ack.base_offset, 0,
+        "nothing of the refused batch was stored"
+    );
+    let reply = h.poll(p, corelog::PollFrom::First, 1 << 20).wait().unwrap();
+    assert_eq!(reply.batches().count(), 1);
+    let full = Full(loose(at.clone()));
+    assert_eq!(
+        full.to_string(),
+        format!(
+            "the shard's queue is full: a batch of {} bytes was handed back",
+            at.len()
+        )
+    );
+    engine.shutdown().unwrap();
+}
