@@ -114,3 +114,30 @@ fn retention_set_per_partition_applies_to_it_alone_and_survives_a_close() {
     assert_eq!(engine.handle().stats(2).wait().unwrap().segments, unlimited);
     engine.shutdown().unwrap();
 }
+
+/// Requests that reach a partition while it is closed to be reopened wait
+/// for the reopen and are answered by the reopened log: none is dropped.
+/// (The shard held, so that all of them are queued behind the reopen and
+/// popped before its close runs.)
+#[test]
+fn requests_arriving_during_a_reopen_are_answered_by_the_reopened_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let engine = open(dir.path(), 1, small_segments());
+    let h = engine.handle();
+    let p = 6;
+    h.append(p, batch(1, 0)).wait().unwrap();
+    let held = hold_shard(&h, 0);
+    let reopen = h.reopen_partition(p);
+    let appends: Vec<_> = (1..4u64).map(|seq| h.append(p, batch(1, seq))).collect();
+    let poll = h.poll(p, PollFrom::First, 1 << 20);
+    held.release();
+    reopen.wait().unwrap();
+    for (i, a) in appends.into_iter().enumerate() {
+        let ack = a.wait().unwrap();
+        assert_eq!(ack.base_offset, base_offset_of(i as u64 + 1), "append {i}");
+    }
+    assert!(poll.wait().unwrap().batches().count() >= 1);
+    let all = h.poll(p, PollFrom::First, 1 << 20).wait().unwrap();
+    assert_eq!(all.batches().count(), 4);
+    engine.shutdown().unwrap();
+}
