@@ -46,9 +46,10 @@ pub struct Config {
     pub queue_depth: usize,
     /// Submission slots of each shard's storage ring.
     pub ring_entries: u32,
-    /// Which appends' writes a shard makes on its own thread instead of
-    /// handing them to io_uring's workers (see [`InlineWrites`]). Default:
-    /// writes of up to 64 KiB ([`DEFAULT_INLINE_WRITE_MAX`]).
+    /// Which of its writes (appends, indexes, offsets) a shard makes on its
+    /// own thread instead of handing them to io_uring's workers (see
+    /// [`InlineWrites`]). Default: writes of up to 64 KiB
+    /// ([`DEFAULT_INLINE_WRITE_MAX`]).
     pub inline_writes: InlineWrites,
     /// How often shards apply the retention limits (when any is set).
     pub retention_check: Duration,

@@ -113,8 +113,11 @@ impl Ring {
         if let Some(r) = self.inner.inline.try_write(fd, pos, &bufs) {
             return r;
         }
-        let (iov, _) = iovecs(&bufs, 0);
-        let mut res = Box::new(WritevRes { bufs, iov });
+        // The iovecs are filled before each submission, below.
+        let mut res = Box::new(WritevRes {
+            bufs,
+            iov: Default::default(),
+        });
         while done < total {
             let (iov, n) = iovecs(&res.bufs, done);
             res.iov = iov;
