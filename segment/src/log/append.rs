@@ -351,11 +351,7 @@ impl<S: Storage> PartitionLog<S> {
         st.flushes = waiting;
         let mut wake: Vec<Waker> = ready.into_iter().map(|(_, w)| w).collect();
         if inner.config.fsync.acks_durable() {
-            if !st.syncing {
-                st.syncing = true;
-                let log = self.clone();
-                monoio::spawn(async move { log.sync_loop().await });
-            }
+            self.start_round(&mut st);
         } else {
             set_visible(&mut st, mark);
             wake.extend(take_acks(&mut st, mark.next_offset));

@@ -20,10 +20,11 @@
 //! vectored write of the stamped header and the untouched frames) on the
 //! shard's ring. Several writes may be in flight; a FIFO of them advances
 //! the *written mark* only over writes that completed, in order. Under
-//! [`FsyncPolicy::Batch`] a single sync task runs `fdatasync` over every
-//! file with completed writes and advances the *durable mark* to the
-//! written mark it saw when it started: one sync acknowledges every batch it
-//! covers (group commit). Acknowledgements and the readers' visible end
+//! [`FsyncPolicy::Batch`] a sync round runs `fdatasync` over every file
+//! with writes completed since the round before it started and advances the
+//! *durable mark* to the written mark it saw when it started: one sync
+//! acknowledges every batch it covers (group commit). Two rounds run at
+//! once and publish in the order they started (`sync.rs`). Acknowledgements and the readers' visible end
 //! follow the durable mark under `Batch`, the written mark otherwise.
 //!
 //! # Rotation

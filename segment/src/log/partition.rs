@@ -144,13 +144,13 @@ pub(super) struct State<F> {
     pub(super) poison: Option<Arc<Poison>>,
     /// The acknowledgement mark when the log was poisoned.
     pub(super) poison_mark: u64,
-    pub(super) syncing: bool,
-    /// A sync round ([`PartitionLog::sync_once`]) is running. Rounds never
-    /// overlap: a round clears the dirty flags of the files it syncs before
-    /// its syncs complete, so another round running meanwhile would take
-    /// those files for durable and acknowledge writes no sync covered yet.
-    pub(super) round_running: bool,
-    /// Rounds waiting for the running one to end.
+    /// The sync rounds started and not yet published, oldest first
+    /// (`sync.rs`): each round's target becomes the durable mark only once
+    /// every round started before it has published.
+    pub(super) rounds: VecDeque<super::sync::Round>,
+    /// The number the next sync round takes.
+    pub(super) next_round: u64,
+    /// Flushes waiting for rounds to end.
     pub(super) round_waiters: Vec<Waker>,
     /// A segment file was created since the last directory sync.
     pub(super) names_dirty: bool,
@@ -302,8 +302,7 @@ impl<S: Storage> PartitionLog<S> {
         st.inflight.is_empty()
             && st.acks.is_empty()
             && st.flushes.is_empty()
-            && !st.syncing
-            && !st.round_running
+            && st.rounds.is_empty()
             && st
                 .segments
                 .iter()
@@ -395,8 +394,8 @@ impl<S: Storage> PartitionLog<S> {
                     flushes: Vec::new(),
                     poison: None,
                     poison_mark: 0,
-                    syncing: false,
-                    round_running: false,
+                    rounds: VecDeque::new(),
+                    next_round: 0,
                     round_waiters: Vec::new(),
                     names_dirty: false,
                     closed: false,

@@ -1,6 +1,22 @@
-//! Group commit and flushes: one sync round at a time `fdatasync`s every
-//! file with completed writes and advances the durable mark to the written
-//! mark it saw when it started; failures poison the log.
+//! Group commit and flushes. A sync round `fdatasync`s every file with
+//! writes completed since the round before it started (and the directory,
+//! if a name changed since), then makes the written mark it saw when it
+//! started the durable mark. Under a policy that acknowledges durable
+//! appends up to [`ROUNDS_IN_FLIGHT`] rounds run at once, so a write that
+//! completes while a round syncs gets a sync of its own at once instead of
+//! waiting for that round to end; rounds publish in the order they started.
+//! Failures poison the log.
+//!
+//! Why round k may publish its start's written mark once every round
+//! started before it has published, and not sooner: a write completed
+//! before round k started made its file dirty, and the first round started
+//! after it (some j <= k) found the file dirty and synced it, with a sync
+//! issued after the write completed, which covers it. Round k's own syncs
+//! cover only the files dirtied since round k-1 started; the older writes
+//! are round j's, which may still be running when k's syncs end.
+//!
+//! A round runs as a task of its own: no caller's dropped future can end it
+//! half way, with its files' dirty flags taken and their syncs not done.
 
 use super::error::{LogError, Poison};
 use super::partition::{Mark, PartitionLog, State};
@@ -15,6 +31,31 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
+/// Sync rounds one log runs at once under a policy that acknowledges
+/// durable appends (one under the others: their rounds wait for no one).
+pub(super) const ROUNDS_IN_FLIGHT: usize = 2;
+
+/// A sync round started and not yet published.
+pub(crate) struct Round {
+    seq: u64,
+    /// The written mark when the round started; `None` until its task
+    /// first runs.
+    target: Option<Mark>,
+    /// Its syncs ended; it publishes when the rounds before it have.
+    synced: bool,
+}
+
+/// What [`PartitionLog::start_round`] did.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Started {
+    Yes,
+    /// Nothing was written or named since the last round started.
+    NothingToSync,
+    /// As many rounds run as may.
+    Full,
+    Poisoned,
+}
+
 impl<S: Storage> PartitionLog<S> {
     /// Under `fsync=interval`, a task that runs a sync round every `every`
     /// (unless one runs already) until the log is closed or dropped.
@@ -25,18 +66,13 @@ impl<S: Storage> PartitionLog<S> {
                 monoio::time::sleep(every).await;
                 let Some(inner) = weak.upgrade() else { return };
                 let log = PartitionLog { inner };
-                let (closed, busy) = {
-                    let st = log.inner.st.borrow();
-                    (st.closed || st.poison.is_some(), st.syncing)
-                };
-                if closed {
+                let mut st = log.inner.st.borrow_mut();
+                if st.closed || st.poison.is_some() {
                     return;
                 }
-                if !busy {
-                    log.inner.st.borrow_mut().syncing = true;
-                    let _ = log.sync_once().await;
-                    log.inner.st.borrow_mut().syncing = false;
-                }
+                // A round still running when the next is due: skip a turn.
+                log.start_round(&mut st);
+                drop(st);
             }
         });
     }
@@ -64,13 +100,14 @@ impl<S: Storage> PartitionLog<S> {
                 tracing::error!("cannot create {}: {e}", marker.display());
             }
         }
-        let wake: Vec<Waker> = std::mem::take(&mut st.acks)
+        let mut wake: Vec<Waker> = std::mem::take(&mut st.acks)
             .into_values()
             .chain(std::mem::take(&mut st.flushes).into_iter().map(|(_, w)| w))
             .collect();
         for seg in st.segments.iter() {
             seg.drained.set();
         }
+        wake.append(&mut st.round_waiters);
         for w in wake {
             w.wake();
         }
@@ -84,33 +121,61 @@ impl<S: Storage> PartitionLog<S> {
         }
     }
 
-    /// Group commit: while writes completed past the durable mark, sync
-    /// every file they touched, then advance the durable mark.
-    pub(super) async fn sync_loop(self) {
-        while let Ok(true) = self.sync_once().await {}
-        self.inner.st.borrow_mut().syncing = false;
+    /// Starts a sync round if one may start and has anything to sync. The
+    /// round's task takes the dirty files and its target when it first
+    /// runs, so the writes completing before then (the rest of this turn
+    /// of the shard's loop) are its too.
+    pub(super) fn start_round(&self, st: &mut State<S::File>) -> Started {
+        let inner = &self.inner;
+        if st.poison.is_some() {
+            return Started::Poisoned;
+        }
+        let covered = match st.rounds.back() {
+            // One about to start covers everything written so far.
+            Some(Round { target: None, .. }) => return Started::Yes,
+            Some(Round {
+                target: Some(t), ..
+            }) => *t,
+            None => st.durable,
+        };
+        let most = if inner.config.fsync.acks_durable() {
+            ROUNDS_IN_FLIGHT
+        } else {
+            1
+        };
+        if st.rounds.len() >= most {
+            return Started::Full;
+        }
+        if st.written.next_offset <= covered.next_offset
+            && !st.names_dirty
+            && !st.segments.iter().any(|s| s.dirty)
+        {
+            return Started::NothingToSync;
+        }
+        let seq = st.next_round;
+        st.next_round += 1;
+        st.rounds.push_back(Round {
+            seq,
+            target: None,
+            synced: false,
+        });
+        let log = self.clone();
+        monoio::spawn(async move { log.run_round(seq).await });
+        Started::Yes
     }
 
-    /// One round of syncing; false when there was nothing to sync.
-    pub(super) async fn sync_once(&self) -> Result<bool, LogError> {
-        RoundWait { log: self }.await;
-        let _turn = RoundTurn { log: self };
+    /// A round: it takes the dirty files and the written mark, syncs them,
+    /// publishes (with any rounds after it that ended first), then starts
+    /// the next round if writes completed meanwhile.
+    async fn run_round(self, seq: u64) {
         let inner = &self.inner;
-        let (target, files, dir) = {
+        let (files, dir) = {
             let mut st = inner.st.borrow_mut();
-            if let Some(cause) = &st.poison {
-                return Err(LogError::Poisoned {
-                    partition: inner.partition,
-                    cause: cause.clone(),
-                });
-            }
             let target = st.written;
-            if target.next_offset <= st.durable.next_offset
-                && !st.names_dirty
-                && !st.segments.iter().any(|s| s.dirty)
-            {
-                return Ok(false);
-            }
+            let Some(round) = st.rounds.iter_mut().find(|r| r.seq == seq) else {
+                return;
+            };
+            round.target = Some(target);
             let files: Vec<(S::File, PathBuf)> = st
                 .segments
                 .iter_mut()
@@ -120,38 +185,70 @@ impl<S: Storage> PartitionLog<S> {
                     s.writer.clone().map(|w| (w, s.log_path.clone()))
                 })
                 .collect();
-            let dir = std::mem::take(&mut st.names_dirty);
             st.syncs += files.len() as u64;
-            (target, files, dir)
+            (files, std::mem::take(&mut st.names_dirty))
         };
+        let mut failed = None;
         if dir {
             if let Err(e) = inner.storage.sync_dir(&inner.dir).await {
-                let mut st = inner.st.borrow_mut();
-                self.poison(&mut st, "directory sync", inner.dir.clone(), e);
-                return Err(self.poisoned_error(&st));
+                failed = Some(("directory sync", inner.dir.clone(), e));
             }
         }
-        for (file, path) in files {
-            let _turn = sync_gate::turn(inner.config.syncs).await;
-            if let Err(e) = file.sync_data().await {
-                let mut st = inner.st.borrow_mut();
-                self.poison(&mut st, "fdatasync", path, e);
-                return Err(self.poisoned_error(&st));
+        if failed.is_none() {
+            for (file, path) in files {
+                let _turn = sync_gate::turn(inner.config.syncs).await;
+                if let Err(e) = file.sync_data().await {
+                    failed = Some(("fdatasync", path, e));
+                    break;
+                }
             }
         }
         let mut st = inner.st.borrow_mut();
-        if st.poison.is_some() {
-            return Err(self.poisoned_error(&st));
+        if let Some((op, path, e)) = failed {
+            self.poison(&mut st, op, path, e);
         }
+        let mut wake = Vec::new();
+        if st.poison.is_some() {
+            st.rounds.retain(|r| r.seq != seq);
+        } else {
+            if let Some(r) = st.rounds.iter_mut().find(|r| r.seq == seq) {
+                r.synced = true;
+            }
+            wake = self.publish(&mut st);
+            if inner.config.fsync.acks_durable() {
+                self.start_round(&mut st);
+            }
+        }
+        wake.append(&mut st.round_waiters);
+        drop(st);
+        for w in wake {
+            w.wake();
+        }
+    }
+
+    /// Publishes the rounds at the front whose syncs ended: the durable
+    /// mark moves to the last one's target. Returns the appends to wake.
+    fn publish(&self, st: &mut State<S::File>) -> Vec<Waker> {
+        let mut published = None;
+        while let Some(r) = st.rounds.front() {
+            if !r.synced {
+                break;
+            }
+            published = r.target;
+            st.rounds.pop_front();
+        }
+        let Some(target) = published else {
+            return Vec::new();
+        };
         if target.next_offset >= st.durable.next_offset {
             st.durable = target;
         }
         st.debug_check_marks();
-        mark_index_durable(&mut st, target);
+        mark_index_durable(st, target);
         let mut wake = Vec::new();
-        if inner.config.fsync.acks_durable() {
-            set_visible(&mut st, target);
-            wake = take_acks(&mut st, target.next_offset);
+        if self.inner.config.fsync.acks_durable() {
+            set_visible(st, target);
+            wake = take_acks(st, target.next_offset);
         }
         let flush_index: Vec<u64> = st
             .segments
@@ -163,15 +260,11 @@ impl<S: Storage> PartitionLog<S> {
             })
             .map(|s| s.base_offset)
             .collect();
-        drop(st);
-        for w in wake {
-            w.wake();
-        }
         for base in flush_index {
             let log = self.clone();
             monoio::spawn(async move { log.flush_index(base).await });
         }
-        Ok(true)
+        wake
     }
 
     pub(super) fn poisoned_error(&self, st: &State<S::File>) -> LogError {
@@ -197,17 +290,12 @@ impl<S: Storage> PartitionLog<S> {
             target,
         }
         .await?;
-        self.sync_once().await?;
-        // sync_once may have found the batch policy's sync loop had already
-        // covered everything; either way the durable mark is now at target.
-        let st = self.inner.st.borrow();
-        if let Some(cause) = &st.poison {
-            return Err(LogError::Poisoned {
-                partition: self.inner.partition,
-                cause: cause.clone(),
-            });
+        // A round that covers it all, and every round before it, ended.
+        RoundsCover {
+            log: self,
+            upto: None,
         }
-        Ok(())
+        .await
     }
 }
 
@@ -243,41 +331,37 @@ pub(super) fn take_acks<F>(st: &mut State<F>, upto: u64) -> Vec<Waker> {
         .collect()
 }
 
-/// Waits until no sync round runs, then marks one running.
-struct RoundWait<'a, S: Storage> {
+/// Starts a round if anything is left to sync, then waits until it and
+/// every round before it published.
+struct RoundsCover<'a, S: Storage> {
     log: &'a PartitionLog<S>,
+    /// Rounds numbered below this must end.
+    upto: Option<u64>,
 }
 
-impl<S: Storage> Future for RoundWait<'_, S> {
-    type Output = ();
+impl<S: Storage> Future for RoundsCover<'_, S> {
+    type Output = Result<(), LogError>;
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut st = self.log.inner.st.borrow_mut();
-        if st.round_running {
-            st.round_waiters.push(cx.waker().clone());
-            return Poll::Pending;
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let log = self.log;
+        let mut st = log.inner.st.borrow_mut();
+        if self.upto.is_none() {
+            match log.start_round(&mut st) {
+                Started::Yes | Started::NothingToSync => self.upto = Some(st.next_round),
+                Started::Full => {}
+                Started::Poisoned => return Poll::Ready(Err(log.poisoned_error(&st))),
+            }
         }
-        st.round_running = true;
-        Poll::Ready(())
-    }
-}
-
-/// The running sync round; ends it (and wakes the next) when dropped,
-/// also when the round's future is dropped half way.
-struct RoundTurn<'a, S: Storage> {
-    log: &'a PartitionLog<S>,
-}
-
-impl<S: Storage> Drop for RoundTurn<'_, S> {
-    fn drop(&mut self) {
-        let waiters = {
-            let mut st = self.log.inner.st.borrow_mut();
-            st.round_running = false;
-            std::mem::take(&mut st.round_waiters)
-        };
-        for w in waiters {
-            w.wake();
+        if st.poison.is_some() {
+            return Poll::Ready(Err(log.poisoned_error(&st)));
         }
+        if let Some(upto) = self.upto {
+            if st.rounds.front().is_none_or(|r| r.seq >= upto) {
+                return Poll::Ready(Ok(()));
+            }
+        }
+        st.round_waiters.push(cx.waker().clone());
+        Poll::Pending
     }
 }
 
