@@ -48,6 +48,8 @@ pub(crate) struct Round {
 /// What [`PartitionLog::start_round`] did.
 #[derive(Debug, PartialEq, Eq)]
 pub(super) enum Started {
+    /// A round was started, or one waiting to start will take everything
+    /// written so far.
     Yes,
     /// Nothing was written or named since the last round started.
     NothingToSync,
