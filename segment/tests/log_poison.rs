@@ -133,6 +133,12 @@ fn a_failed_fsync_poisons_the_partition_until_it_is_reopened() {
             assert!(Arc::ptr_eq(&first, &again), "the one cause, every time");
         }
         assert_eq!(log_cause(&log.flush().await.unwrap_err()).op, "fdatasync");
+        // Its sync rounds all ended, the failed one too: the log is idle, so
+        // the shard may close it (and a reopen recovers it).
+        for _ in 0..20 {
+            yield_to_others().await;
+        }
+        assert!(log.is_idle(), "a poisoned log with nothing in flight is idle");
         // What readers see never went past what was acknowledged.
         assert_eq!(read_all(&log), kept);
         // Reopen after a power cut, and on the same disk (a process restart).
