@@ -138,7 +138,10 @@ fn a_failed_fsync_poisons_the_partition_until_it_is_reopened() {
         for _ in 0..20 {
             yield_to_others().await;
         }
-        assert!(log.is_idle(), "a poisoned log with nothing in flight is idle");
+        assert!(
+            log.is_idle(),
+            "a poisoned log with nothing in flight is idle"
+        );
         // What readers see never went past what was acknowledged.
         assert_eq!(read_all(&log), kept);
         // Reopen after a power cut, and on the same disk (a process restart).
