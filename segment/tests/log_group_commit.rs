@@ -227,7 +227,7 @@ async fn all_durable_now(
 /// The batch X crossing `segment_bytes` and the batch Y after it are
 /// reserved together; the sealing fdatasync of X's segment is held. Tasks
 /// run in FIFO order, so the sealing task (spawned when Y rotated) runs
-/// before the sync loop (spawned when X's write completed) and its
+/// before the sync round's task (spawned when X's write completed) and its
 /// fdatasync is the one held. X may be acknowledged only by a round that
 /// syncs the file itself.
 #[test]
