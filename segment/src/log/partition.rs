@@ -123,6 +123,16 @@ pub(super) struct Mark {
     pub(super) last_timestamp: u64,
 }
 
+/// A sync round started and not yet published (`sync.rs`).
+pub(super) struct Round {
+    pub(super) seq: u64,
+    /// The written mark when the round started; `None` until its task
+    /// first runs.
+    pub(super) target: Option<Mark>,
+    /// Its syncs ended; it publishes when the rounds before it have.
+    pub(super) synced: bool,
+}
+
 pub(super) struct Inflight {
     pub(super) seq: u64,
     pub(super) mark: Mark,
@@ -147,7 +157,7 @@ pub(super) struct State<F> {
     /// The sync rounds started and not yet published, oldest first
     /// (`sync.rs`): each round's target becomes the durable mark only once
     /// every round started before it has published.
-    pub(super) rounds: VecDeque<super::sync::Round>,
+    pub(super) rounds: VecDeque<Round>,
     /// The number the next sync round takes.
     pub(super) next_round: u64,
     /// Flushes waiting for rounds to end.

@@ -19,7 +19,7 @@
 //! half way, with its files' dirty flags taken and their syncs not done.
 
 use super::error::{LogError, Poison};
-use super::partition::{Mark, PartitionLog, State};
+use super::partition::{Mark, PartitionLog, Round, State};
 use super::segment::SegState;
 use super::sync_gate;
 use super::visible::set_visible;
@@ -34,16 +34,6 @@ use std::task::{Context, Poll, Waker};
 /// Sync rounds one log runs at once under a policy that acknowledges
 /// durable appends (one under the others: their rounds wait for no one).
 pub(super) const ROUNDS_IN_FLIGHT: usize = 2;
-
-/// A sync round started and not yet published.
-pub(crate) struct Round {
-    seq: u64,
-    /// The written mark when the round started; `None` until its task
-    /// first runs.
-    target: Option<Mark>,
-    /// Its syncs ended; it publishes when the rounds before it have.
-    synced: bool,
-}
 
 /// What [`PartitionLog::start_round`] did.
 #[derive(Debug, PartialEq, Eq)]
