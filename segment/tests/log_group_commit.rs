@@ -283,10 +283,10 @@ fn regression_a_segments_last_batch_is_not_acknowledged_before_its_seal_sync_com
 /// second round may end first; it publishes only after the first.
 ///
 /// Segment 0's next fdatasync (the round that covers A, which crosses the
-/// segment's size) is held. B rolls
-/// into segment 1, so the second round syncs segment 1 and the directory,
-/// not segment 0: had it published when its own syncs ended, A and B would
-/// be acknowledged while only the held sync covers A.
+/// segment's size) is held. B rolls into segment 1, so the second round
+/// syncs segment 1 and the directory, not segment 0: had it published when
+/// its own syncs ended, A and B would be acknowledged while only the held
+/// sync covers A.
 #[test]
 fn a_second_round_runs_while_the_first_syncs_and_publishes_after_it() {
     run_sim(async {
