@@ -180,6 +180,11 @@ pub struct Args {
     /// Skip the poll phase.
     #[arg(long)]
     pub no_poll: bool,
+    /// Before the poll phase, flush every partition (`Handle::flush_all`)
+    /// and wait: the page cache's write-back of what was appended is then
+    /// over, not running on the cores the consumers use.
+    #[arg(long)]
+    pub settle: bool,
     /// After the run, time opening the data directory with every partition
     /// recovered before `Engine::open` returns: as the clean shutdown left
     /// it, then with the clean-close records removed (as after a crash).

@@ -191,6 +191,14 @@ pub fn run(args: Args) -> Result<(), String> {
     let mut xxh3 = 0.0;
     let verify_cores = shape.consumers.min(shape.shards).min(shape.cores);
     if !args.no_poll {
+        if args.settle && !args.tail {
+            pb.set_message("settle");
+            engine
+                .handle()
+                .flush_all()
+                .wait()
+                .map_err(|e| format!("flush before the polls: {e}"))?;
+        }
         pb.set_message("poll");
         let poll_start = Instant::now();
         if !args.tail {

@@ -144,6 +144,7 @@ impl Summary<'_> {
                 "warmup": args.warmup,
                 "verify": !args.no_verify,
                 "tail": args.tail,
+                "settled": args.settle && !args.tail && !args.no_poll,
                 "syncs": args.syncs,
                 "checksum_simd": corelog::testing::segment::checksum::simd_path(),
             },
