@@ -91,3 +91,49 @@ fn shards_are_pinned_to_the_cpus_named_and_a_cpu_not_allowed_is_refused() {
     let err = Engine::open(Config::new(dir.path()).cpus(vec![])).unwrap_err();
     assert!(matches!(err, OpenError::InvalidConfig { .. }), "{err}");
 }
+
+/// A request made on a shard's own thread skips the queue only when that
+/// shard owns it: one for a partition of the other shard, or of another
+/// engine's shard of the same index, still goes to its owner (else a shard
+/// would open a partition another shard owns, or write into another
+/// engine's directory).
+#[test]
+fn a_request_made_on_a_shard_thread_reaches_the_shard_and_engine_that_own_it() {
+    let (a_dir, b_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = Engine::open(config(a_dir.path())).unwrap();
+    let b = Engine::open(config(b_dir.path())).unwrap();
+    let (ha, hb) = (a.handle(), b.handle());
+    assert_eq!((ha.shard_of(0), ha.shard_of(1), hb.shard_of(2)), (0, 1, 0));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (ha2, hb2) = (ha.clone(), hb.clone());
+    ha.spawn_on(0, move || async move {
+        let own = ha2.append(0, batch(0, 0)).await.map(|a| a.base_offset);
+        let other_shard = ha2.append(1, batch(1, 0)).await.map(|a| a.base_offset);
+        let other_engine = hb2.append(2, batch(2, 0)).await.map(|a| a.base_offset);
+        tx.send((own, other_shard, other_engine)).unwrap();
+    })
+    .wait()
+    .unwrap();
+    let (own, other_shard, other_engine) = rx.recv_timeout(Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        (own.unwrap(), other_shard.unwrap(), other_engine.unwrap()),
+        (0, 0, 0)
+    );
+    let (ma, mb) = (ha.metrics(), hb.metrics());
+    assert_eq!((ma.shards[0].appends, ma.shards[1].appends), (1, 1));
+    assert_eq!((mb.shards[0].appends, mb.shards[1].appends), (1, 0));
+    let mut in_a = futures::executor::block_on(ha.partitions()).unwrap();
+    in_a.sort();
+    assert_eq!(in_a, vec![0, 1]);
+    assert_eq!(
+        futures::executor::block_on(hb.partitions()).unwrap(),
+        vec![2]
+    );
+    // The other shard's partition, appended to from outside: one log, in order.
+    assert_eq!(
+        ha.append(1, batch(1, 1)).wait().unwrap().base_offset,
+        messages_in(0)
+    );
+    a.shutdown().unwrap();
+    b.shutdown().unwrap();
+}
