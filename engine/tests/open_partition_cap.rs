@@ -97,3 +97,31 @@ fn idle_partitions_give_back_descriptors_and_mappings_and_reopen_whole() {
     );
     engine.shutdown().unwrap();
 }
+
+/// The cap is the engine's, shared among its shards (each holds its part):
+/// two shards with a cap of four keep four partitions open, not eight.
+#[test]
+fn the_cap_is_shared_among_the_shards() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("data");
+    let engine = Engine::open(Config {
+        shards: Some(2),
+        max_open_partitions: CAP,
+        log: LogConfig::default(),
+        ..Config::new(&dir)
+    })
+    .unwrap();
+    for p in 0..PARTITIONS {
+        engine.handle().append(p, batch(p, 0)).wait().unwrap();
+        futures::executor::block_on(engine.handle().flush_all()).unwrap();
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let (fds, maps) = (descriptors_under(&dir), mapped_segments(&dir));
+    assert!(
+        fds <= CAP + 2 && maps <= CAP,
+        "{fds} descriptors and {maps} segment mappings under the data directory \
+         with a cap of {CAP} open partitions over two shards"
+    );
+    engine.shutdown().unwrap();
+}
