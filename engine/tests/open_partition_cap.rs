@@ -28,18 +28,23 @@ fn descriptors_under(dir: &std::path::Path) -> usize {
         .count()
 }
 
+/// An engine of `shards` shards with at most `CAP` partitions open.
+fn open_capped(dir: &std::path::Path, shards: usize) -> Engine {
+    Engine::open(Config {
+        shards: Some(shards),
+        max_open_partitions: CAP,
+        log: LogConfig::default(),
+        ..Config::new(dir)
+    })
+    .unwrap()
+}
+
 #[test]
 fn idle_partitions_give_back_descriptors_and_mappings_and_reopen_whole() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
-    let engine = Engine::open(Config {
-        shards: Some(1),
-        max_open_partitions: CAP,
-        log: LogConfig::default(),
-        ..Config::new(&dir)
-    })
-    .unwrap();
+    let engine = open_capped(&dir, 1);
     let sent: Vec<Vec<u8>> = (0..PARTITIONS).map(|p| batch(p, p % 5)).collect();
     engine.handle().append(0, sent[0].clone()).wait().unwrap();
     // A reply held while its partition is closed under it.
@@ -105,13 +110,7 @@ fn the_cap_is_shared_among_the_shards() {
     let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("data");
-    let engine = Engine::open(Config {
-        shards: Some(2),
-        max_open_partitions: CAP,
-        log: LogConfig::default(),
-        ..Config::new(&dir)
-    })
-    .unwrap();
+    let engine = open_capped(&dir, 2);
     for p in 0..PARTITIONS {
         engine.handle().append(p, batch(p, 0)).wait().unwrap();
         futures::executor::block_on(engine.handle().flush_all()).unwrap();
