@@ -20,10 +20,11 @@
 
 use super::error::{LogError, Poison};
 use super::partition::{Mark, PartitionLog, Round, State};
-use super::segment::SegState;
+use super::segment::{SegState, Segment};
 use super::sync_gate;
 use super::visible::set_visible;
 use crate::io::{Storage, StorageFile};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -236,7 +237,7 @@ impl<S: Storage> PartitionLog<S> {
             st.durable = target;
         }
         st.debug_check_marks();
-        mark_index_durable(st, target);
+        mark_index_durable(&mut st.segments, target);
         let mut wake = Vec::new();
         if self.inner.config.fsync.acks_durable() {
             set_visible(st, target);
@@ -298,8 +299,12 @@ pub const POISON_MARKER: &str = "POISONED";
 const INDEX_FLUSH_ENTRIES: usize = 256;
 
 /// After a sync that covered `mark`: index entries below it are durable.
-pub(super) fn mark_index_durable<F>(st: &mut State<F>, mark: Mark) {
-    for seg in st.segments.iter_mut().rev() {
+/// Never past it: recovery trusts every batch below a segment's last
+/// index entry without reading it, so an entry flushed for a batch the
+/// sync did not cover (a later segment's, or past `mark.end`) would let a
+/// torn batch through after a power cut.
+pub(super) fn mark_index_durable<F>(segments: &mut VecDeque<Segment<F>>, mark: Mark) {
+    for seg in segments.iter_mut().rev() {
         if seg.base_offset > mark.segment {
             continue;
         }
@@ -375,5 +380,76 @@ impl<S: Storage> Future for FlushWait<S> {
         }
         st.flushes.push((self.target, cx.waker().clone()));
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::index::IndexEntry;
+    use std::path::Path;
+
+    /// A segment at `base` of `len` bytes with batches at `positions`.
+    fn segment(base: u64, len: u64, positions: &[u32]) -> Segment<()> {
+        let unmapped: crate::log::map_slot::Mapper =
+            Rc::new(|_: &Path, _: usize| Err(std::io::ErrorKind::Unsupported.into()));
+        let mut seg = Segment::new(Path::new("/nowhere"), base, None, unmapped, None);
+        seg.len = len;
+        seg.index = positions
+            .iter()
+            .zip(0u32..)
+            .map(|(&position, rel_offset)| IndexEntry {
+                rel_offset,
+                position,
+                timestamp: 1,
+            })
+            .collect();
+        seg
+    }
+
+    fn mark(segment: u64, end: u64) -> Mark {
+        Mark {
+            segment,
+            end,
+            next_offset: 0,
+            last_batch: None,
+            last_timestamp: 0,
+        }
+    }
+
+    fn durable(segments: &VecDeque<Segment<()>>) -> Vec<usize> {
+        segments.iter().map(|s| s.index_durable).collect()
+    }
+
+    /// Entries become durable up to the synced mark and never past it: an
+    /// older segment whole, the mark's segment below its end, a later
+    /// segment (rolled after the round took its target) not at all.
+    #[test]
+    fn index_entries_become_durable_up_to_the_mark_and_never_past_it() {
+        let mut segs: VecDeque<_> = [
+            segment(0, 900, &[0, 300, 600]),
+            segment(3, 700, &[0, 200, 400, 600]),
+            segment(7, 500, &[0, 250]),
+        ]
+        .into();
+        mark_index_durable(&mut segs, mark(3, 400));
+        assert_eq!(
+            durable(&segs),
+            [3, 2, 0],
+            "the batch at 400 ends past the mark"
+        );
+        mark_index_durable(&mut segs, mark(3, 401));
+        assert_eq!(durable(&segs), [3, 3, 0]);
+        // A later mark in the last segment: the one before it whole.
+        mark_index_durable(&mut segs, mark(7, 250));
+        assert_eq!(durable(&segs), [3, 4, 1]);
+        // An older mark takes nothing back.
+        mark_index_durable(&mut segs, mark(3, 100));
+        assert_eq!(durable(&segs), [3, 4, 1]);
+        // A mark in the first segment leaves the later ones as they were.
+        let mut fresh: VecDeque<_> =
+            [segment(0, 900, &[0, 300, 600]), segment(3, 700, &[0])].into();
+        mark_index_durable(&mut fresh, mark(0, 600));
+        assert_eq!(durable(&fresh), [2, 0]);
     }
 }
