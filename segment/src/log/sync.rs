@@ -451,5 +451,10 @@ mod tests {
             [segment(0, 900, &[0, 300, 600]), segment(3, 700, &[0])].into();
         mark_index_durable(&mut fresh, mark(0, 600));
         assert_eq!(durable(&fresh), [2, 0]);
+        // A round that took its target just after a roll, before anything
+        // was written to the new segment: the older one is whole.
+        let mut rolled: VecDeque<_> = [segment(0, 900, &[0, 300, 600]), segment(3, 0, &[])].into();
+        mark_index_durable(&mut rolled, mark(3, 0));
+        assert_eq!(durable(&rolled), [3, 0]);
     }
 }
