@@ -658,3 +658,35 @@ fn regression_a_tail_open_drops_a_garbled_index_entry_before_the_last() {
         "the index is rebuilt from the log"
     );
 }
+
+/// A partition that refused to open (`Unopenable`) opens on
+/// `reopen_partition` once its damage is repaired, and is deleted by
+/// `delete_partition` without being opened.
+#[test]
+fn an_unopenable_partition_reopens_once_repaired_and_can_be_deleted() {
+    let _serial = serial();
+    let pristine = Pristine::make();
+    let dir = pristine.copy();
+    let first = dir.path().join(&pristine.logs()[0]);
+    let sound = std::fs::read(&first).unwrap();
+    let mut damaged = sound.clone();
+    damaged[300] ^= 0xff;
+    let refused = |engine: &Engine| {
+        let r = engine.handle().poll(P, PollFrom::First, 1 << 20).wait();
+        assert!(matches!(r, Err(RequestError::Unopenable { .. })), "{r:?}");
+    };
+    std::fs::write(&first, &damaged).unwrap();
+    let engine = open(dir.path(), 1, config(OpenCheck::Full));
+    refused(&engine);
+    std::fs::write(&first, &sound).unwrap();
+    engine.handle().reopen_partition(P).wait().unwrap();
+    assert_eq!(read_all(&engine), pristine.batches);
+    engine.shutdown().unwrap();
+
+    std::fs::write(&first, &damaged).unwrap();
+    let engine = open(dir.path(), 1, config(OpenCheck::Full));
+    refused(&engine);
+    engine.handle().delete_partition(P).wait().unwrap();
+    assert!(!dir.path().join("partitions").join(P.to_string()).exists());
+    engine.shutdown().unwrap();
+}
