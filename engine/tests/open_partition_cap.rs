@@ -104,7 +104,8 @@ fn idle_partitions_give_back_descriptors_and_mappings_and_reopen_whole() {
 }
 
 /// The cap is the engine's, shared among its shards (each holds its part):
-/// two shards with a cap of four keep four partitions open, not eight.
+/// two shards with a cap of four keep four partitions open, not eight,
+/// and not fewer.
 #[test]
 fn the_cap_is_shared_among_the_shards() {
     let _serial = serial();
@@ -121,6 +122,12 @@ fn the_cap_is_shared_among_the_shards() {
         fds <= CAP + 2 && maps <= CAP,
         "{fds} descriptors and {maps} segment mappings under the data directory \
          with a cap of {CAP} open partitions over two shards"
+    );
+    // And no fewer: idle partitions stay open up to the cap, each shard's
+    // part of it, so the next request to them needs no reopening.
+    assert_eq!(
+        maps, CAP,
+        "segment mappings: each shard keeps its part open"
     );
     engine.shutdown().unwrap();
 }
