@@ -104,3 +104,29 @@ fn a_stuck_shard_with_a_full_queue_still_stops_and_releases_the_directory() {
     assert_eq!(stats.next_offset, base_offset_of(depth as u64));
     reopened.shutdown().unwrap();
 }
+
+/// A shard busy when the shutdown starts but done well within the
+/// timeout: an ordinary shutdown, answered once it stops, not when the
+/// time is up.
+#[test]
+fn a_shard_that_stops_in_time_ends_an_ordinary_shutdown_as_soon_as_it_stops() {
+    let _dog = Watchdog::arm("shutdown_timeout, in time", Duration::from_secs(120));
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::open(config(dir.path())).unwrap();
+    engine.handle().append(1, batch(1, 0)).wait().unwrap();
+    let held = hold_shard(&engine.handle(), 1);
+    let releaser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        held.release();
+    });
+    let started = Instant::now();
+    engine
+        .shutdown_timeout(Duration::from_secs(30))
+        .expect("a shard that stops in time: an ordinary shutdown");
+    let took = started.elapsed();
+    releaser.join().unwrap();
+    assert!(
+        took >= Duration::from_millis(150) && took < Duration::from_secs(10),
+        "answered once the held shard stopped (200 ms), not at the timeout (30 s): {took:?}"
+    );
+}
