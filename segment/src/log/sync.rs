@@ -299,10 +299,10 @@ pub const POISON_MARKER: &str = "POISONED";
 const INDEX_FLUSH_ENTRIES: usize = 256;
 
 /// After a sync that covered `mark`: index entries below it are durable.
-/// Never past it: recovery trusts every batch below a segment's last
-/// index entry without reading it, so an entry flushed for a batch the
-/// sync did not cover (a later segment's, or past `mark.end`) would let a
-/// torn batch through after a power cut.
+/// Never past it: a tail-checked recovery (`OpenCheck::Tail`) verifies a
+/// segment only from its last index entry on, so an entry flushed for a
+/// batch the sync did not cover (a later segment's, or past `mark.end`)
+/// would let a torn batch through after a power cut.
 pub(super) fn mark_index_durable<F>(segments: &mut VecDeque<Segment<F>>, mark: Mark) {
     for seg in segments.iter_mut().rev() {
         if seg.base_offset > mark.segment {
