@@ -50,7 +50,33 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/server-load.XXXXXX")
 PIDS=()
 cleanup() { for p in "${PIDS[@]:-}"; do [[ -n "$p" ]] && kill "$p" 2>/dev/null || true; done; [[ -n "${KEEP:-}" ]] || rm -rf "$WORK"; }
 trap cleanup EXIT
-free_port() { python3 -c "import socket; s=socket.socket(); s.bind(('${1:-127.0.0.1}',0)); print(s.getsockname()[1])"; }
+# A free port on $1 (default 127.0.0.1) for a listener, below the kernel's
+# ephemeral range (32768-60999): a port the kernel hands out (bind to 0)
+# can be taken as an outgoing connection's source port before the server
+# binds it (CI saw "Address already in use" at node3's start). Each is
+# checked free and handed out once per run ($WORK/ports).
+free_port() {
+  python3 - "${1:-127.0.0.1}" "$WORK/ports" <<'PY'
+import os, random, socket, sys
+ip, used = sys.argv[1], sys.argv[2]
+taken = set(open(used).read().split()) if os.path.exists(used) else set()
+for port in random.sample(range(20000, 32000), 12000):
+    if str(port) in taken:
+        continue
+    s = socket.socket()
+    try:
+        s.bind((ip, port))
+    except OSError:
+        continue
+    finally:
+        s.close()
+    open(used, "a").write(f"{port}\n")
+    print(port)
+    break
+else:
+    sys.exit("server-load: no free port below the ephemeral range")
+PY
+}
 wait_port() { # NAME HOST PORT
   for _ in $(seq 100); do
     python3 -c "import socket; socket.create_connection(('$2',$3),0.2).close()" 2>/dev/null && return 0
