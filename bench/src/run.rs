@@ -189,6 +189,7 @@ pub fn run(args: Args) -> Result<(), String> {
     let mut e2e = histogram();
     let mut served: Option<u64> = None;
     let mut xxh3 = 0.0;
+    let mut read_only = 0.0;
     let verify_cores = shape.consumers.min(shape.shards).min(shape.cores);
     if !args.no_poll {
         if args.settle && !args.tail {
@@ -237,6 +238,11 @@ pub fn run(args: Args) -> Result<(), String> {
         }
         if !args.no_verify {
             xxh3 = crate::xxh3::rate(verify_cores, 1.0);
+            let limits = engine.handle().limits();
+            match crate::xxh3::read_only_rate(&dir, shape.partitions, verify_cores, &limits) {
+                Ok(rate) => read_only = rate,
+                Err(e) => errors.push(e),
+            }
         }
     }
     sampler_stop.store(true, Ordering::Relaxed);
@@ -273,6 +279,7 @@ pub fn run(args: Args) -> Result<(), String> {
         e2e,
         served,
         xxh3,
+        read_only,
         verify_cores,
         reopen,
         errors,

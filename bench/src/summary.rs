@@ -33,6 +33,9 @@ pub struct Summary<'a> {
     pub served: Option<u64>,
     /// Raw XXH3 of this build, bytes/s, on `verify_cores` cores at once.
     pub xxh3: f64,
+    /// The same partitions verified by the read-only reader, no engine,
+    /// bytes/s on `verify_cores` cores (`xxh3::read_only_rate`).
+    pub read_only: f64,
     pub verify_cores: usize,
     /// `--reopen`: the cost of opening the directory again.
     pub reopen: Option<crate::reopen::Reopen>,
@@ -85,6 +88,12 @@ impl Summary<'_> {
                 self.verify_cores,
                 self.xxh3 / 1e9,
                 self.poll.mb_per_s() * 1e6 / self.xxh3
+            );
+            println!(
+                "the same partitions verified without the engine (read-only reader, fresh mappings, {} cores): {:.2} GB/s; poll's ratio to it {:.2}",
+                self.verify_cores,
+                self.read_only / 1e9,
+                self.poll.mb_per_s() * 1e6 / self.read_only
             );
         }
         if !args.tail {
@@ -164,6 +173,7 @@ impl Summary<'_> {
             "end_to_end": { "latency_us": latency_json(&self.e2e) },
             "xxh3_gb_per_s": (self.xxh3 > 0.0).then_some(self.xxh3 / 1e9),
             "xxh3_cores": self.verify_cores,
+            "read_only_verify_gb_per_s": (self.read_only > 0.0).then_some(self.read_only / 1e9),
             "reopen": self.reopen.map(|r| r.json()),
             "errors": self.errors,
         })
