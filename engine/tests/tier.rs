@@ -478,3 +478,78 @@ fn a_deleted_partition_leaves_nothing_in_the_store() {
     assert_eq!(read_all(&engine, 8, 1 << 20), expected(8, 300));
     engine.shutdown().unwrap();
 }
+
+/// The first batch of `log` (`(base offset, base timestamp)`, in order)
+/// whose timestamp is at or after `t`.
+fn first_at_or_after(log: &[(u64, u64)], t: u64) -> Option<u64> {
+    log.iter().find(|(_, ts)| *ts >= t).map(|(o, _)| *o)
+}
+
+#[test]
+fn polls_by_timestamp_and_by_offset_find_the_same_batches_in_the_store_as_on_disk() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
+    for seq in 0..300 {
+        fill(&engine, 5, seq..seq + 1);
+        if seq % 3 == 0 {
+            // Timestamps apart, so that "at or after" has batches to skip.
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+    // Every batch's offset and timestamp, while all of it is local.
+    let mut log = Vec::new();
+    let mut next = 0;
+    loop {
+        let r = engine
+            .handle()
+            .poll(5, PollFrom::Offset(next), 1)
+            .wait()
+            .unwrap();
+        let Some(b) = r.batches().next() else { break };
+        log.push((b.base_offset(), b.base_timestamp()));
+        next = b.next_offset();
+    }
+    assert_eq!(log.len(), 300);
+    let at = |from: PollFrom| {
+        let r = engine.handle().poll(5, from, 1).wait().unwrap();
+        r.verify(&engine.handle().limits()).unwrap();
+        let first = r.messages().next().map(|m| m.offset());
+        first
+    };
+    // Targets across the log: each sampled batch's own timestamp, one
+    // past it (the next later batch), and offsets inside batches.
+    let targets: Vec<u64> = log
+        .iter()
+        .step_by(7)
+        .flat_map(|(_, ts)| [*ts, ts + 1])
+        .collect();
+    let offsets: Vec<u64> = (0..next).step_by(13).collect();
+    let local_ts: Vec<_> = targets
+        .iter()
+        .map(|&t| at(PollFrom::Timestamp(t)))
+        .collect();
+    let want: Vec<_> = targets
+        .iter()
+        .map(|&t| first_at_or_after(&log, t))
+        .collect();
+    assert_eq!(local_ts, want, "on disk");
+    assert!(engine.handle().offload_pass().failed.is_empty());
+    let local_start = engine.handle().stats(5).wait().unwrap().first_offset;
+    assert!(
+        local_start > next / 2,
+        "most of the log is in the store only: {local_start} of {next}"
+    );
+    let remote_ts: Vec<_> = targets
+        .iter()
+        .map(|&t| at(PollFrom::Timestamp(t)))
+        .collect();
+    assert_eq!(remote_ts, want, "from the store");
+    for o in offsets {
+        assert_eq!(at(PollFrom::Offset(o)), Some(o), "offset {o}");
+    }
+    // Past the last batch's timestamp there is nothing.
+    let last = log.last().unwrap().1;
+    assert_eq!(at(PollFrom::Timestamp(last + 1)), None);
+    engine.shutdown().unwrap();
+}
