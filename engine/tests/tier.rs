@@ -553,3 +553,101 @@ fn polls_by_timestamp_and_by_offset_find_the_same_batches_in_the_store_as_on_dis
     assert_eq!(at(PollFrom::Timestamp(last + 1)), None);
     engine.shutdown().unwrap();
 }
+
+#[test]
+fn an_index_in_the_store_naming_the_wrong_batches_is_not_followed() {
+    use corelog::testing::segment::log::index::{decode_file, encode_all, IndexEntry};
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
+    fill(&engine, 6, 0..300);
+    assert!(engine.handle().offload_pass().failed.is_empty());
+    // Every offloaded segment's index replaced by well-formed entries (each
+    // passes its checksum, the first is the segment's start, as in every
+    // index): in half of them the entries name positions where no batch
+    // starts, in the other half real batches under the wrong offsets.
+    let mut indexes: Vec<String> = store
+        .keys()
+        .into_iter()
+        .filter(|k| k.ends_with(".index"))
+        .collect();
+    indexes.sort();
+    assert!(indexes.len() >= 4, "{indexes:?}");
+    for (n, key) in indexes.iter().enumerate() {
+        let (real, _) = decode_file(&store.get(key, None).unwrap());
+        assert!(real.len() >= 4, "{key}: {real:?}");
+        let lying: Vec<IndexEntry> = real
+            .iter()
+            .enumerate()
+            .map(|(i, e)| match (i, n % 2) {
+                (0, _) => *e,
+                (_, 0) => IndexEntry {
+                    position: e.position + 13,
+                    ..*e
+                },
+                _ => IndexEntry {
+                    rel_offset: e.rel_offset + 1,
+                    ..*e
+                },
+            })
+            .collect();
+        store.put(key, &encode_all(&lying)).unwrap();
+    }
+    // A fresh engine, so that no index was read before the change.
+    engine.shutdown().unwrap();
+    let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
+    assert!(engine.handle().stats(6).wait().unwrap().first_offset > 0);
+    assert_eq!(read_all(&engine, 6, 1), expected(6, 300));
+    for o in (0..base_offset_of(300)).step_by(5) {
+        let r = engine
+            .handle()
+            .poll(6, PollFrom::Offset(o), 1)
+            .wait()
+            .unwrap();
+        r.verify(&engine.handle().limits()).unwrap();
+        assert_eq!(r.messages().next().map(|m| m.offset()), Some(o));
+    }
+    engine.shutdown().unwrap();
+}
+
+#[test]
+fn a_damaged_batch_where_the_index_points_is_named_not_walked_around_forever() {
+    use corelog::testing::segment::log::index::decode_file;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
+    fill(&engine, 7, 0..300);
+    assert!(engine.handle().offload_pass().failed.is_empty());
+    let mut logs: Vec<String> = store
+        .keys()
+        .into_iter()
+        .filter(|k| k.ends_with(".log"))
+        .collect();
+    logs.sort();
+    let log_key = &logs[0];
+    let (entries, _) = decode_file(&store.get(&log_key.replace(".log", ".index"), None).unwrap());
+    let e = entries[2];
+    // The base_offset field (byte 8 of the header) of the batch the index
+    // names: the header still parses, its offset is wrong.
+    assert!(store.damage(log_key, e.position as usize + 8));
+    engine.shutdown().unwrap();
+    let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let handle = engine.handle().clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(
+            handle
+                .poll(7, PollFrom::Offset(u64::from(e.rel_offset)), 1)
+                .wait(),
+        );
+    });
+    let Ok(got) = rx.recv_timeout(Duration::from_secs(20)) else {
+        // The shard is stuck: an engine dropped now would wait for it.
+        std::mem::forget(engine);
+        panic!("no answer in 20 s: the poll walks around the damage forever");
+    };
+    let err = got.unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
+    assert!(err.to_string().contains(log_key.as_str()), "{err}");
+    engine.shutdown().unwrap();
+}

@@ -72,6 +72,7 @@ pub struct Reader<'a> {
 }
 
 /// Where a remote poll starts in a segment.
+#[derive(Debug, Clone, Copy)]
 struct Start {
     pos: u64,
     /// The offset the batch there must start at.
@@ -139,30 +140,40 @@ impl Reader<'_> {
             PollFrom::Timestamp(t) => index::floor_timestamp(&entries, t),
             _ => None,
         };
+        let start = Start {
+            pos: 0,
+            offset: seg.base_offset,
+        };
         let mut at = entry
             .filter(|e| u64::from(e.position) < seg.bytes)
             .map(|e| Start {
                 pos: u64::from(e.position),
                 offset: seg.base_offset + u64::from(e.rel_offset),
             })
-            .unwrap_or(Start {
-                pos: 0,
-                offset: seg.base_offset,
-            });
+            .unwrap_or(start);
+        // An index is a hint: only the first header read comes from it,
+        // and one that does not name its batch (no batch header there, or
+        // another batch's) is not followed: the walk starts again from the
+        // segment's start, once. Every later position is the walk's own,
+        // so damage it meets is the log's and is named.
+        let mut hinted = at.pos > 0;
         loop {
-            let h = self.header(p, seg, at.pos)?;
-            if h.base_offset != at.offset
-                && at.pos > 0
-                && entry.is_some_and(|e| u64::from(e.position) == at.pos)
-            {
-                // An index is a hint: one that does not name its batch is
-                // not followed; walk from the segment's start.
-                at = Start {
-                    pos: 0,
-                    offset: seg.base_offset,
-                };
-                continue;
-            }
+            let h = match self.header(p, seg, at.pos) {
+                Ok(h) if !hinted || h.base_offset == at.offset => h,
+                Err(e) if !hinted || !matches!(e, TierError::Damaged { .. }) => return Err(e),
+                _ => {
+                    tracing::warn!(
+                        "{}: index entry for offset {} at byte {} does not name its batch; walking from the start",
+                        self.store.object_name(&log_key(p, seg)),
+                        at.offset,
+                        at.pos
+                    );
+                    hinted = false;
+                    at = start;
+                    continue;
+                }
+            };
+            hinted = false;
             if h.base_offset != at.offset {
                 return Err(self.damaged(
                     p,
