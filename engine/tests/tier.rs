@@ -651,3 +651,44 @@ fn a_damaged_batch_where_the_index_points_is_named_not_walked_around_forever() {
     assert!(err.to_string().contains(log_key.as_str()), "{err}");
     engine.shutdown().unwrap();
 }
+
+#[test]
+fn a_batch_length_past_the_end_of_memory_in_the_store_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
+    fill(&engine, 8, 0..300);
+    assert!(engine.handle().offload_pass().failed.is_empty());
+    let mut logs: Vec<String> = store
+        .keys()
+        .into_iter()
+        .filter(|k| k.ends_with(".log"))
+        .collect();
+    logs.sort();
+    // The fourth batch's batch_length (bytes 32..40 of its header), every
+    // bit flipped: about 2^64 minus its length, so that its position plus
+    // it wraps around.
+    let at: usize = (0..3).map(|seq| batch(8, seq).len()).sum();
+    for b in 32..40 {
+        assert!(store.damage(&logs[0], at + b));
+    }
+    engine.shutdown().unwrap();
+    let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
+    let (tx, rx) = std::sync::mpsc::channel();
+    let handle = engine.handle().clone();
+    std::thread::spawn(move || {
+        let got = [PollFrom::Offset(0), PollFrom::First, PollFrom::Timestamp(0)]
+            .map(|from| handle.poll(8, from, 1 << 20).wait().map(|r| r.len()));
+        let _ = tx.send(got);
+    });
+    let Ok(got) = rx.recv_timeout(Duration::from_secs(20)) else {
+        std::mem::forget(engine);
+        panic!("no answer in 20 s");
+    };
+    for r in got {
+        let err = r.unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
+        assert!(err.to_string().contains(logs[0].as_str()), "{err}");
+    }
+    engine.shutdown().unwrap();
+}

@@ -148,7 +148,7 @@ impl Reader<'_> {
             .filter(|e| u64::from(e.position) < seg.bytes)
             .map(|e| Start {
                 pos: u64::from(e.position),
-                offset: seg.base_offset + u64::from(e.rel_offset),
+                offset: seg.base_offset.saturating_add(u64::from(e.rel_offset)),
             })
             .unwrap_or(start);
         // An index is a hint: only the first header read comes from it,
@@ -230,19 +230,19 @@ impl Reader<'_> {
         seg: &RemoteSegment,
         pos: u64,
     ) -> Result<corelog_segment::log::scan::HeaderPeek, TierError> {
-        let head = self.read(p, seg, pos..(pos + BATCH_HEADER_LEN as u64).min(seg.bytes))?;
+        // What the manifest says remains from `pos`: the declared length is
+        // compared with it, never added to `pos` (a damaged length near
+        // 2^64 would wrap around).
+        let remain = seg.bytes.saturating_sub(pos);
+        let head = self.read(p, seg, pos..pos + remain.min(BATCH_HEADER_LEN as u64))?;
         let h = header_at(&head, 0)
             .ok_or_else(|| self.damaged(p, seg, pos, "a torn batch header".into()))?;
-        if h.batch_length < BATCH_HEADER_LEN as u64 || pos + h.batch_length > seg.bytes {
+        if h.batch_length < BATCH_HEADER_LEN as u64 || h.batch_length > remain {
             return Err(self.damaged(
                 p,
                 seg,
                 pos,
-                format!(
-                    "a batch of {} bytes where {} remain",
-                    h.batch_length,
-                    seg.bytes - pos
-                ),
+                format!("a batch of {} bytes where {remain} remain", h.batch_length),
             ));
         }
         Ok(h)
