@@ -692,3 +692,39 @@ fn a_batch_length_past_the_end_of_memory_in_the_store_is_named() {
     }
     engine.shutdown().unwrap();
 }
+
+#[test]
+fn another_partitions_object_under_this_ones_key_is_named_not_served() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = Arc::new(MemoryStore::new());
+    let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
+    // Partitions 9 and 10 get batches of the same sizes and offsets (the
+    // sizes follow the sequence number), so their objects line up.
+    fill(&engine, 9, 0..300);
+    fill(&engine, 10, 0..300);
+    assert!(engine.handle().offload_pass().failed.is_empty());
+    let first_log = |p: u64| {
+        let mut logs: Vec<String> = store
+            .keys()
+            .into_iter()
+            .filter(|k| k.starts_with(&format!("partitions/{p}/")) && k.ends_with(".log"))
+            .collect();
+        logs.sort();
+        logs[0].clone()
+    };
+    let (nine, ten) = (first_log(9), first_log(10));
+    let theirs = store.get(&nine, None).unwrap();
+    assert_eq!(theirs.len(), store.get(&ten, None).unwrap().len());
+    // As a bucket shared by mistake, or a restore into the wrong prefix.
+    store.put(&ten, &theirs).unwrap();
+    engine.shutdown().unwrap();
+    let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
+    for from in [PollFrom::Offset(0), PollFrom::First, PollFrom::Offset(5)] {
+        let err = engine.handle().poll(10, from, 1 << 20).wait().unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::Corrupt, "{from:?}: {err}");
+        assert!(err.to_string().contains("partition 9"), "{err}");
+    }
+    // Partition 9's own objects are served as before.
+    assert_eq!(read_all(&engine, 9, 1 << 20), expected(9, 300));
+    engine.shutdown().unwrap();
+}

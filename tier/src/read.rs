@@ -111,6 +111,24 @@ impl Reader<'_> {
                 // damage was in flight.
                 self.cache.forget(p, seg.base_offset);
             })?;
+        // The object's batches are this partition's: a key that holds
+        // another's (a bucket shared by mistake, a restore into the wrong
+        // prefix) checks out batch by batch and must not be served.
+        let mut at = start.pos;
+        for b in reply.batches() {
+            if b.partition_id() != p {
+                self.cache.forget(p, seg.base_offset);
+                return Err(TierError::Damaged {
+                    object: self.store.object_name(&key),
+                    position: at,
+                    reason: format!(
+                        "a batch of partition {} in partition {p}'s segment",
+                        b.partition_id()
+                    ),
+                });
+            }
+            at += b.len() as u64;
+        }
         if reply.first_offset() != start.offset {
             return Err(TierError::Damaged {
                 object: self.store.object_name(&key),
