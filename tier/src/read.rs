@@ -162,22 +162,29 @@ impl Reader<'_> {
             pos: 0,
             offset: seg.base_offset,
         };
+        let entry = entry.filter(|e| u64::from(e.position) < seg.bytes);
         let mut at = entry
-            .filter(|e| u64::from(e.position) < seg.bytes)
             .map(|e| Start {
                 pos: u64::from(e.position),
                 offset: seg.base_offset.saturating_add(u64::from(e.rel_offset)),
             })
             .unwrap_or(start);
+        let hint_timestamp = entry.map_or(0, |e| e.timestamp);
         // An index is a hint: only the first header read comes from it,
         // and one that does not name its batch (no batch header there, or
-        // another batch's) is not followed: the walk starts again from the
-        // segment's start, once. Every later position is the walk's own,
-        // so damage it meets is the log's and is named.
+        // another batch's offset or timestamp, as the local log checks) is
+        // not followed: the walk starts again from the segment's start,
+        // once. Every later position is the walk's own, so damage it meets
+        // is the log's and is named.
         let mut hinted = at.pos > 0;
         loop {
             let h = match self.header(p, seg, at.pos) {
-                Ok(h) if !hinted || h.base_offset == at.offset => h,
+                Ok(h)
+                    if !hinted
+                        || (h.base_offset == at.offset && h.base_timestamp == hint_timestamp) =>
+                {
+                    h
+                }
                 Err(e) if !hinted || !matches!(e, TierError::Damaged { .. }) => return Err(e),
                 _ => {
                     tracing::warn!(

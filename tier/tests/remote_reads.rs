@@ -1,0 +1,196 @@
+//! Remote reads over objects damaged at random: whatever the store's log
+//! and index objects hold, a poll never panics, never loops, and never
+//! serves a byte the segment did not hold at that place. What it serves
+//! verifies, belongs to the partition, and starts where asked.
+
+use corelog_segment::log::index::{encode_all, encode_sealed, IndexEntry, Seal};
+use corelog_segment::log::PollFrom;
+use corelog_segment::{Batch, BatchBuilder, Limits, MessageSpec, Stamp};
+use corelog_tier::buffers::ChunkBuffers;
+use corelog_tier::cache::ChunkCache;
+use corelog_tier::manifest::{index_key, log_key};
+use corelog_tier::read::{IndexCache, Reader};
+use corelog_tier::{Manifest, MemoryStore, ObjectStore, RemoteSegment};
+use proptest::prelude::*;
+
+const PARTITION: u64 = 3;
+const BASE: u64 = 1_000;
+
+/// A segment of `sizes.len()` stamped batches (batch k holds `sizes[k]`
+/// messages of a payload length that varies), its index (an entry every
+/// third batch, the first at the start), its manifest entry, and every
+/// batch as an index entry would name it.
+fn segment(sizes: &[u8]) -> (Vec<u8>, Vec<IndexEntry>, RemoteSegment, Vec<IndexEntry>) {
+    let limits = Limits::default();
+    let (mut log, mut entries, mut all) = (Vec::new(), Vec::new(), Vec::new());
+    let mut offset = BASE;
+    for (k, &n) in sizes.iter().enumerate() {
+        let payloads: Vec<Vec<u8>> = (0..u64::from(n))
+            .map(|i| vec![k as u8; ((k as u64 * 53 + i * 17) % 300) as usize])
+            .collect();
+        let mut b = BatchBuilder::new();
+        for (i, p) in payloads.iter().enumerate() {
+            b.push(MessageSpec {
+                id: (k * 1000 + i + 1) as u128,
+                timestamp: 5,
+                payload: p,
+                user_headers: &[],
+            });
+        }
+        let stamp = Stamp {
+            partition_id: PARTITION,
+            base_offset: offset,
+            base_timestamp: 10_000 + 10 * k as u64,
+        };
+        let batch = Batch::admit(b.build().expect("build"), &limits)
+            .expect("admit")
+            .stamp(stamp);
+        let entry = IndexEntry {
+            rel_offset: (offset - BASE) as u32,
+            position: log.len() as u32,
+            timestamp: stamp.base_timestamp,
+        };
+        if k % 3 == 0 {
+            entries.push(entry);
+        }
+        all.push(entry);
+        log.extend_from_slice(batch.bytes());
+        offset += u64::from(n);
+    }
+    let seg = RemoteSegment {
+        base_offset: BASE,
+        next_offset: offset,
+        bytes: log.len() as u64,
+        index_bytes: 0,
+        first_timestamp: 10_000,
+        last_timestamp: 10_000 + 10 * (sizes.len() as u64 - 1),
+        checksum: corelog_segment::checksum::xxh3(&log),
+    };
+    (log, entries, seg, all)
+}
+
+/// A damage to the objects.
+#[derive(Debug, Clone)]
+enum Damage {
+    /// Flip the bits of the log's byte at this fraction of its length.
+    LogByte(f64, u8),
+    /// The same in the index object.
+    IndexByte(f64, u8),
+    /// Replace index entry `i` by one naming this position and offset.
+    Entry(usize, u32, u32),
+    /// Point index entry `i` at batch `k` (its position and offset), its
+    /// timestamp left as it was.
+    Retarget(usize, usize),
+    /// Cut the log object to this fraction of its length.
+    Truncate(f64),
+}
+
+fn damage() -> impl Strategy<Value = Damage> {
+    prop_oneof![
+        (0.0..1.0f64, 1..=255u8).prop_map(|(f, x)| Damage::LogByte(f, x)),
+        (0.0..1.0f64, 1..=255u8).prop_map(|(f, x)| Damage::IndexByte(f, x)),
+        (0..8usize, 0..20_000u32, 0..200u32).prop_map(|(i, p, o)| Damage::Entry(i, p, o)),
+        (0..8usize, 0..24usize).prop_map(|(i, k)| Damage::Retarget(i, k)),
+        (0.0..1.0f64).prop_map(Damage::Truncate),
+    ]
+}
+
+fn from() -> impl Strategy<Value = PollFrom> {
+    prop_oneof![
+        (BASE - 5..BASE + 200).prop_map(PollFrom::Offset),
+        (9_990..10_300u64).prop_map(PollFrom::Timestamp),
+        Just(PollFrom::First),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn a_damaged_remote_segment_is_never_served_wrong(
+        sizes in prop::collection::vec(1..6u8, 4..24),
+        damages in prop::collection::vec(damage(), 0..4),
+        sealed in any::<bool>(),
+        polls in prop::collection::vec((from(), 1..20_000u64), 1..6),
+        chunk in prop::sample::select(vec![64u64, 256, 4096]),
+    ) {
+        let (original, mut entries, seg, batches) = segment(&sizes);
+        let mut log = original.clone();
+        let mut index_bytes = None;
+        for d in &damages {
+            match *d {
+                Damage::Entry(i, position, rel) if i < entries.len() => {
+                    entries[i] = IndexEntry { rel_offset: rel, position, ..entries[i] };
+                }
+                Damage::Retarget(i, k) if i < entries.len() && k < batches.len() => {
+                    entries[i] = IndexEntry { timestamp: entries[i].timestamp, ..batches[k] };
+                }
+                _ => {}
+            }
+        }
+        let encode = |e: &[IndexEntry]| if sealed {
+            encode_sealed(e, Seal { data_len: seg.bytes, next_offset: seg.next_offset })
+        } else {
+            encode_all(e)
+        };
+        for d in &damages {
+            match *d {
+                Damage::LogByte(f, x) if !log.is_empty() => {
+                    let at = ((log.len() as f64 * f) as usize).min(log.len() - 1);
+                    log[at] ^= x;
+                }
+                Damage::IndexByte(f, x) => {
+                    let bytes = index_bytes.get_or_insert_with(|| encode(&entries));
+                    let at = ((bytes.len() as f64 * f) as usize).min(bytes.len() - 1);
+                    bytes[at] ^= x;
+                }
+                Damage::Truncate(f) => log.truncate((log.len() as f64 * f) as usize),
+                _ => {}
+            }
+        }
+        let index_bytes = index_bytes.unwrap_or_else(|| encode(&entries));
+        let store = MemoryStore::new();
+        store.put(&log_key(PARTITION, &seg), &log).expect("put log");
+        store.put(&index_key(PARTITION, &seg), &index_bytes).expect("put index");
+        let mut manifest = Manifest::new(PARTITION);
+        manifest.segments.push(seg);
+        let (cache, indexes, buffers) =
+            (ChunkCache::new(1 << 20), IndexCache::default(), ChunkBuffers::new(chunk as usize));
+        let reader = Reader {
+            store: &store,
+            cache: &cache,
+            indexes: &indexes,
+            chunk_bytes: chunk,
+            buffers: &buffers,
+            limits: Limits::default(),
+        };
+        for (from, max) in polls {
+            let Ok(Some((reply, base, end))) = reader.poll(&manifest, from, max) else {
+                continue;
+            };
+            prop_assert_eq!(base, BASE);
+            reply.verify(&Limits::default()).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            // Every byte served is the segment's own, at its place.
+            let served: Vec<u8> = reply.slices().flatten().copied().collect();
+            let start = end as usize - reply.len() as usize;
+            prop_assert!(end as usize <= original.len());
+            prop_assert_eq!(&served[..], &original[start..end as usize]);
+            for b in reply.batches() {
+                prop_assert_eq!(b.partition_id(), PARTITION);
+            }
+            // And it starts where asked: the batch holding the offset, or
+            // the first at or after the timestamp.
+            let first = reply.batches().next().expect("a batch");
+            match from {
+                PollFrom::Offset(o) if o >= BASE => {
+                    prop_assert!(first.base_offset() <= o && o < first.next_offset());
+                }
+                PollFrom::Timestamp(t) => {
+                    let want = batches.iter().find(|b| b.timestamp >= t).map(|b| BASE + u64::from(b.rel_offset));
+                    prop_assert_eq!(Some(first.base_offset()), want, "the first batch at or after {}", t);
+                }
+                _ => prop_assert_eq!(first.base_offset(), BASE),
+            }
+        }
+    }
+}
