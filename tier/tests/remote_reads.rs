@@ -202,6 +202,7 @@ proptest! {
             match from {
                 PollFrom::Offset(o) if o >= BASE => {
                     prop_assert!(first.base_offset() <= o && o < first.next_offset());
+                    prop_assert_eq!(reply.messages().next().map(|m| m.offset()), Some(o));
                 }
                 PollFrom::Timestamp(t) => {
                     let want = batches.iter().find(|b| b.timestamp >= t).map(|b| BASE + u64::from(b.rel_offset));
@@ -211,4 +212,60 @@ proptest! {
             }
         }
     }
+}
+
+/// The index is what keeps a poll near a segment's end from reading the
+/// segment from its start: with it, the poll fetches the index object and
+/// the chunks from the entry before its offset on.
+#[test]
+fn a_poll_near_the_end_starts_from_the_index_entry_before_it() {
+    let sizes = [5u8; 24];
+    let (log, entries, seg, batches) = segment(&sizes);
+    let store = MemoryStore::new();
+    store.put(&log_key(PARTITION, &seg), &log).expect("put log");
+    let index = encode_sealed(
+        &entries,
+        Seal {
+            data_len: seg.bytes,
+            next_offset: seg.next_offset,
+        },
+    );
+    store
+        .put(&index_key(PARTITION, &seg), &index)
+        .expect("put index");
+    let mut manifest = Manifest::new(PARTITION);
+    manifest.segments.push(seg.clone());
+    let chunk = 64u64;
+    let (cache, indexes, buffers) = (
+        ChunkCache::new(1 << 20),
+        IndexCache::default(),
+        ChunkBuffers::new(chunk as usize),
+    );
+    let reader = Reader {
+        store: &store,
+        cache: &cache,
+        indexes: &indexes,
+        chunk_bytes: chunk,
+        buffers: &buffers,
+        limits: Limits::default(),
+    };
+    let last = batches[23];
+    let hint = entries.last().expect("entries");
+    assert_eq!(hint.rel_offset, batches[21].rel_offset);
+    let (_, gets_before) = store.requests();
+    let from = PollFrom::Offset(BASE + u64::from(last.rel_offset) + 2);
+    let (reply, _, _) = reader
+        .poll(&manifest, from, 1)
+        .expect("poll")
+        .expect("held");
+    assert_eq!(reply.first_offset(), BASE + u64::from(last.rel_offset));
+    let (_, gets) = store.requests();
+    // The index, then the chunks from the entry's batch to the end.
+    let chunks = seg.bytes.div_ceil(chunk) - u64::from(hint.position) / chunk;
+    assert!(
+        gets - gets_before <= 1 + chunks,
+        "{} GETs, where the index and {chunks} chunks would do (the segment is {} chunks)",
+        gets - gets_before,
+        seg.bytes.div_ceil(chunk)
+    );
 }
