@@ -268,4 +268,19 @@ fn a_poll_near_the_end_starts_from_the_index_entry_before_it() {
         gets - gets_before,
         seg.bytes.div_ceil(chunk)
     );
+    // By timestamp the same, from a cache emptied of the log's chunks.
+    cache.forget(PARTITION, BASE);
+    let (_, gets_before) = store.requests();
+    let from = PollFrom::Timestamp(last.timestamp);
+    let (reply, _, _) = reader
+        .poll(&manifest, from, 1)
+        .expect("poll")
+        .expect("held");
+    assert_eq!(reply.first_offset(), BASE + u64::from(last.rel_offset));
+    let (_, gets) = store.requests();
+    assert!(
+        gets - gets_before <= 1 + chunks,
+        "{} GETs by timestamp, where the index and {chunks} chunks would do",
+        gets - gets_before
+    );
 }
