@@ -194,8 +194,21 @@ proptest! {
             for b in reply.batches() {
                 prop_assert_eq!(b.partition_id(), PARTITION);
             }
-            // Whole batches up to `max` bytes (at least one).
+            // Whole batches up to `max` bytes (at least one), as many as
+            // fit: it ends at the segment's end or where the next batch
+            // would pass `max`.
             prop_assert!(reply.batch_count() == 1 || reply.len() <= max);
+            let next = batches.iter().find(|b| u64::from(b.position) == end);
+            if let Some(next) = next {
+                let next_len = batches
+                    .iter()
+                    .find(|b| b.position > next.position)
+                    .map_or(original.len() as u64, |b| u64::from(b.position))
+                    - u64::from(next.position);
+                prop_assert!(reply.len() + next_len > max, "stopped short of {} bytes", max);
+            } else {
+                prop_assert_eq!(end, original.len() as u64);
+            }
             // And it starts where asked: the batch holding the offset, or
             // the first at or after the timestamp.
             let first = reply.batches().next().expect("a batch");
@@ -283,4 +296,43 @@ fn a_poll_near_the_end_starts_from_the_index_entry_before_it() {
         "{} GETs by timestamp, where the index and {chunks} chunks would do",
         gets - gets_before
     );
+}
+
+/// A batch whose length says less than a batch header is named where it
+/// lies, not walked past.
+#[test]
+fn a_batch_length_shorter_than_a_header_is_named_where_it_lies() {
+    let (mut log, entries, seg, batches) = segment(&[2u8; 8]);
+    let at = batches[2].position as usize;
+    log[at + 32..at + 40].copy_from_slice(&100u64.to_le_bytes());
+    let store = MemoryStore::new();
+    store.put(&log_key(PARTITION, &seg), &log).expect("put log");
+    store
+        .put(&index_key(PARTITION, &seg), &encode_all(&entries))
+        .expect("put index");
+    let mut manifest = Manifest::new(PARTITION);
+    manifest.segments.push(seg);
+    let (cache, indexes, buffers) = (
+        ChunkCache::new(1 << 20),
+        IndexCache::default(),
+        ChunkBuffers::new(256),
+    );
+    let reader = Reader {
+        store: &store,
+        cache: &cache,
+        indexes: &indexes,
+        chunk_bytes: 256,
+        buffers: &buffers,
+        limits: Limits::default(),
+    };
+    for from in [PollFrom::First, PollFrom::Offset(BASE + 5)] {
+        let err = reader
+            .poll(&manifest, from, 1 << 20)
+            .expect_err("a damaged batch");
+        let said = err.to_string();
+        assert!(
+            said.contains(&format!("damaged at byte {at}: a batch of 100 bytes")),
+            "{from:?}: {said}"
+        );
+    }
 }
