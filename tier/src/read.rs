@@ -344,14 +344,38 @@ impl Reader<'_> {
         Ok(out.freeze())
     }
 
-    /// Chunk `n` of the segment's log object.
+    /// Chunk `n` of the segment's log object, whole: a chunk shorter than
+    /// the manifest's length allows means the object ends early, and is
+    /// named at the byte where it does.
     fn chunk(&self, p: u64, seg: &RemoteSegment, n: u64) -> Result<Bytes, TierError> {
         let key = ChunkKey {
             partition: p,
             base: seg.base_offset,
             chunk: n,
         };
-        Ok(self.cache.get_or_fetch(&key, || self.fetch(p, seg, n))?)
+        let chunk = self.cache.get_or_fetch(&key, || self.fetch(p, seg, n))?;
+        let c = self.chunk_bytes.max(1);
+        let start = n.saturating_mul(c);
+        let want = seg.bytes.saturating_sub(start).min(c);
+        if (chunk.len() as u64) < want {
+            // Fetched again next time, in case the object is put again.
+            self.cache.forget(p, seg.base_offset);
+            let there = if chunk.is_empty() {
+                "at or before this byte"
+            } else {
+                "there"
+            };
+            return Err(self.damaged(
+                p,
+                seg,
+                start + chunk.len() as u64,
+                format!(
+                    "the object ends {there}, its manifest says {} bytes",
+                    seg.bytes
+                ),
+            ));
+        }
+        Ok(chunk)
     }
 
     fn fetch(&self, p: u64, seg: &RemoteSegment, n: u64) -> Result<Bytes, crate::StoreError> {

@@ -336,3 +336,41 @@ fn a_batch_length_shorter_than_a_header_is_named_where_it_lies() {
         );
     }
 }
+
+/// A log object shorter than its manifest says is named at the byte where
+/// it ends.
+#[test]
+fn a_log_object_cut_short_is_named_where_it_ends() {
+    let (log, entries, seg, batches) = segment(&[2u8; 8]);
+    let cut = batches[5].position as usize + 300;
+    let store = MemoryStore::new();
+    store
+        .put(&log_key(PARTITION, &seg), &log[..cut])
+        .expect("put log");
+    store
+        .put(&index_key(PARTITION, &seg), &encode_all(&entries))
+        .expect("put index");
+    let mut manifest = Manifest::new(PARTITION);
+    manifest.segments.push(seg);
+    let (cache, indexes, buffers) = (
+        ChunkCache::new(1 << 20),
+        IndexCache::default(),
+        ChunkBuffers::new(256),
+    );
+    let reader = Reader {
+        store: &store,
+        cache: &cache,
+        indexes: &indexes,
+        chunk_bytes: 256,
+        buffers: &buffers,
+        limits: Limits::default(),
+    };
+    let err = reader
+        .poll(&manifest, PollFrom::First, 1 << 20)
+        .expect_err("cut short");
+    let said = err.to_string();
+    assert!(
+        said.contains(&format!("damaged at byte {cut}: the object ends there")),
+        "{said}"
+    );
+}
