@@ -69,6 +69,48 @@ fn segment(sizes: &[u8]) -> (Vec<u8>, Vec<IndexEntry>, RemoteSegment, Vec<IndexE
     (log, entries, seg, all)
 }
 
+/// A segment's log and index objects in a store in memory, its manifest,
+/// and what a [`Reader`] over them needs.
+struct Stored {
+    store: MemoryStore,
+    manifest: Manifest,
+    cache: ChunkCache,
+    indexes: IndexCache,
+    buffers: ChunkBuffers,
+    chunk: u64,
+}
+
+impl Stored {
+    fn new(seg: &RemoteSegment, log: &[u8], index: &[u8], chunk: u64) -> Stored {
+        let store = MemoryStore::new();
+        store.put(&log_key(PARTITION, seg), log).expect("put log");
+        store
+            .put(&index_key(PARTITION, seg), index)
+            .expect("put index");
+        let mut manifest = Manifest::new(PARTITION);
+        manifest.segments.push(seg.clone());
+        Stored {
+            store,
+            manifest,
+            cache: ChunkCache::new(1 << 20),
+            indexes: IndexCache::default(),
+            buffers: ChunkBuffers::new(chunk as usize),
+            chunk,
+        }
+    }
+
+    fn reader(&self) -> Reader<'_> {
+        Reader {
+            store: &self.store,
+            cache: &self.cache,
+            indexes: &self.indexes,
+            chunk_bytes: self.chunk,
+            buffers: &self.buffers,
+            limits: Limits::default(),
+        }
+    }
+}
+
 /// A damage to the objects.
 #[derive(Debug, Clone)]
 enum Damage {
@@ -149,21 +191,8 @@ proptest! {
             }
         }
         let index_bytes = index_bytes.unwrap_or_else(|| encode(&entries));
-        let store = MemoryStore::new();
-        store.put(&log_key(PARTITION, &seg), &log).expect("put log");
-        store.put(&index_key(PARTITION, &seg), &index_bytes).expect("put index");
-        let mut manifest = Manifest::new(PARTITION);
-        manifest.segments.push(seg);
-        let (cache, indexes, buffers) =
-            (ChunkCache::new(1 << 20), IndexCache::default(), ChunkBuffers::new(chunk as usize));
-        let reader = Reader {
-            store: &store,
-            cache: &cache,
-            indexes: &indexes,
-            chunk_bytes: chunk,
-            buffers: &buffers,
-            limits: Limits::default(),
-        };
+        let stored = Stored::new(&seg, &log, &index_bytes, chunk);
+        let (manifest, reader) = (&stored.manifest, stored.reader());
         // The index is a hint: whatever it holds, an intact log object
         // serves every poll whose start it holds.
         let log_intact = log == original;
@@ -174,7 +203,7 @@ proptest! {
                 PollFrom::Timestamp(t) => t <= last_timestamp,
                 _ => true,
             };
-            let got = reader.poll(&manifest, from, max);
+            let got = reader.poll(manifest, from, max);
             if log_intact && held {
                 prop_assert!(
                     matches!(got, Ok(Some(_))),
@@ -234,8 +263,6 @@ proptest! {
 fn a_poll_near_the_end_starts_from_the_index_entry_before_it() {
     let sizes = [5u8; 24];
     let (log, entries, seg, batches) = segment(&sizes);
-    let store = MemoryStore::new();
-    store.put(&log_key(PARTITION, &seg), &log).expect("put log");
     let index = encode_sealed(
         &entries,
         Seal {
@@ -243,34 +270,20 @@ fn a_poll_near_the_end_starts_from_the_index_entry_before_it() {
             next_offset: seg.next_offset,
         },
     );
-    store
-        .put(&index_key(PARTITION, &seg), &index)
-        .expect("put index");
-    let mut manifest = Manifest::new(PARTITION);
-    manifest.segments.push(seg.clone());
     let chunk = 64u64;
-    let (cache, indexes, buffers) = (
-        ChunkCache::new(1 << 20),
-        IndexCache::default(),
-        ChunkBuffers::new(chunk as usize),
+    let stored = Stored::new(&seg, &log, &index, chunk);
+    let (store, cache, manifest, reader) = (
+        &stored.store,
+        &stored.cache,
+        &stored.manifest,
+        stored.reader(),
     );
-    let reader = Reader {
-        store: &store,
-        cache: &cache,
-        indexes: &indexes,
-        chunk_bytes: chunk,
-        buffers: &buffers,
-        limits: Limits::default(),
-    };
     let last = batches[23];
     let hint = entries.last().expect("entries");
     assert_eq!(hint.rel_offset, batches[21].rel_offset);
     let (_, gets_before) = store.requests();
     let from = PollFrom::Offset(BASE + u64::from(last.rel_offset) + 2);
-    let (reply, _, _) = reader
-        .poll(&manifest, from, 1)
-        .expect("poll")
-        .expect("held");
+    let (reply, _, _) = reader.poll(manifest, from, 1).expect("poll").expect("held");
     assert_eq!(reply.first_offset(), BASE + u64::from(last.rel_offset));
     let (_, gets) = store.requests();
     // The index, then the chunks from the entry's batch to the end.
@@ -285,10 +298,7 @@ fn a_poll_near_the_end_starts_from_the_index_entry_before_it() {
     cache.forget(PARTITION, BASE);
     let (_, gets_before) = store.requests();
     let from = PollFrom::Timestamp(last.timestamp);
-    let (reply, _, _) = reader
-        .poll(&manifest, from, 1)
-        .expect("poll")
-        .expect("held");
+    let (reply, _, _) = reader.poll(manifest, from, 1).expect("poll").expect("held");
     assert_eq!(reply.first_offset(), BASE + u64::from(last.rel_offset));
     let (_, gets) = store.requests();
     assert!(
@@ -305,29 +315,11 @@ fn a_batch_length_shorter_than_a_header_is_named_where_it_lies() {
     let (mut log, entries, seg, batches) = segment(&[2u8; 8]);
     let at = batches[2].position as usize;
     log[at + 32..at + 40].copy_from_slice(&100u64.to_le_bytes());
-    let store = MemoryStore::new();
-    store.put(&log_key(PARTITION, &seg), &log).expect("put log");
-    store
-        .put(&index_key(PARTITION, &seg), &encode_all(&entries))
-        .expect("put index");
-    let mut manifest = Manifest::new(PARTITION);
-    manifest.segments.push(seg);
-    let (cache, indexes, buffers) = (
-        ChunkCache::new(1 << 20),
-        IndexCache::default(),
-        ChunkBuffers::new(256),
-    );
-    let reader = Reader {
-        store: &store,
-        cache: &cache,
-        indexes: &indexes,
-        chunk_bytes: 256,
-        buffers: &buffers,
-        limits: Limits::default(),
-    };
+    let stored = Stored::new(&seg, &log, &encode_all(&entries), 256);
+    let (manifest, reader) = (&stored.manifest, stored.reader());
     for from in [PollFrom::First, PollFrom::Offset(BASE + 5)] {
         let err = reader
-            .poll(&manifest, from, 1 << 20)
+            .poll(manifest, from, 1 << 20)
             .expect_err("a damaged batch");
         let said = err.to_string();
         assert!(
@@ -343,30 +335,10 @@ fn a_batch_length_shorter_than_a_header_is_named_where_it_lies() {
 fn a_log_object_cut_short_is_named_where_it_ends() {
     let (log, entries, seg, batches) = segment(&[2u8; 8]);
     let cut = batches[5].position as usize + 300;
-    let store = MemoryStore::new();
-    store
-        .put(&log_key(PARTITION, &seg), &log[..cut])
-        .expect("put log");
-    store
-        .put(&index_key(PARTITION, &seg), &encode_all(&entries))
-        .expect("put index");
-    let mut manifest = Manifest::new(PARTITION);
-    manifest.segments.push(seg);
-    let (cache, indexes, buffers) = (
-        ChunkCache::new(1 << 20),
-        IndexCache::default(),
-        ChunkBuffers::new(256),
-    );
-    let reader = Reader {
-        store: &store,
-        cache: &cache,
-        indexes: &indexes,
-        chunk_bytes: 256,
-        buffers: &buffers,
-        limits: Limits::default(),
-    };
+    let stored = Stored::new(&seg, &log[..cut], &encode_all(&entries), 256);
+    let (manifest, reader) = (&stored.manifest, stored.reader());
     let err = reader
-        .poll(&manifest, PollFrom::First, 1 << 20)
+        .poll(manifest, PollFrom::First, 1 << 20)
         .expect_err("cut short");
     let said = err.to_string();
     assert!(
