@@ -479,6 +479,36 @@ fn a_deleted_partition_leaves_nothing_in_the_store() {
     engine.shutdown().unwrap();
 }
 
+/// The store's `.log` objects of partition `p`, oldest first.
+fn log_objects(store: &MemoryStore, p: u64) -> Vec<String> {
+    let mut logs: Vec<String> = store
+        .keys()
+        .into_iter()
+        .filter(|k| k.starts_with(&format!("partitions/{p}/")) && k.ends_with(".log"))
+        .collect();
+    logs.sort();
+    logs
+}
+
+/// `polls` run on a thread of their own, answered within 20 s: a poll
+/// that never answers fails the test (the engine is then leaked, as
+/// dropping it would wait for the stuck thread).
+fn within_20s<T: Send + 'static>(
+    engine: Engine,
+    polls: impl FnOnce(corelog::Handle) -> T + Send + 'static,
+) -> (Engine, T) {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let handle = engine.handle().clone();
+    std::thread::spawn(move || {
+        let _ = tx.send(polls(handle));
+    });
+    let Ok(got) = rx.recv_timeout(Duration::from_secs(20)) else {
+        std::mem::forget(engine);
+        panic!("no answer in 20 s: the poll walks the store's bytes forever");
+    };
+    (engine, got)
+}
+
 /// The first batch of `log` (`(base offset, base timestamp)`, in order)
 /// whose timestamp is at or after `t`.
 fn first_at_or_after(log: &[(u64, u64)], t: u64) -> Option<u64> {
@@ -618,12 +648,7 @@ fn a_damaged_batch_where_the_index_points_is_named_not_walked_around_forever() {
     let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
     fill(&engine, 7, 0..300);
     assert!(engine.handle().offload_pass().failed.is_empty());
-    let mut logs: Vec<String> = store
-        .keys()
-        .into_iter()
-        .filter(|k| k.ends_with(".log"))
-        .collect();
-    logs.sort();
+    let logs = log_objects(&store, 7);
     let log_key = &logs[0];
     let (entries, _) = decode_file(&store.get(&log_key.replace(".log", ".index"), None).unwrap());
     let e = entries[2];
@@ -632,20 +657,10 @@ fn a_damaged_batch_where_the_index_points_is_named_not_walked_around_forever() {
     assert!(store.damage(log_key, e.position as usize + 8));
     engine.shutdown().unwrap();
     let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
-    let (tx, rx) = std::sync::mpsc::channel();
-    let handle = engine.handle().clone();
-    std::thread::spawn(move || {
-        let _ = tx.send(
-            handle
-                .poll(7, PollFrom::Offset(u64::from(e.rel_offset)), 1)
-                .wait(),
-        );
+    let (engine, got) = within_20s(engine, move |h| {
+        h.poll(7, PollFrom::Offset(u64::from(e.rel_offset)), 1)
+            .wait()
     });
-    let Ok(got) = rx.recv_timeout(Duration::from_secs(20)) else {
-        // The shard is stuck: an engine dropped now would wait for it.
-        std::mem::forget(engine);
-        panic!("no answer in 20 s: the poll walks around the damage forever");
-    };
     let err = got.unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
     assert!(err.to_string().contains(log_key.as_str()), "{err}");
@@ -659,12 +674,7 @@ fn a_batch_length_past_the_end_of_memory_in_the_store_is_named() {
     let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
     fill(&engine, 8, 0..300);
     assert!(engine.handle().offload_pass().failed.is_empty());
-    let mut logs: Vec<String> = store
-        .keys()
-        .into_iter()
-        .filter(|k| k.ends_with(".log"))
-        .collect();
-    logs.sort();
+    let logs = log_objects(&store, 8);
     // The fourth batch's batch_length (bytes 32..40 of its header), every
     // bit flipped: about 2^64 minus its length, so that its position plus
     // it wraps around.
@@ -674,17 +684,10 @@ fn a_batch_length_past_the_end_of_memory_in_the_store_is_named() {
     }
     engine.shutdown().unwrap();
     let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
-    let (tx, rx) = std::sync::mpsc::channel();
-    let handle = engine.handle().clone();
-    std::thread::spawn(move || {
-        let got = [PollFrom::Offset(0), PollFrom::First, PollFrom::Timestamp(0)]
-            .map(|from| handle.poll(8, from, 1 << 20).wait().map(|r| r.len()));
-        let _ = tx.send(got);
+    let (engine, got) = within_20s(engine, |h| {
+        [PollFrom::Offset(0), PollFrom::First, PollFrom::Timestamp(0)]
+            .map(|from| h.poll(8, from, 1 << 20).wait().map(|r| r.len()))
     });
-    let Ok(got) = rx.recv_timeout(Duration::from_secs(20)) else {
-        std::mem::forget(engine);
-        panic!("no answer in 20 s");
-    };
     for r in got {
         let err = r.unwrap_err();
         assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
@@ -703,20 +706,11 @@ fn another_partitions_object_under_this_ones_key_is_named_not_served() {
     fill(&engine, 9, 0..300);
     fill(&engine, 10, 0..300);
     assert!(engine.handle().offload_pass().failed.is_empty());
-    let first_log = |p: u64| {
-        let mut logs: Vec<String> = store
-            .keys()
-            .into_iter()
-            .filter(|k| k.starts_with(&format!("partitions/{p}/")) && k.ends_with(".log"))
-            .collect();
-        logs.sort();
-        logs[0].clone()
-    };
-    let (nine, ten) = (first_log(9), first_log(10));
-    let theirs = store.get(&nine, None).unwrap();
-    assert_eq!(theirs.len(), store.get(&ten, None).unwrap().len());
+    let (nine, ten) = (&log_objects(&store, 9)[0], &log_objects(&store, 10)[0]);
+    let theirs = store.get(nine, None).unwrap();
+    assert_eq!(theirs.len(), store.get(ten, None).unwrap().len());
     // As a bucket shared by mistake, or a restore into the wrong prefix.
-    store.put(&ten, &theirs).unwrap();
+    store.put(ten, &theirs).unwrap();
     engine.shutdown().unwrap();
     let engine = open_tiered(tmp.path(), &store, SEGMENT, log());
     for from in [PollFrom::Offset(0), PollFrom::First, PollFrom::Offset(5)] {
