@@ -346,3 +346,19 @@ fn a_log_object_cut_short_is_named_where_it_ends() {
         "{said}"
     );
 }
+
+/// A bound that whole batches fill exactly takes every one of them.
+#[test]
+fn whole_batches_that_fill_max_bytes_exactly_are_all_served() {
+    let (log, entries, seg, batches) = segment(&[3u8; 8]);
+    let stored = Stored::new(&seg, &log, &encode_all(&entries), 256);
+    let (manifest, reader) = (&stored.manifest, stored.reader());
+    for k in 1..batches.len() {
+        let max = u64::from(batches[k].position);
+        let (reply, _, end) = reader
+            .poll(manifest, PollFrom::First, max)
+            .expect("poll")
+            .expect("held");
+        assert_eq!((reply.batch_count(), end), (k, max), "max {max}");
+    }
+}
