@@ -353,8 +353,8 @@ fn whole_batches_that_fill_max_bytes_exactly_are_all_served() {
     let (log, entries, seg, batches) = segment(&[3u8; 8]);
     let stored = Stored::new(&seg, &log, &encode_all(&entries), 256);
     let (manifest, reader) = (&stored.manifest, stored.reader());
-    for k in 1..batches.len() {
-        let max = u64::from(batches[k].position);
+    for (k, b) in batches.iter().enumerate().skip(1) {
+        let max = u64::from(b.position);
         let (reply, _, end) = reader
             .poll(manifest, PollFrom::First, max)
             .expect("poll")
