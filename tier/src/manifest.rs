@@ -111,7 +111,11 @@ impl Manifest {
         if m.term != term {
             return Err(damaged(format!("names term {}", m.term)));
         }
-        let mut end = 0u64;
+        if m.generation == u64::MAX {
+            // No commit can follow it: the next would need generation 2^64.
+            return Err(damaged(format!("generation {}", m.generation)));
+        }
+        let (mut end, mut bytes, mut index_bytes) = (0u64, 0u64, 0u64);
         for (i, s) in m.segments.iter().enumerate() {
             if s.next_offset <= s.base_offset || (i > 0 && s.base_offset < end) {
                 return Err(damaged(format!(
@@ -120,6 +124,18 @@ impl Manifest {
                 )));
             }
             end = s.next_offset;
+            // Sums over the segments (retention's, the status's) must not
+            // overflow: no store holds 2^64 bytes of one partition.
+            let (Some(b), Some(ib)) = (
+                bytes.checked_add(s.bytes),
+                index_bytes.checked_add(s.index_bytes),
+            ) else {
+                return Err(damaged(format!(
+                    "segment {i} ({}..{}) takes the partition's bytes past 2^64",
+                    s.base_offset, s.next_offset
+                )));
+            };
+            (bytes, index_bytes) = (b, ib);
         }
         Ok(m)
     }
@@ -227,5 +243,42 @@ mod tests {
         let err = Manifest::decode(7, 3, &Manifest::new(7).encode()).expect_err("other term");
         assert!(err.to_string().contains("names term 0"), "{err}");
         assert!(Manifest::decode(7, 0, b"{not json").is_err());
+    }
+
+    /// Sizes and a generation no real store reaches are refused at decode,
+    /// so that sums over the segments (retention, status) and the next
+    /// commit's generation cannot overflow; the largest that fit decode.
+    #[test]
+    fn a_manifest_whose_sizes_or_generation_overflow_is_refused() {
+        let big = |bytes: u64, index_bytes: u64| {
+            let mut m = Manifest::new(7);
+            m.segments = vec![seg(0, 10), seg(10, 20)];
+            m.segments[0].bytes = bytes;
+            m.segments[0].index_bytes = index_bytes;
+            m
+        };
+        // seg() gives each segment 10 bytes and no index bytes.
+        let fits = big(u64::MAX - 10, u64::MAX);
+        let back = Manifest::decode(7, 0, &fits.encode()).expect("sums to u64::MAX exactly");
+        assert_eq!(back.bytes(), u64::MAX);
+        let err = Manifest::decode(7, 0, &big(u64::MAX - 9, 0).encode()).expect_err("log bytes");
+        assert!(
+            err.to_string()
+                .contains("segment 1 (10..20) takes the partition's bytes past 2^64"),
+            "{err}"
+        );
+        let mut two_indexes = big(0, u64::MAX);
+        two_indexes.segments[1].index_bytes = 1;
+        let err = Manifest::decode(7, 0, &two_indexes.encode()).expect_err("index bytes");
+        assert!(err.to_string().contains("segment 1"), "{err}");
+        let mut last = Manifest::new(7);
+        last.generation = u64::MAX - 1;
+        assert!(Manifest::decode(7, 0, &last.encode()).is_ok());
+        last.generation = u64::MAX;
+        let err = Manifest::decode(7, 0, &last.encode()).expect_err("generation");
+        assert!(
+            err.to_string().contains("generation 18446744073709551615"),
+            "{err}"
+        );
     }
 }

@@ -380,7 +380,8 @@ impl Reader<'_> {
 
     fn fetch(&self, p: u64, seg: &RemoteSegment, n: u64) -> Result<Bytes, crate::StoreError> {
         let c = self.chunk_bytes.max(1);
-        let range = n * c..((n + 1) * c).min(seg.bytes);
+        let start = n.saturating_mul(c);
+        let range = start..start.saturating_add(c).min(seg.bytes);
         if range.end - range.start != self.buffers.size() as u64 {
             // A segment's short last chunk takes memory of its size: in a
             // whole chunk's buffer it would hold more than the cache counts.
