@@ -754,12 +754,15 @@ async fn an_unconfirmed_segment_that_ends_early_ends_the_log<S: Storage, D: Disk
             path: seg(dir, 0),
             position: 4 * L,
             dropped: 0,
-            reason: CutReason::Damaged(Damage::SegmentGap {
-                expected: 5,
-                found: 4,
-            }),
+            reason: CutReason::Damaged(Damage::EndsShort { ends: 4, next: 5 }),
         }),
         "{report}"
+    );
+    assert!(
+        report.to_string().contains(
+            "the segment's batches end at offset 4 but the next segment starts at offset 5"
+        ),
+        "the cut is told as it is: {report}"
     );
     assert!(report.removed.is_empty(), "{report}");
     let moved: Vec<_> = report.set_aside.iter().map(|s| s.from.clone()).collect();
@@ -1014,13 +1017,22 @@ async fn a_confirmed_segment_that_disagrees_with_its_seal<S: Storage, D: Disk>(
             ..seal
         },
     );
-    for (what, bytes, index_file, want) in [
-        ("cut short", &data[..(4 * L) as usize], None, (4 * L, 5, 4)),
+    // want: (position, the seal's bytes and offset, the batches' end and
+    // offset), then how the error tells it.
+    for (what, bytes, index_file, want, told) in [
+        (
+            "cut short",
+            &data[..(4 * L) as usize],
+            None,
+            (4 * L, 5 * L, 5, 4 * L, 4),
+            format!("the seal record says {} bytes up to offset 5, but the whole batches end at byte {}, offset 4", 5 * L, 4 * L),
+        ),
         (
             "its seal names offset 6",
             &data[..],
             Some(wrong_seal),
-            (5 * L, 6, 5),
+            (5 * L, 5 * L, 6, 5 * L, 5),
+            format!("the seal record says {} bytes up to offset 6, but the whole batches end at byte {}, offset 5", 5 * L, 5 * L),
         ),
     ] {
         disk.put(&seg(dir, 0), bytes);
@@ -1029,16 +1041,29 @@ async fn a_confirmed_segment_that_disagrees_with_its_seal<S: Storage, D: Disk>(
         }
         let before = snapshot(disk, dir);
         match PartitionLog::open(storage(), dir, P, config()).await {
-            Err(OpenError::Corrupt {
-                path,
-                position,
-                damage: Damage::SegmentGap { expected, found },
-            }) => assert_eq!(
-                (path, (position, expected, found)),
-                (seg(dir, 0), want),
-                "{what}"
-            ),
-            Err(other) => panic!("{what}: expected a gap naming segment 0: {other}"),
+            Err(
+                e @ OpenError::Corrupt {
+                    damage:
+                        Damage::SealMismatch {
+                            sealed_len,
+                            sealed_next,
+                            len,
+                            next,
+                        },
+                    ..
+                },
+            ) => {
+                let OpenError::Corrupt { path, position, .. } = &e else {
+                    unreachable!()
+                };
+                assert_eq!(
+                    (path.clone(), (*position, sealed_len, sealed_next, len, next)),
+                    (seg(dir, 0), want),
+                    "{what}"
+                );
+                assert!(e.to_string().contains(&told), "{what}: {e}");
+            }
+            Err(other) => panic!("{what}: expected a seal mismatch naming segment 0: {other}"),
             Ok((_, report)) => panic!("{what}: trusted: {report}"),
         }
         assert_eq!(snapshot(disk, dir), before, "{what}: nothing changed");

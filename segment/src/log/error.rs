@@ -57,6 +57,24 @@ pub enum Damage {
         /// this segment's base offset
         found: u64,
     },
+    /// A segment's batches stop short of where the next segment starts.
+    EndsShort {
+        /// the offset after this segment's last whole batch
+        ends: u64,
+        /// the next segment's base offset
+        next: u64,
+    },
+    /// A sealed segment's batches do not end where its seal record says.
+    SealMismatch {
+        /// bytes the seal record gives
+        sealed_len: u64,
+        /// the next offset the seal record gives
+        sealed_next: u64,
+        /// where the whole batches end (bytes)
+        len: u64,
+        /// the offset after the last whole batch
+        next: u64,
+    },
     /// A consumer offset file fails its checksum, its magic or its consumer
     /// id (a torn one, as a power cut leaves it, is read as no offset).
     OffsetFile,
@@ -103,6 +121,19 @@ impl fmt::Display for Damage {
             Damage::SegmentGap { expected, found } => {
                 write!(f, "segment starts at offset {found} but the previous segment ends at offset {expected}")
             }
+            Damage::EndsShort { ends, next } => write!(
+                f,
+                "the segment's batches end at offset {ends} but the next segment starts at offset {next}"
+            ),
+            Damage::SealMismatch {
+                sealed_len,
+                sealed_next,
+                len,
+                next,
+            } => write!(
+                f,
+                "the seal record says {sealed_len} bytes up to offset {sealed_next}, but the whole batches end at byte {len}, offset {next}"
+            ),
             Damage::OffsetFile => f.write_str("consumer offset file is damaged (fails its checksum, its magic or its consumer id); storing an offset replaces it"),
         }
     }

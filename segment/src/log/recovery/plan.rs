@@ -225,9 +225,11 @@ fn sealed_damage(found: &Scan, seal: Seal, file_len: u64) -> Option<Damage> {
             available: file_len - found.end,
         }),
         Stop::End if found.end != seal.data_len || found.next_offset != seal.next_offset => {
-            Some(Damage::SegmentGap {
-                expected: seal.next_offset,
-                found: found.next_offset,
+            Some(Damage::SealMismatch {
+                sealed_len: seal.data_len,
+                sealed_next: seal.next_offset,
+                len: found.end,
+                next: found.next_offset,
             })
         }
         Stop::End => None,
@@ -238,9 +240,9 @@ fn sealed_damage(found: &Scan, seal: Seal, file_len: u64) -> Option<Damage> {
 /// whole batch (bytes, or a later segment its offsets do not reach).
 fn end_of_log_cut(found: &Scan, whole: bool, is_last: bool, next_base: Option<u64>) -> Option<Cut> {
     let gap = || {
-        CutReason::Damaged(Damage::SegmentGap {
-            expected: next_base.unwrap_or(found.next_offset),
-            found: found.next_offset,
+        CutReason::Damaged(Damage::EndsShort {
+            ends: found.next_offset,
+            next: next_base.unwrap_or(found.next_offset),
         })
     };
     if !whole {
@@ -280,7 +282,11 @@ fn torn_shaped(data: &[u8], cut: &Cut, limits: &Limits) -> bool {
         CutReason::Damaged(d) => d,
     };
     match damage {
-        Damage::TornHeader { .. } | Damage::TornBatch { .. } | Damage::SegmentGap { .. } => true,
+        Damage::TornHeader { .. }
+        | Damage::TornBatch { .. }
+        | Damage::SegmentGap { .. }
+        | Damage::EndsShort { .. }
+        | Damage::SealMismatch { .. } => true,
         Damage::Batch(_) => {
             let start = usize::try_from(cut.position).unwrap_or(usize::MAX);
             let Some(rest) = data.get(start..) else {
