@@ -42,7 +42,11 @@
 # Needs root, losetup, mkfs.{xfs,ext4,btrfs}. Outside CI a missing piece
 # skips the run loudly; with CI=true it fails. Every mount and loop device
 # made here is undone on exit, also on failure; on failure the scratch
-# image (holding the clones) is kept and named.
+# image is kept and named, holding each clone whose check failed twice:
+# as the power cut left it (`.as-cut`) and after the checker's recovery.
+# The checker prints, for a loss under a durable policy, what recovery did
+# and what the files held before it: where each lost batch belonged and
+# whether those bytes were past the file's end, zeros, or the batch.
 #
 # Why clones are checked after the writer: two filesystems with one UUID
 # mounted at once need `-o nouuid` on xfs and, on btrfs, a kernel with
@@ -218,7 +222,7 @@ run_one() {
     if [[ $wrc -ne 0 ]]; then
         cat "$work/$tag.writer.log" >&2
         echo "powercut: FAIL: the writer on $fs ($policy) failed" >&2
-        failed=1
+        failed=$((failed + 1))
         return
     fi
     log "$fs $policy: $(tail -1 "$work/$tag.writer.log")"
@@ -228,11 +232,19 @@ run_one() {
     # The clones, one at a time.
     local upto ns
     while read -r i upto ns; do
+        # A copy as the power cut left it, kept if the check fails (the
+        # checker's recovery changes the clone it opens).
+        cp --reflink=always "$scratch/$tag.clone$i" "$scratch/$tag.clone$i.as-cut"
         attach "$scratch/$tag.clone$i"
         mount_at "$dev" "$work/$tag.clone$i.mnt" "$(mount_options "$fs")"
+        local failed_before=$failed
         check_image "$fs" "$policy" "$tag" "$work/$tag.clone$i.mnt" "clone$i" "$upto" "$ns"
         umount_last; detach_last
-        rm -f "$scratch/$tag.clone$i"
+        if [[ $failed -eq $failed_before ]]; then
+            rm -f "$scratch/$tag.clone$i" "$scratch/$tag.clone$i.as-cut"
+        else
+            log "kept the failing clone: $scratch/$tag.clone$i.as-cut as cut, $scratch/$tag.clone$i after the checker's recovery"
+        fi
     done <"$marks"
     rm -f "$img"
 }
@@ -266,7 +278,7 @@ check_image() {
         return # the control is meant to lose acknowledged batches
     fi
     echo "powercut: FAIL: $fs $policy $label (checker exit $rc)" >&2
-    failed=1
+    failed=$((failed + 1))
 }
 
 log "seed $seed; filesystems: $fs_list; policies: $policies; $clones clones of $seconds s each; work dir $work"
@@ -295,7 +307,7 @@ for policy in "${!control_runs[@]}"; do
     log "summary: control ($policy): ${control_lost[$policy]} acknowledged lost across ${control_runs[$policy]} runs"
     if [[ ${control_lost[$policy]} -eq 0 ]]; then
         echo "powercut: FAIL: the $policy control lost nothing: these clones cannot show a loss" >&2
-        failed=1
+        failed=$((failed + 1))
     fi
 done
 log "summary: $((SECONDS - started)) s, seed $seed"

@@ -3,6 +3,7 @@
 
 use crate::args::CheckArgs;
 use crate::journal::{self, PartitionJournal};
+use crate::raw::{self, RawPartition};
 use crate::stream::{decode_id, producer_batch, same_as_produced, MARKER};
 use corelog::{Engine, FsyncPolicy, PollFrom, RequestError};
 use std::process::ExitCode;
@@ -23,6 +24,9 @@ struct Tally {
     stored: u64,
     /// Partitions that refused to open.
     refused: u64,
+    /// The first and last lost batch, and how long before the clone each
+    /// was acknowledged (ns; negative: after the clone's time stamp).
+    lost_span: Option<((u64, i64), (u64, i64))>,
 }
 
 impl Tally {
@@ -62,10 +66,15 @@ pub(crate) fn run(a: &CheckArgs) -> ExitCode {
 
 fn check(a: &CheckArgs, total: &mut Tally) -> Result<(), String> {
     let journal = journal::read(&a.common.journal, a.upto)?;
+    // The files as the power cut left them, before recovery changes them:
+    // what explains a loss.
+    let raws: Vec<RawPartition> = (1..=a.common.partitions)
+        .map(|p| raw::read(&a.common.dir, p, 4))
+        .collect();
     // Appends after recovery are durable ones whatever the writer used.
     let engine = Engine::open(a.common.config(FsyncPolicy::Batch))
         .map_err(|e| format!("opening {}: {e}", a.common.dir.display()))?;
-    let result = check_partitions(a, &engine, &journal, total);
+    let result = check_partitions(a, &engine, &journal, &raws, total);
     let shutdown = engine.shutdown();
     result?;
     shutdown.map_err(|e| format!("closing after the check: {e}"))
@@ -75,6 +84,7 @@ fn check_partitions(
     a: &CheckArgs,
     engine: &Engine,
     journal: &std::collections::BTreeMap<u64, PartitionJournal>,
+    raws: &[RawPartition],
     total: &mut Tally,
 ) -> Result<(), String> {
     let empty = PartitionJournal::default();
@@ -102,6 +112,39 @@ fn check_partitions(
         }
         let next = walk(engine, p, pj, &mut t)?;
         tally_losses(a, pj, t.stored, &mut t);
+        // The unsynced control loses by design: only a durable policy's
+        // loss needs explaining.
+        let durable = a.common.fsync != FsyncPolicy::Never || a.clean;
+        if let Some(((first, first_ns), (last, last_ns))) = t.lost_span.filter(|_| durable) {
+            // What a loss needs to be explained: where the log ends, what
+            // recovery did to it, and when the lost batches were acknowledged.
+            let recovery = engine.recovery().iter().find(|r| r.partition == p).map_or(
+                "no recovery report".to_string(),
+                |r| match &r.result {
+                    Ok(report) => report.to_string(),
+                    Err(e) => e.to_string(),
+                },
+            );
+            let recovery: String = recovery.chars().take(2000).collect();
+            eprintln!(
+                "corelog-powercut check {}: partition {p} LOST {} batches, {first}..={last} (acknowledged {:.3} ms and {:.3} ms before the clone); the log holds {} batches; recovery: {recovery}",
+                a.label,
+                t.lost,
+                first_ns as f64 / 1e6,
+                last_ns as f64 / 1e6,
+                t.stored
+            );
+            if let Some(raw) = raws.get((p - 1) as usize) {
+                eprintln!("    before recovery: {}", raw::listing(raw));
+                let seqs: std::collections::BTreeSet<u64> = [first, last]
+                    .into_iter()
+                    .chain((first + 1..last).take(2))
+                    .collect();
+                for seq in seqs {
+                    eprintln!("    {}", raw::describe(raw, p, seq));
+                }
+            }
+        }
         append_after(engine, p, next)?;
         total.add(&t);
     }
@@ -126,6 +169,8 @@ fn tally_losses(a: &CheckArgs, pj: &PartitionJournal, stored: u64, t: &mut Tally
         if ack.seq >= stored {
             if required {
                 t.lost += 1;
+                let at = (ack.seq, a.clone_ns as i64 - ack.at_ns as i64);
+                t.lost_span = Some(t.lost_span.map_or((at, at), |(first, _)| (first, at)));
             } else {
                 t.unrequired_gone += 1;
             }

@@ -29,6 +29,7 @@
 mod args;
 mod check;
 mod journal;
+mod raw;
 #[allow(dead_code)] // shared with corelog-crash, which uses all of it
 #[path = "../corelog-crash/stream.rs"]
 mod stream;
