@@ -31,6 +31,8 @@
 //! | missing index | any segment | rebuilt by scanning the segment, reported |
 //! | empty segment | last segment | an empty log continuing at the segment's base offset |
 //! | offset gap between segments | confirmed segments | error naming the file |
+//! | batches end elsewhere than the seal record says | confirmed segment | error naming file, position, the record's end and the batches' (`Damage::SealMismatch`); nothing dropped |
+//! | batches stop short of the next segment's base | recovered segment before the last | the end of the log: cut there (`Damage::EndsShort`), later segments' whole batches set aside as after a torn write |
 //! | temporary consumer offset file | `consumers/` | removed |
 //! | torn consumer offset file (a power cut under `fsync=never`) | `consumers/` | not read at open; a read of it finds no offset and warns; the consumer's next store replaces it (the table of cases in `offsets.rs`) |
 //! | damaged consumer offset file | `consumers/` | not read at open; reading it is an error naming it until a store replaces it |
