@@ -224,12 +224,14 @@ async fn all_durable_now(
 /// fdatasync had completed, so a group-commit round running meanwhile took
 /// the segment's last writes for durable and acknowledged them early.
 ///
-/// The batch X crossing `segment_bytes` and the batch Y after it are
-/// reserved together; the sealing fdatasync of X's segment is held. Tasks
-/// run in FIFO order, so the sealing task (spawned when Y rotated) runs
-/// before the sync round's task (spawned when X's write completed) and its
-/// fdatasync is the one held. X may be acknowledged only by a round that
-/// syncs the file itself.
+/// Under a durable policy a seal no longer syncs anything itself: it waits
+/// for the group commit (a round that syncs the segment and the directory)
+/// and only then writes its seal record. The batch X crossing
+/// `segment_bytes` and the batch Y after it are reserved together; the next
+/// fdatasync of X's segment is held. While it is held, X is not
+/// acknowledged and the segment carries no seal record (the record vouches
+/// for bytes that are not yet durable); once it completes, both happen and
+/// every acknowledged batch survives power cuts.
 #[test]
 fn regression_a_segments_last_batch_is_not_acknowledged_before_its_seal_sync_completes() {
     run_sim(async {
@@ -245,7 +247,19 @@ fn regression_a_segments_last_batch_is_not_acknowledged_before_its_seal_sync_com
             sent.push((b, ack));
         }
         assert!(log.stats().bytes < 4096);
-        gated.hold_next_sync_of(&Path::new(DIR).join(log_name(0)));
+        let segment = Path::new(DIR).join(log_name(0));
+        let index = segment.with_extension("index");
+        let sealed = || {
+            gated
+                .disk
+                .file_bytes(&index)
+                .is_some_and(|b| corelog_segment::log::index::decode_file(&b).1.is_some())
+        };
+        gated.hold_next_sync_of(&segment);
+        let (syncs_before, dir_syncs_before) = {
+            let c = gated.disk.counters();
+            (c.syncs, c.dir_syncs)
+        };
         let (x, y) = (batch(100, 2, 600), batch(101, 1, 100));
         let (fx, fy) = (log.append(x.clone()), log.append(y.clone()));
         assert_eq!(log.stats().segments, 2, "Y rotated");
@@ -258,21 +272,33 @@ fn regression_a_segments_last_batch_is_not_acknowledged_before_its_seal_sync_com
         for _ in 0..50 {
             yield_to_others().await;
         }
-        assert_eq!(gated.held(), 1, "the sealing fdatasync is held");
-        let ack = acked
-            .borrow()
-            .expect("X is acknowledged by a group-commit round that syncs its file");
-        sent.push((x, ack));
-        if let Err(e) = all_durable_now(&gated.disk, &config, &sent, 10).await {
-            panic!("acknowledged while only the held seal sync would cover it: {e}");
-        }
+        assert_eq!(gated.held(), 1, "a sync of X's segment is held");
+        assert!(
+            acked.borrow().is_none(),
+            "X is acknowledged only once a sync of its file completed"
+        );
+        assert!(!sealed(), "no seal record before the segment is durable");
         gated.release();
         task.await;
+        let ack = acked.borrow().expect("X acknowledged after the sync");
+        sent.push((x, ack));
         let ack_y = fy.await.unwrap();
         sent.push((y, ack_y));
-        all_durable_now(&gated.disk, &config, &sent, 3)
+        for _ in 0..50 {
+            yield_to_others().await;
+        }
+        assert!(sealed(), "sealed once the group commit covered it");
+        all_durable_now(&gated.disk, &config, &sent, 10)
             .await
             .unwrap();
+        // The group commit's syncs only: the seal added no fdatasync of
+        // the segment and no directory sync of its own (the round syncs the
+        // directory for the new name, then the two segments).
+        let c = gated.disk.counters();
+        assert_eq!(
+            (c.syncs - syncs_before, c.dir_syncs - dir_syncs_before),
+            (2, 1)
+        );
         log.close().await.unwrap();
     });
 }

@@ -284,6 +284,14 @@ impl<S: Storage> PartitionLog<S> {
         }
         .await?;
         // A round that covers it all, and every round before it, ended.
+        self.rounds_cover().await
+    }
+
+    /// Starts a round if anything was written, named or left dirty since
+    /// the last one started, then waits until it and every round before it
+    /// published: every write completed before the call, and every name
+    /// changed before it, is then durable.
+    pub(super) async fn rounds_cover(&self) -> Result<(), LogError> {
         RoundsCover {
             log: self,
             upto: None,
