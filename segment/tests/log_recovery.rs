@@ -1017,22 +1017,22 @@ async fn a_confirmed_segment_that_disagrees_with_its_seal<S: Storage, D: Disk>(
             ..seal
         },
     );
-    // want: (position, the seal's bytes and offset, the batches' end and
+    // want: (position, the seal's bytes and offset, the batches' end
     // offset), then how the error tells it.
     for (what, bytes, index_file, want, told) in [
         (
             "cut short",
             &data[..(4 * L) as usize],
             None,
-            (4 * L, 5 * L, 5, 4 * L, 4),
-            format!("the seal record says {} bytes up to offset 5, but the whole batches end at byte {}, offset 4", 5 * L, 4 * L),
+            (4 * L, 5 * L, 5, 4),
+            format!("at byte {}: the seal record says {} bytes up to offset 5, but the whole batches end here, at offset 4", 4 * L, 5 * L),
         ),
         (
             "its seal names offset 6",
             &data[..],
             Some(wrong_seal),
-            (5 * L, 5 * L, 6, 5 * L, 5),
-            format!("the seal record says {} bytes up to offset 6, but the whole batches end at byte {}, offset 5", 5 * L, 5 * L),
+            (5 * L, 5 * L, 6, 5),
+            format!("at byte {}: the seal record says {} bytes up to offset 6, but the whole batches end here, at offset 5", 5 * L, 5 * L),
         ),
     ] {
         disk.put(&seg(dir, 0), bytes);
@@ -1047,7 +1047,6 @@ async fn a_confirmed_segment_that_disagrees_with_its_seal<S: Storage, D: Disk>(
                         Damage::SealMismatch {
                             sealed_len,
                             sealed_next,
-                            len,
                             next,
                         },
                     ..
@@ -1057,7 +1056,7 @@ async fn a_confirmed_segment_that_disagrees_with_its_seal<S: Storage, D: Disk>(
                     unreachable!()
                 };
                 assert_eq!(
-                    (path.clone(), (*position, sealed_len, sealed_next, len, next)),
+                    (path.clone(), (*position, sealed_len, sealed_next, next)),
                     (seg(dir, 0), want),
                     "{what}"
                 );

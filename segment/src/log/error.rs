@@ -64,14 +64,13 @@ pub enum Damage {
         /// the next segment's base offset
         next: u64,
     },
-    /// A sealed segment's batches do not end where its seal record says.
+    /// A sealed segment's batches do not end where its seal record says
+    /// (where they do end, in bytes, is the error's position).
     SealMismatch {
         /// bytes the seal record gives
         sealed_len: u64,
         /// the next offset the seal record gives
         sealed_next: u64,
-        /// where the whole batches end (bytes)
-        len: u64,
         /// the offset after the last whole batch
         next: u64,
     },
@@ -128,11 +127,10 @@ impl fmt::Display for Damage {
             Damage::SealMismatch {
                 sealed_len,
                 sealed_next,
-                len,
                 next,
             } => write!(
                 f,
-                "the seal record says {sealed_len} bytes up to offset {sealed_next}, but the whole batches end at byte {len}, offset {next}"
+                "the seal record says {sealed_len} bytes up to offset {sealed_next}, but the whole batches end here, at offset {next}"
             ),
             Damage::OffsetFile => f.write_str("consumer offset file is damaged (fails its checksum, its magic or its consumer id); storing an offset replaces it"),
         }

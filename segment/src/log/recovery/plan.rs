@@ -228,7 +228,6 @@ fn sealed_damage(found: &Scan, seal: Seal, file_len: u64) -> Option<Damage> {
             Some(Damage::SealMismatch {
                 sealed_len: seal.data_len,
                 sealed_next: seal.next_offset,
-                len: found.end,
                 next: found.next_offset,
             })
         }
