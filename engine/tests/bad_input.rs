@@ -330,6 +330,7 @@ fn partitions(engine: &Engine) -> Vec<u64> {
 
 #[test]
 fn the_api_refuses_every_broken_batch_with_its_error_and_changes_nothing() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let engine = open(dir.path(), 2, LogConfig::default());
     for seed in 0..3 {
@@ -381,6 +382,7 @@ fn the_api_refuses_every_broken_batch_with_its_error_and_changes_nothing() {
 
 #[test]
 fn a_batch_over_the_configured_limit_is_refused_on_every_append_path() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let limit = 1024;
     let log = LogConfig {
@@ -440,6 +442,7 @@ fn a_batch_over_the_configured_limit_is_refused_on_every_append_path() {
 
 #[test]
 fn server_fields_a_producer_fills_in_are_overwritten_not_stored() {
+    let _serial = serial();
     // The spec says producers send zeros there; a producer that does not
     // is not refused (the batch checksum covers its values), but the
     // server's stamp replaces them.

@@ -4,6 +4,11 @@
 //! prints what it cut, damage before whole batches is refused and repaired
 //! explicitly (nothing deleted), a batch of another partition is damage,
 //! and the exit codes mean one thing each.
+//!
+//! Each test holds `serial()`: they open engines in this process and spawn
+//! `corelog`, and a child spawned while another test's engine held the
+//! directory lock keeps that lock until it execs (a repair was refused as
+//! "locked by another process" once in eight runs).
 #![allow(clippy::unwrap_used)]
 
 mod common;
@@ -169,6 +174,7 @@ fn verify_outlook(said: &str) -> String {
 
 #[test]
 fn poll_leaves_the_directory_byte_identical_even_with_a_torn_tail() {
+    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let (_, bytes, tail) = torn_tail(dir);
@@ -194,6 +200,7 @@ fn poll_leaves_the_directory_byte_identical_even_with_a_torn_tail() {
 
 #[test]
 fn poll_verifies_what_it_prints_and_names_damage() {
+    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let segs = filled_in(dir, 40, "1GiB");
@@ -243,6 +250,7 @@ fn poll_verifies_what_it_prints_and_names_damage() {
 
 #[test]
 fn verify_says_exactly_what_recovery_does() {
+    let _serial = serial();
     // A torn tail: recovery cuts it.
     let tmp = tempfile::tempdir().unwrap();
     let (last, _, tail) = torn_tail(tmp.path());
@@ -297,6 +305,7 @@ fn verify_says_exactly_what_recovery_does() {
 /// look there, and a verified poll refuses it naming file and byte.
 #[test]
 fn verify_sees_damage_a_clean_close_record_hides() {
+    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let segs = filled(tmp.path(), 40);
     let active = segs.last().unwrap();
@@ -340,6 +349,7 @@ fn verify_sees_damage_a_clean_close_record_hides() {
 
 #[test]
 fn recovery_prints_what_it_cut() {
+    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let (last, _, tail) = torn_tail(dir);
@@ -360,6 +370,7 @@ fn recovery_prints_what_it_cut() {
 
 #[test]
 fn damage_in_an_unsealed_rotated_segment_is_refused_then_repaired_keeping_everything() {
+    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     let segs = filled(dir, 40);
@@ -425,6 +436,7 @@ fn damage_in_an_unsealed_rotated_segment_is_refused_then_repaired_keeping_everyt
 
 #[test]
 fn a_batch_of_another_partition_is_damage_not_data() {
+    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path();
     filled(dir, 10);
@@ -463,6 +475,7 @@ fn a_batch_of_another_partition_is_damage_not_data() {
 
 #[test]
 fn exit_codes_mean_one_thing_each() {
+    let _serial = serial();
     let tmp = tempfile::tempdir().unwrap();
     let d = tmp.path().to_str().unwrap();
     let usage = corelog(&["append", "--dir", d], b"");
