@@ -141,3 +141,120 @@ fn allocate<F: StorageFile>(file: &F, len: u64, path: &Path) -> Rc<Event> {
     });
     done
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::io::{SimStorage, Storage};
+
+    const MIB: u64 = 1 << 20;
+
+    fn run<F: std::future::Future>(f: F) -> F::Output {
+        monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .build()
+            .expect("legacy runtime")
+            .block_on(f)
+    }
+
+    /// Waits until the step in flight landed.
+    async fn settle(p: &Prealloc) {
+        if let Some(e) = p.pending.clone() {
+            e.wait().await;
+        }
+    }
+
+    /// The step policy: the first step is `step_min` a step past the
+    /// write position; no new step while more than half of one is left or
+    /// one is in flight; steps used up within a second double, up to
+    /// `step_max`; never past the segment's limit; the budget counts what
+    /// is allocated and unwritten, and a release gives it back.
+    #[test]
+    fn steps_start_small_wait_for_half_a_step_double_when_busy_and_stop_at_the_limit() {
+        run(async {
+            let disk = SimStorage::new(1, 64 << 20);
+            disk.create_dir_all(Path::new("/d")).unwrap();
+            let path = Path::new("/d/seg");
+            let file = disk.open(path, true).unwrap();
+            let config = Preallocation {
+                step_min: MIB,
+                step_max: 4 * MIB,
+                budget: 1 << 30,
+            };
+            let limit = 12 * MIB;
+            let mut p = Prealloc::default();
+            assert_eq!(preallocated_ahead(), 0);
+            p.reserved(100, limit, Some(&config), &file, path);
+            assert_eq!((p.end, p.step), (100 + MIB, MIB), "a step_min past 100");
+            assert_eq!(preallocated_ahead(), MIB, "all of it unwritten");
+            settle(&p).await;
+            assert_eq!(file.len().unwrap(), 100 + MIB, "the file grew to the step");
+            // More than half a step left: no new step.
+            p.reserved(100 + MIB / 2 - 1, limit, Some(&config), &file, path);
+            assert_eq!(p.end, 100 + MIB, "more than half a step left");
+            assert_eq!(preallocated_ahead(), MIB / 2 + 1);
+            // Half a step left: the next step, doubled (the last one was
+            // used up within a second), a step past the write position.
+            let w = 100 + MIB / 2;
+            p.reserved(w, limit, Some(&config), &file, path);
+            assert_eq!((p.step, p.end), (2 * MIB, w + 2 * MIB), "doubled");
+            assert_eq!(preallocated_ahead(), 2 * MIB);
+            // In flight: no further step, however little is left.
+            let end = p.end;
+            p.reserved(end - 10, limit, Some(&config), &file, path);
+            assert_eq!(p.end, end, "one step in flight at a time");
+            settle(&p).await;
+            assert_eq!(file.len().unwrap(), end);
+            // Doubling stops at step_max.
+            let mut w = p.end;
+            for _ in 0..3 {
+                p.reserved(w, limit, Some(&config), &file, path);
+                settle(&p).await;
+                w = p.end;
+            }
+            assert_eq!(p.step, 4 * MIB, "capped at step_max");
+            assert_eq!(p.end, limit, "never past the limit");
+            assert_eq!(file.len().unwrap(), limit);
+            // At the limit: nothing more.
+            p.reserved(limit, limit, Some(&config), &file, path);
+            assert_eq!(p.end, limit);
+            assert_eq!(preallocated_ahead(), 0, "all written");
+            // A release gives back what was allocated and not written.
+            let mut q = Prealloc::at(0);
+            q.reserved(10, limit, Some(&config), &file, path);
+            assert_eq!(preallocated_ahead(), MIB);
+            settle(&q).await;
+            q.release();
+            assert_eq!(preallocated_ahead(), 0, "released");
+        });
+    }
+
+    /// A step that would take the shard's unwritten preallocation past
+    /// its budget is not taken.
+    #[test]
+    fn a_step_past_the_budget_is_not_taken() {
+        run(async {
+            let disk = SimStorage::new(2, 64 << 20);
+            disk.create_dir_all(Path::new("/d")).unwrap();
+            let (a, b) = (Path::new("/d/a"), Path::new("/d/b"));
+            let (fa, fb) = (disk.open(a, true).unwrap(), disk.open(b, true).unwrap());
+            let config = Preallocation {
+                step_min: MIB,
+                step_max: MIB,
+                budget: MIB + MIB / 2,
+            };
+            let (mut pa, mut pb) = (Prealloc::default(), Prealloc::default());
+            pa.reserved(0, 64 * MIB, Some(&config), &fa, a);
+            assert_eq!(pa.end, MIB);
+            pb.reserved(0, 64 * MIB, Some(&config), &fb, b);
+            assert_eq!(pb.end, 0, "a second step would pass the budget");
+            settle(&pa).await;
+            pa.release();
+            pb.reserved(0, 64 * MIB, Some(&config), &fb, b);
+            assert_eq!(pb.end, MIB, "taken once the budget allows it");
+            settle(&pb).await;
+            pb.release();
+            assert_eq!(preallocated_ahead(), 0);
+        });
+    }
+}
