@@ -303,6 +303,71 @@ fn regression_a_segments_last_batch_is_not_acknowledged_before_its_seal_sync_com
     });
 }
 
+/// Two sync rounds never sync the directory side by side. A segment is
+/// created and its round's directory sync held; then another is created
+/// while that round is in flight, and a second round starts for the writes
+/// that followed. That round needs the directory too: it waits for the
+/// first to end its syncs instead of issuing its own directory sync beside
+/// it (on btrfs two threads each syncing the directory and the same file
+/// lost data; see `sync.rs`). Once released, everything is acknowledged
+/// and durable.
+#[test]
+fn two_rounds_never_sync_the_directory_side_by_side() {
+    run_sim(async {
+        let config = config(FsyncPolicy::Batch, 4096);
+        let gated = GatedStorage::new(sim_for(11, &config));
+        let (log, _) = PartitionLog::open(gated.clone(), Path::new(DIR), 1, config.clone())
+            .await
+            .unwrap();
+        let mut sent = Vec::new();
+        for i in 0..6 {
+            let b = batch(i, 1, 600);
+            let ack = log.append(b.clone()).await.unwrap();
+            sent.push((b, ack));
+        }
+        gated.hold_dir_syncs();
+        let dir_syncs = gated.disk.counters().dir_syncs;
+        let segments = log.stats().segments;
+        // A new segment, and the round that syncs its name (held).
+        let mut pending = Vec::new();
+        let mut i = 100;
+        while log.stats().segments < segments + 1 {
+            let b = batch(i, 1, 600);
+            pending.push((b.clone(), log.append(b)));
+            i += 1;
+        }
+        for _ in 0..50 {
+            yield_to_others().await;
+        }
+        assert_eq!(gated.held(), 1, "the first round's directory sync is held");
+        // Another while that round is in flight: a second round for the
+        // writes since, with a name to sync.
+        while log.stats().segments < segments + 2 {
+            let b = batch(i, 1, 600);
+            pending.push((b.clone(), log.append(b)));
+            i += 1;
+        }
+        for _ in 0..50 {
+            yield_to_others().await;
+        }
+        assert_eq!(
+            gated.held(),
+            1,
+            "the second round waits for the first instead of syncing the directory beside it"
+        );
+        gated.release();
+        for (b, f) in pending {
+            let ack = f.await.unwrap();
+            sent.push((b, ack));
+        }
+        assert!(gated.disk.counters().dir_syncs >= dir_syncs + 2);
+        all_durable_now(&gated.disk, &config, &sent, 5)
+            .await
+            .unwrap();
+        log.close().await.unwrap();
+    });
+}
+
 /// Group commit runs two rounds at once: a write that completes while a
 /// round's fdatasync is in flight gets a round of its own at once (so it
 /// waits for one sync, not for the rest of another and then its own). The

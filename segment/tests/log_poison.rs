@@ -156,9 +156,9 @@ fn a_failed_fsync_poisons_the_partition_until_it_is_reopened() {
 #[test]
 fn a_failed_fsync_while_sealing_poisons_the_partition() {
     run_sim(async {
-        // Under an hour-long interval the only fdatasync is the one sealing
-        // segment 0 (under `never`, sealing waits for the kernel's
-        // write-back first).
+        // Under an hour-long interval the only fdatasync is the one of the
+        // round that seals segment 0 (under `never`, sealing waits for the
+        // kernel's write-back first).
         let config = LogConfig {
             segment_bytes: 2048,
             ..config(FsyncPolicy::Interval(Duration::from_secs(3600)))
@@ -170,18 +170,24 @@ fn a_failed_fsync_while_sealing_poisons_the_partition() {
             ..SimFaults::default()
         });
         let kept = acked(&log, 0..4).await;
-        // The 5th batch finds segment 0 full: it rotates, and the sealing
-        // fdatasync fails before the batch is acknowledged.
+        // The 5th batch finds segment 0 full: it rotates and is
+        // acknowledged once written (the interval's way); the sync round
+        // the seal starts fails on segment 0 and poisons the log.
         let fifth = log.append(batch(4, 2, 150));
         assert_eq!(log.stats().segments, 2, "the 5th batch rotated");
-        let err = fifth.await.unwrap_err();
+        fifth.await.unwrap();
+        for _ in 0..50 {
+            yield_to_others().await;
+        }
+        assert!(log.is_poisoned(), "the sealing round's failure poisons");
+        let err = log.append(batch(8, 1, 10)).await.unwrap_err();
         let c = cause(&err);
-        assert_eq!(
-            (c.op, c.path.clone()),
-            ("fdatasync (sealing)", seg0()),
-            "{err}"
+        assert_eq!((c.op, c.path.clone()), ("fdatasync", seg0()), "{err}");
+        let index = disk.file_bytes(&seg0().with_extension("index"));
+        assert!(
+            index.is_none_or(|b| corelog_segment::log::index::decode_file(&b).1.is_none()),
+            "no seal record for a segment whose sync failed"
         );
-        assert!(log.is_poisoned());
         let later = log.append(batch(9, 1, 10)).await.unwrap_err();
         assert!(Arc::ptr_eq(&cause(&later), &c));
         drop(log);

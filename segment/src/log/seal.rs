@@ -83,28 +83,12 @@ impl<S: Storage> PartitionLog<S> {
             };
             drained.wait().await;
         }
-        if inner.config.fsync.acks_durable() {
-            // The group commit already syncs every file with completed
-            // writes, and the directory after a name changed: a round
-            // started now covers this segment's last writes and the next
-            // segment's name, which is all the seal record vouches for. So
-            // the seal waits for it instead of syncing the segment and the
-            // directory itself, side by side with the round that
-            // acknowledges the segment's last batch. (On btrfs, that pair
-            // of fdatasyncs of one file, with a directory sync between, is
-            // where a power cut lost the acknowledged last batch of a
-            // segment: scripts/powercut-test.sh, docs/bench/profiles.md.)
-            if self.rounds_cover().await.is_err() {
-                return; // the failed round poisoned the log
-            }
-            return self.write_seal(base).await;
-        }
         if inner.config.fsync == FsyncPolicy::Never {
             // Nothing waits for durability under `never`: let the kernel's
-            // write-back make the segment durable first, so the fdatasync
-            // that confirms it finds little left to write. Syncing a whole
-            // dirty segment at once held ext4's journal long enough to stall
-            // the appends to the next segment for hundreds of milliseconds.
+            // write-back make the segment durable first, so the sync that
+            // confirms it finds little left to write. Syncing a whole dirty
+            // segment at once held ext4's journal long enough to stall the
+            // appends to the next segment for hundreds of milliseconds.
             let sleep = monoio::time::sleep(NEVER_CONFIRM_DELAY);
             let closing = inner.closing.wait();
             monoio::select! {
@@ -112,32 +96,18 @@ impl<S: Storage> PartitionLog<S> {
                 _ = closing => {},
             }
         }
-        let (file, path) = {
-            let mut st = inner.st.borrow_mut();
-            let Some(seg) = st.segment_mut(base) else {
-                return;
-            };
-            // The segment stays dirty: a group-commit round must still sync
-            // it (or wait for a round that does) before it acknowledges the
-            // segment's last writes, which this fdatasync covers only once
-            // it completes.
-            (seg.writer.clone(), seg.log_path.clone())
-        };
-        if let Some(file) = &file {
-            inner.st.borrow_mut().syncs += 1;
-            if let Err(e) = file.sync_data().await {
-                let mut st = inner.st.borrow_mut();
-                self.poison(&mut st, "fdatasync (sealing)", path, e);
-                return;
-            }
-        }
-        // The seal record tells recovery that this segment is whole and that
-        // the next segment's name is durable (it was created before sealing
-        // began); recovery takes a gap after a confirmed segment for damage.
-        if let Err(e) = inner.storage.sync_dir(&inner.dir).await {
-            let mut st = inner.st.borrow_mut();
-            self.poison(&mut st, "directory sync (sealing)", inner.dir.clone(), e);
-            return;
+        // A sync round syncs every file with completed writes, and the
+        // directory after a name changed: one started now covers this
+        // segment's last writes and the next segment's name, which is all
+        // the seal record vouches for (recovery takes a gap after a
+        // confirmed segment for damage). So the seal waits for it instead
+        // of syncing the segment and the directory itself, beside the round
+        // that acknowledges the segment's last batch. On btrfs that pair
+        // (each syncing the directory and the same file) lost the
+        // acknowledged last batch of a segment in a power-cut clone: see
+        // `sync.rs` and scripts/btrfs-fsync-race.sh.
+        if self.rounds_cover().await.is_err() {
+            return; // the failed round poisoned the log
         }
         self.write_seal(base).await
     }
