@@ -164,9 +164,9 @@ pub(super) struct State<F> {
     pub(super) round_waiters: Vec<Waker>,
     /// A segment file was created since the last directory sync.
     pub(super) names_dirty: bool,
-    /// Set when the last round that syncs the directory ended its syncs
-    /// (see `sync.rs`: two rounds never sync the directory side by side).
-    pub(super) dir_round: Option<Rc<event::Event>>,
+    /// The rounds syncing now (see `sync.rs`: one that syncs the directory
+    /// syncs alone).
+    pub(super) syncing: super::sync::Syncing,
     pub(super) closed: bool,
     /// The log was opened from its clean-close record, which is still in
     /// its directory and still true: nothing changed since.
@@ -411,7 +411,7 @@ impl<S: Storage> PartitionLog<S> {
                     next_round: 0,
                     round_waiters: Vec::new(),
                     names_dirty: false,
-                    dir_round: None,
+                    syncing: Default::default(),
                     closed: false,
                     clean_record: false,
                     appends: 0,

@@ -18,17 +18,16 @@
 //! A round runs as a task of its own: no caller's dropped future can end it
 //! half way, with its files' dirty flags taken and their syncs not done.
 //!
-//! Two rounds never sync the directory side by side: a round that takes a
-//! name change waits until the last round that synced the directory ended
-//! its syncs. On btrfs (Linux 6.18), two threads that each `fsync` a
-//! directory holding a new name and `fdatasync` the same file, at once,
-//! lose the second thread's data although its `fdatasync` returned: a
-//! plain-syscall reproducer lost it in 2-11 of 80 tries, and in 0 of 80
-//! when only one thread synced the directory (`scripts/btrfs-fsync-race.sh`).
-//! A round that does not sync the directory runs beside one that does.
+//! A round that syncs the directory syncs alone: it waits until no other
+//! round of the log is syncing, and no round starts syncing while it does.
+//! On btrfs (Linux 6.18), a thread that `fsync`s a directory holding a new
+//! name and then `fdatasync`s a file, while another thread `fdatasync`s
+//! the same file, can lose the first thread's data although its
+//! `fdatasync` returned (`scripts/btrfs-fsync-race.sh`: 12 of 80 tries when
+//! both threads sync the directory and the file, 6 of 80 when the other
+//! syncs only the file). Rounds that sync only files run side by side.
 
 use super::error::{LogError, Poison};
-use super::event::Event;
 use super::partition::{Mark, PartitionLog, Round, State};
 use super::segment::{SegState, Segment};
 use super::sync_gate;
@@ -172,7 +171,7 @@ impl<S: Storage> PartitionLog<S> {
     /// the next round if writes completed meanwhile.
     async fn run_round(self, seq: u64) {
         let inner = &self.inner;
-        let (files, dir, before, mine) = {
+        let (files, dir) = {
             let mut st = inner.st.borrow_mut();
             let target = st.written;
             let Some(round) = st.rounds.iter_mut().find(|r| r.seq == seq) else {
@@ -189,20 +188,14 @@ impl<S: Storage> PartitionLog<S> {
                 })
                 .collect();
             st.syncs += files.len() as u64;
-            let dir = std::mem::take(&mut st.names_dirty);
-            // A round that syncs the directory waits for the last one that
-            // did to end its syncs (see the module doc).
-            let (before, mine) = if dir {
-                let mine = Rc::new(Event::default());
-                (st.dir_round.replace(mine.clone()), Some(mine))
-            } else {
-                (None, None)
-            };
-            (files, dir, before, mine)
+            (files, std::mem::take(&mut st.names_dirty))
         };
-        if let Some(before) = before {
-            before.wait().await;
+        // A round that syncs the directory syncs alone (see the module doc).
+        EnterSyncs {
+            log: &self,
+            alone: dir,
         }
+        .await;
         let mut failed = None;
         if dir {
             if let Err(e) = inner.storage.sync_dir(&inner.dir).await {
@@ -218,21 +211,19 @@ impl<S: Storage> PartitionLog<S> {
                 }
             }
         }
-        if let Some(mine) = mine {
-            mine.set();
-        }
         let mut st = inner.st.borrow_mut();
+        // The rounds waiting to start their syncs, woken with the rest.
+        let mut wake = st.syncing.leave(dir);
         if let Some((op, path, e)) = failed {
             self.poison(&mut st, op, path, e);
         }
-        let mut wake = Vec::new();
         if st.poison.is_some() {
             st.rounds.retain(|r| r.seq != seq);
         } else {
             if let Some(r) = st.rounds.iter_mut().find(|r| r.seq == seq) {
                 r.synced = true;
             }
-            wake = self.publish(&mut st);
+            wake.extend(self.publish(&mut st));
             if inner.config.fsync.acks_durable() {
                 self.start_round(&mut st);
             }
@@ -359,6 +350,52 @@ pub(super) fn take_acks<F>(st: &mut State<F>, upto: u64) -> Vec<Waker> {
     std::mem::replace(&mut st.acks, later)
         .into_values()
         .collect()
+}
+
+/// Which rounds are syncing: any number side by side, or one alone.
+#[derive(Default)]
+pub(super) struct Syncing {
+    side_by_side: usize,
+    alone: bool,
+    waiting: Vec<Waker>,
+}
+
+impl Syncing {
+    /// A round ends its syncs; returns the rounds waiting to start theirs.
+    pub(super) fn leave(&mut self, alone: bool) -> Vec<Waker> {
+        if alone {
+            self.alone = false;
+        } else {
+            self.side_by_side = self.side_by_side.saturating_sub(1);
+        }
+        std::mem::take(&mut self.waiting)
+    }
+}
+
+/// Resolves when a round may start its syncs: alone, once no round is
+/// syncing; side by side, once no round syncs alone.
+struct EnterSyncs<'a, S: Storage> {
+    log: &'a PartitionLog<S>,
+    alone: bool,
+}
+
+impl<S: Storage> Future for EnterSyncs<'_, S> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut st = self.log.inner.st.borrow_mut();
+        let s = &mut st.syncing;
+        if s.alone || (self.alone && s.side_by_side > 0) {
+            s.waiting.push(cx.waker().clone());
+            return Poll::Pending;
+        }
+        if self.alone {
+            s.alone = true;
+        } else {
+            s.side_by_side += 1;
+        }
+        Poll::Ready(())
+    }
 }
 
 /// Starts a round if anything is left to sync, then waits until it and
