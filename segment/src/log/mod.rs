@@ -78,6 +78,7 @@ mod seal;
 mod segment;
 mod sync;
 mod sync_gate;
+mod sync_phase;
 mod visible;
 mod wait;
 mod waiters;

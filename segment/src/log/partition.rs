@@ -166,7 +166,7 @@ pub(super) struct State<F> {
     pub(super) names_dirty: bool,
     /// The rounds syncing now (see `sync.rs`: one that syncs the directory
     /// syncs alone).
-    pub(super) syncing: super::sync::Syncing,
+    pub(super) syncing: super::sync_phase::Syncing,
     pub(super) closed: bool,
     /// The log was opened from its clean-close record, which is still in
     /// its directory and still true: nothing changed since.

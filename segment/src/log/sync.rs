@@ -352,26 +352,6 @@ pub(super) fn take_acks<F>(st: &mut State<F>, upto: u64) -> Vec<Waker> {
         .collect()
 }
 
-/// Which rounds are syncing: any number side by side, or one alone.
-#[derive(Default)]
-pub(super) struct Syncing {
-    side_by_side: usize,
-    alone: bool,
-    waiting: Vec<Waker>,
-}
-
-impl Syncing {
-    /// A round ends its syncs; returns the rounds waiting to start theirs.
-    pub(super) fn leave(&mut self, alone: bool) -> Vec<Waker> {
-        if alone {
-            self.alone = false;
-        } else {
-            self.side_by_side = self.side_by_side.saturating_sub(1);
-        }
-        std::mem::take(&mut self.waiting)
-    }
-}
-
 /// Resolves when a round may start its syncs: alone, once no round is
 /// syncing; side by side, once no round syncs alone.
 struct EnterSyncs<'a, S: Storage> {
