@@ -220,6 +220,15 @@ async fn all_durable_now(
     Ok(())
 }
 
+/// A log under `config` on a gated simulated disk seeded with `seed`.
+async fn open_gated(seed: u64, config: &LogConfig) -> (GatedStorage, PartitionLog<GatedStorage>) {
+    let gated = GatedStorage::new(sim_for(seed, config));
+    let (log, _) = PartitionLog::open(gated.clone(), Path::new(DIR), 1, config.clone())
+        .await
+        .unwrap();
+    (gated, log)
+}
+
 /// Regression: sealing a segment cleared its dirty flag before its own
 /// fdatasync had completed, so a group-commit round running meanwhile took
 /// the segment's last writes for durable and acknowledged them early.
@@ -236,10 +245,7 @@ async fn all_durable_now(
 fn regression_a_segments_last_batch_is_not_acknowledged_before_its_seal_sync_completes() {
     run_sim(async {
         let config = config(FsyncPolicy::Batch, 4096);
-        let gated = GatedStorage::new(sim_for(7, &config));
-        let (log, _) = PartitionLog::open(gated.clone(), Path::new(DIR), 1, config.clone())
-            .await
-            .unwrap();
+        let (gated, log) = open_gated(7, &config).await;
         let mut sent = Vec::new();
         for i in 0..4 {
             let b = batch(i, 1, 600);
@@ -314,10 +320,7 @@ fn regression_a_segments_last_batch_is_not_acknowledged_before_its_seal_sync_com
 fn a_round_that_syncs_the_directory_syncs_alone() {
     run_sim(async {
         let config = config(FsyncPolicy::Batch, 4096);
-        let gated = GatedStorage::new(sim_for(11, &config));
-        let (log, _) = PartitionLog::open(gated.clone(), Path::new(DIR), 1, config.clone())
-            .await
-            .unwrap();
+        let (gated, log) = open_gated(11, &config).await;
         let mut sent = Vec::new();
         for i in 0..6 {
             let b = batch(i, 1, 600);
@@ -395,10 +398,7 @@ fn a_round_that_syncs_the_directory_syncs_alone() {
 fn a_second_round_runs_while_the_first_syncs_and_publishes_after_it() {
     run_sim(async {
         let config = config(FsyncPolicy::Batch, 4096);
-        let gated = GatedStorage::new(sim_for(11, &config));
-        let (log, _) = PartitionLog::open(gated.clone(), Path::new(DIR), 1, config.clone())
-            .await
-            .unwrap();
+        let (gated, log) = open_gated(11, &config).await;
         let first = batch(0, 1, 600);
         let ack = log.append(first.clone()).await.unwrap();
         let mut sent = vec![(first, ack)];
@@ -460,10 +460,7 @@ fn a_second_round_runs_while_the_first_syncs_and_publishes_after_it() {
 fn regression_a_flush_during_a_group_commit_round_waits_for_its_fdatasync() {
     run_sim(async {
         let config = config(FsyncPolicy::Batch, 1 << 20);
-        let gated = GatedStorage::new(sim_for(8, &config));
-        let (log, _) = PartitionLog::open(gated.clone(), Path::new(DIR), 1, config.clone())
-            .await
-            .unwrap();
+        let (gated, log) = open_gated(8, &config).await;
         gated.hold_next_sync_of(&Path::new(DIR).join(log_name(0)));
         let acked = Rc::new(RefCell::new(0usize));
         let mut tasks = Vec::new();
@@ -513,10 +510,7 @@ fn regression_a_flush_during_a_group_commit_round_waits_for_its_fdatasync() {
 fn regression_concurrent_flushes_each_wait_for_durability() {
     run_sim(async {
         let config = config(FsyncPolicy::Never, 1 << 20);
-        let gated = GatedStorage::new(sim_for(9, &config));
-        let (log, _) = PartitionLog::open(gated.clone(), Path::new(DIR), 1, config.clone())
-            .await
-            .unwrap();
+        let (gated, log) = open_gated(9, &config).await;
         let futs: Vec<_> = (0..30).map(|i| log.append(batch(i, 2, 200))).collect();
         for f in futs {
             f.await.unwrap();
