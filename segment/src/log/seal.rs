@@ -10,6 +10,7 @@ use super::recovery::clean;
 use super::segment::SegState;
 use crate::io::{Storage, StorageFile, WriteBufs};
 use bytes::Bytes;
+use std::path::PathBuf;
 
 impl<S: Storage> PartitionLog<S> {
     /// Writes the durable index entries of an active segment not yet in its
@@ -95,6 +96,15 @@ impl<S: Storage> PartitionLog<S> {
                 _ = sleep => {},
                 _ = closing => {},
             }
+            // Only this segment and the directory: a round would also sync
+            // the active segment's unsynced writes, the stall the wait above
+            // avoids. Alone, as a round that syncs the directory is.
+            if let Err((op, path, e)) = self.sync_alone(self.sync_sealed(base)).await {
+                let mut st = inner.st.borrow_mut();
+                self.poison(&mut st, op, path, e);
+                return;
+            }
+            return self.write_seal(base).await;
         }
         // A sync round syncs every file with completed writes, and the
         // directory after a name changed: one started now covers this
@@ -110,6 +120,30 @@ impl<S: Storage> PartitionLog<S> {
             return; // the failed round poisoned the log
         }
         self.write_seal(base).await
+    }
+
+    /// `fdatasync`s the segment at `base`, then syncs the directory (the
+    /// next segment's name).
+    async fn sync_sealed(&self, base: u64) -> Result<(), (&'static str, PathBuf, std::io::Error)> {
+        let inner = &self.inner;
+        let (file, path) = {
+            let mut st = inner.st.borrow_mut();
+            let Some(seg) = st.segment_mut(base) else {
+                return Ok(());
+            };
+            (seg.writer.clone(), seg.log_path.clone())
+        };
+        if let Some(file) = &file {
+            inner.st.borrow_mut().syncs += 1;
+            file.sync_data()
+                .await
+                .map_err(|e| ("fdatasync (sealing)", path, e))?;
+        }
+        inner
+            .storage
+            .sync_dir(&inner.dir)
+            .await
+            .map_err(|e| ("directory sync (sealing)", inner.dir.clone(), e))
     }
 
     /// Once the segment at `base` and the next segment's name are durable:

@@ -303,6 +303,23 @@ impl<S: Storage> PartitionLog<S> {
         self.rounds_cover().await
     }
 
+    /// Runs `syncs` alone: no sync round of the log syncs beside it (see
+    /// the module doc). For the seal under `never`, which syncs its own
+    /// segment and the directory outside the rounds.
+    pub(super) async fn sync_alone<T>(&self, syncs: impl Future<Output = T>) -> T {
+        EnterSyncs {
+            log: self,
+            alone: true,
+        }
+        .await;
+        let out = syncs.await;
+        let waiting = self.inner.st.borrow_mut().syncing.leave(true);
+        for w in waiting {
+            w.wake();
+        }
+        out
+    }
+
     /// Starts a round if anything was written, named or left dirty since
     /// the last one started, then waits until it and every round before it
     /// published: every write completed before the call, and every name
