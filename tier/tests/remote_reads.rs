@@ -12,6 +12,8 @@ use corelog_tier::manifest::{index_key, log_key};
 use corelog_tier::read::{IndexCache, Reader};
 use corelog_tier::{Manifest, MemoryStore, ObjectStore, RemoteSegment};
 use proptest::prelude::*;
+use std::sync::mpsc;
+use std::time::Duration;
 
 const PARTITION: u64 = 3;
 const BASE: u64 = 1_000;
@@ -111,6 +113,27 @@ impl Stored {
     }
 }
 
+/// A poll that walks forever must fail the test, not hang it (and CI with
+/// it): armed around each poll, the watchdog aborts the process with what
+/// was asked once `WALK_LIMIT` passes. Dropping it disarms it.
+struct Watchdog(mpsc::Sender<()>);
+
+/// Far longer than any poll of a segment of at most 24 batches takes.
+const WALK_LIMIT: Duration = Duration::from_secs(20);
+
+impl Watchdog {
+    fn arm(what: String) -> Watchdog {
+        let (disarm, armed) = mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if let Err(mpsc::RecvTimeoutError::Timeout) = armed.recv_timeout(WALK_LIMIT) {
+                eprintln!("a poll did not end within {WALK_LIMIT:?}: {what}");
+                std::process::abort();
+            }
+        });
+        Watchdog(disarm)
+    }
+}
+
 /// A damage to the objects.
 #[derive(Debug, Clone)]
 enum Damage {
@@ -203,7 +226,11 @@ proptest! {
                 PollFrom::Timestamp(t) => t <= last_timestamp,
                 _ => true,
             };
+            let watchdog = Watchdog::arm(format!(
+                "{from:?} max {max} over sizes {sizes:?}, damages {damages:?}, sealed {sealed}, chunk {chunk}"
+            ));
             let got = reader.poll(manifest, from, max);
+            drop(watchdog);
             if log_intact && held {
                 prop_assert!(
                     matches!(got, Ok(Some(_))),
