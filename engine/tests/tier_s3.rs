@@ -12,6 +12,7 @@ mod weed;
 
 use common::stream::{expected, fill, read_all};
 use common::*;
+use corelog::tier::manifest::log_key;
 use corelog::tier::{ObjectStore, S3Location, S3Store, StoreError, TierError};
 use corelog::{Config, Engine, ErrorKind, FsyncPolicy, LogConfig, PollFrom, TierConfig};
 use std::path::{Path, PathBuf};
@@ -214,6 +215,7 @@ fn a_damaged_object_in_the_store_is_named_and_never_served() {
     let s = store(&w, "damaged");
     let engine = open_tiered(tmp.path(), s.clone(), SEGMENT).unwrap();
     fill(&engine, 3, 0..800);
+    fill(&engine, 4, 0..800);
     assert!(engine.handle().offload_pass().failed.is_empty());
     engine.shutdown().unwrap();
     let dir = tmp.path().to_str().unwrap();
@@ -292,6 +294,29 @@ fn a_damaged_object_in_the_store_is_named_and_never_served() {
         "{}",
         said(&out)
     );
+
+    // Another partition's object under partition 3's name, the manifest's
+    // length and checksum made to agree with it: named by its batches'
+    // partition.
+    let theirs = corelog::tier::upload::load_manifest(s.as_ref(), 4)
+        .unwrap()
+        .segments[0]
+        .clone();
+    let ours = &mut m.segments[0];
+    assert_eq!(
+        (ours.base_offset, ours.next_offset, ours.bytes),
+        (theirs.base_offset, theirs.next_offset, theirs.bytes)
+    );
+    let (key, other) = (log_key(3, ours), log_key(4, &theirs));
+    s.put(&key, &s.get(&other, None).unwrap()).unwrap();
+    ours.checksum = theirs.checksum;
+    corelog::tier::upload::commit(s.as_ref(), &mut m, &|| true).unwrap();
+    let wrong = format!("belongs to partition 4, not 3");
+    for args in [&verify[..], &status[..]] {
+        let out = corelog_against(&w, args);
+        assert_eq!(out.status.code(), Some(4), "{}", said(&out));
+        assert!(said(&out).contains(&wrong), "{}", said(&out));
+    }
 }
 
 #[test]

@@ -134,6 +134,13 @@ fn verify_remote(store: &S3Store, p: u64, s: &RemoteSegment) -> Result<(), Strin
         &Limits::default(),
     )
     .map_err(|e| e.to_string())?;
+    if let Some(b) = r.batches().find(|b| b.partition_id() != p) {
+        return Err(format!(
+            "the batch at offset {} belongs to partition {}, not {p}",
+            b.base_offset(),
+            b.partition_id()
+        ));
+    }
     if r.first_offset() != s.base_offset || r.next_offset() != s.next_offset {
         return Err(format!(
             "holds offsets {}..{}, the manifest says {}..{}",
