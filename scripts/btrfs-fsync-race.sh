@@ -7,7 +7,10 @@
 #   scripts/btrfs-fsync-race.sh [TRIES] [MODE]     (defaults: 80 both)
 #
 # MODE `both` is the race; `seal-file-only`, `seal-dir-only`, `no-seal`
-# and `no-dir` take one sync away; `fsync` and `no-prealloc` vary it.
+# and `no-dir` take one sync away; `fsync` and `no-prealloc` vary it;
+# `offset`, `retention`, `cut` and `other-log` put a consumer offset store, a retention
+# removal, a suffix cut's record or another log's rotating round beside the
+# round instead of the seal.
 # Needs root, losetup, mkfs.xfs (the clones are reflinks on an XFS
 # scratch image) and mkfs.btrfs. Not part of CI: it measures the kernel.
 set -euo pipefail
