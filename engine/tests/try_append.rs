@@ -8,9 +8,6 @@ mod common;
 
 use common::*;
 use corelog::{Batch, Config, Engine, Full, Limits};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::time::Duration;
 
 const DEPTH: usize = 8;
 
@@ -28,18 +25,7 @@ fn a_full_queue_hands_the_batch_back_and_what_was_queued_is_stored_in_order() {
     engine.handle().append(p, batch(1, 0)).wait().unwrap();
 
     // The shard's thread held by a task of its own: it pops nothing.
-    let release = Arc::new(AtomicBool::new(false));
-    let held = release.clone();
-    engine
-        .handle()
-        .spawn_on(0, move || async move {
-            while !held.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(1));
-            }
-        })
-        .wait()
-        .unwrap();
-    std::thread::sleep(Duration::from_millis(50));
+    let release = hold_shard(&engine.handle(), 0);
 
     let admit = |seq| Batch::admit(batch(1, seq), &Limits::default()).unwrap();
     let mut queued = Vec::new();
@@ -58,7 +44,7 @@ fn a_full_queue_hands_the_batch_back_and_what_was_queued_is_stored_in_order() {
         "the very batch is handed back"
     );
 
-    release.store(true, Ordering::SeqCst);
+    release.release();
     let mut next = messages_in(0);
     for (i, reply) in queued.into_iter().enumerate() {
         let ack = reply.wait().unwrap();

@@ -162,6 +162,15 @@ impl Gate {
     }
 }
 
+/// Clears a gate's hold when dropped.
+struct Release<'a>(&'a AtomicBool);
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
 impl ObjectStore for Gate {
     fn describe(&self) -> String {
         self.inner.describe()
@@ -276,6 +285,9 @@ fn a_leader_change_mid_upload_leaves_no_committed_duplicate() {
     let leader = wait_for_leader(&nodes.iter().collect::<Vec<_>>(), ELECT);
     let li = (leader - 1) as usize;
     gates[li].hold.store(true, Ordering::SeqCst);
+    // Dropped before the nodes: a failed step releases the held commit, so
+    // the deposed leader's engine can shut down and the test fails, not hangs.
+    let _release = Release(&gates[li].hold);
     for tag in 0..200 {
         append_retrying(&nodes[li], 1, batch(tag, 20));
     }

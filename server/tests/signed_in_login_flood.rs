@@ -50,7 +50,14 @@ async fn a_right_password_flood_from_one_address_does_not_hold_another_addresss_
         })
         .collect();
     // The flood is under way: every flooder has a sign-in queued.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
     while done.load(Ordering::SeqCst) < 2 * FLOOD as u64 {
+        let dead = flooders.iter().filter(|f| f.is_finished()).count();
+        assert!(
+            dead == 0 && std::time::Instant::now() < deadline,
+            "the flood stalled at {} sign-ins, {dead} flooders ended",
+            done.load(Ordering::SeqCst)
+        );
         std::thread::sleep(std::time::Duration::from_millis(5));
     }
     let mut most = 0;

@@ -198,16 +198,22 @@ impl Drop for HeldShard {
 /// Holds shard `shard`'s thread: see [`HeldShard`].
 pub fn hold_shard(engine: &corelog::Handle, shard: usize) -> HeldShard {
     use std::sync::atomic::{AtomicBool, Ordering};
-    let release = std::sync::Arc::new(AtomicBool::new(false));
-    let held = release.clone();
+    let release = HeldShard(std::sync::Arc::new(AtomicBool::new(false)));
+    let held = release.0.clone();
+    let (running, started) = mpsc::channel();
     engine
         .spawn_on(shard, move || async move {
+            let _ = running.send(());
             while !held.load(Ordering::SeqCst) {
                 std::thread::sleep(Duration::from_millis(1));
             }
         })
         .wait()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(50));
-    HeldShard(release)
+    // `spawn_on` answers before the task first runs; the shard may take
+    // from its queue until then.
+    started
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the holding task never ran");
+    release
 }

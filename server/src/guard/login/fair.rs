@@ -224,15 +224,35 @@ mod tests {
         Some(s.parse().expect("ip"))
     }
 
+    /// Opens on drop: a test that fails while a hash is held still lets
+    /// the pool's thread go, so it fails instead of hanging.
+    struct Gate(Arc<AtomicBool>);
+
+    impl Drop for Gate {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+
+    /// Waits (at most 10 s) until the pool holds `n` queued hashes: a
+    /// loaded machine may start the waiters' threads late.
+    fn until_queued(pool: &FairPool, n: usize) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while pool.shared.lock().queued < n {
+            assert!(Instant::now() < deadline, "{n} hashes never queued");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// One thread, held busy; then a flood from one address and one hash
     /// from another: the other is served second, not after the flood.
     #[test]
     fn another_address_is_served_before_a_flood_ends() {
         let pool = Arc::new(FairPool::new(1, "t", Duration::from_secs(60)).expect("pool"));
         let (order_tx, order_rx) = mpsc::channel();
-        let gate = Arc::new(AtomicBool::new(false));
+        let gate = Gate(Arc::new(AtomicBool::new(false)));
         let hold = {
-            let (pool, gate) = (pool.clone(), gate.clone());
+            let (pool, gate) = (pool.clone(), gate.0.clone());
             std::thread::spawn(move || {
                 pollster::block_on(pool.run(ip("10.0.0.1"), move || {
                     while !gate.load(Ordering::SeqCst) {
@@ -251,7 +271,8 @@ mod tests {
                 }))
             }));
         }
-        std::thread::sleep(Duration::from_millis(50));
+        // The held hash and the flood are queued before the other comes.
+        until_queued(&pool, 20);
         {
             let (pool, tx) = (pool.clone(), order_tx.clone());
             waiters.push(std::thread::spawn(move || {
@@ -261,7 +282,7 @@ mod tests {
             }));
         }
         std::thread::sleep(Duration::from_millis(50));
-        gate.store(true, Ordering::SeqCst);
+        drop(gate);
         assert_eq!(hold.join().expect("join"), Ok(()));
         for w in waiters {
             assert_eq!(w.join().expect("join"), Ok(()));
@@ -282,18 +303,21 @@ mod tests {
                 .expect("pool")
                 .with_caps(SHARE, 1000),
         );
-        let gate = Arc::new(AtomicBool::new(false));
+        let gate = Gate(Arc::new(AtomicBool::new(false)));
+        let (held_tx, held) = mpsc::channel();
         let hold = {
-            let (pool, gate) = (pool.clone(), gate.clone());
+            let (pool, gate) = (pool.clone(), gate.0.clone());
             std::thread::spawn(move || {
                 pollster::block_on(pool.run(ip("10.0.0.9"), move || {
+                    let _ = held_tx.send(());
                     while !gate.load(Ordering::SeqCst) {
                         std::thread::sleep(Duration::from_millis(1));
                     }
                 }))
             })
         };
-        std::thread::sleep(Duration::from_millis(30));
+        held.recv_timeout(Duration::from_secs(10))
+            .expect("the pool's thread takes the held hash");
         let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let waiters: Vec<_> = (0..SHARE)
             .map(|_| {
@@ -305,11 +329,11 @@ mod tests {
                 })
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(50));
+        until_queued(&pool, SHARE);
         let over = pollster::block_on(pool.run(ip("10.0.0.1"), || ()));
         assert_eq!(over, Err(Refused::Busy), "past the address's share");
         std::thread::sleep(Duration::from_millis(150));
-        gate.store(true, Ordering::SeqCst);
+        drop(gate);
         hold.join().expect("join").expect("held hash done");
         for w in waiters {
             assert_eq!(w.join().expect("join"), Err(Refused::Busy));
