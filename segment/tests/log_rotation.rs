@@ -499,3 +499,50 @@ async fn a_batch_over_the_logs_limit_is_refused<S: Storage, D: Disk>(
     assert_eq!(read_all(&log), want);
 }
 on_both!(a_batch_over_the_logs_limit_is_refused);
+
+/// An active segment's index file is kept up to date while the log runs
+/// (every 256 durable entries), not only written at the seal: a crash
+/// leaves it holding the entries a tail-checked recovery starts from. With
+/// an entry per batch, 600 durable batches put at least 512 entries in the
+/// file before the log closes, each naming its batch.
+async fn an_active_segments_index_file_holds_its_durable_entries_while_the_log_runs<
+    S: Storage,
+    D: Disk,
+>(
+    storage: impl Fn() -> S,
+    disk: &D,
+    dir: &Path,
+) {
+    let config = LogConfig {
+        fsync: FsyncPolicy::Batch,
+        ..config(1 << 20, 1)
+    };
+    let (log, _) = PartitionLog::open(storage(), dir, P, config).await.unwrap();
+    for i in 0..600 {
+        log.append(fixed(i)).await.unwrap();
+    }
+    // The flushes are tasks of their own: let them write.
+    let path = dir.join(index_name(0));
+    let mut entries = Vec::new();
+    for _ in 0..10_000 {
+        entries = index::decode_all(&disk.read(&path).unwrap_or_default());
+        if entries.len() >= 512 {
+            break;
+        }
+        yield_to_others().await;
+    }
+    assert!(
+        (512..=600).contains(&entries.len()),
+        "{} entries in the active segment's index file",
+        entries.len()
+    );
+    for (k, e) in entries.iter().enumerate() {
+        assert_eq!(
+            (u64::from(e.rel_offset), u64::from(e.position)),
+            (k as u64, k as u64 * L),
+            "entry {k}"
+        );
+    }
+    log.close().await.unwrap();
+}
+on_both!(an_active_segments_index_file_holds_its_durable_entries_while_the_log_runs);
