@@ -229,6 +229,49 @@ mod tests {
         });
     }
 
+    /// A step that lasted more than ten seconds halves the next (not
+    /// below `step_min`); one that lasted between one and ten keeps it.
+    #[test]
+    fn a_step_that_lasted_past_ten_seconds_halves_and_a_middling_one_stays() {
+        run(async {
+            let disk = SimStorage::new(3, 64 << 20);
+            disk.create_dir_all(Path::new("/d")).unwrap();
+            let path = Path::new("/d/seg");
+            let file = disk.open(path, true).unwrap();
+            let config = Preallocation {
+                step_min: MIB,
+                step_max: 8 * MIB,
+                budget: 1 << 30,
+            };
+            let limit = 64 * MIB;
+            let ago = |secs| Instant::now().checked_sub(Duration::from_secs(secs));
+            let mut p = Prealloc::at(0);
+            p.step = 4 * MIB;
+            p.reserved(0, limit, Some(&config), &file, path);
+            assert_eq!(p.end, 4 * MIB, "the first step");
+            settle(&p).await;
+            // Used up over 11 s: halved.
+            p.last = ago(11);
+            p.reserved(p.end, limit, Some(&config), &file, path);
+            assert_eq!((p.step, p.end), (2 * MIB, 6 * MIB), "halved");
+            settle(&p).await;
+            // Over 5 s: kept.
+            p.last = ago(5);
+            p.reserved(p.end, limit, Some(&config), &file, path);
+            assert_eq!((p.step, p.end), (2 * MIB, 8 * MIB), "kept");
+            settle(&p).await;
+            // Halving stops at step_min.
+            for _ in 0..3 {
+                p.last = ago(11);
+                p.reserved(p.end, limit, Some(&config), &file, path);
+                settle(&p).await;
+            }
+            assert_eq!(p.step, MIB, "not below step_min");
+            p.release();
+            assert_eq!(preallocated_ahead(), 0);
+        });
+    }
+
     /// A step that would take the shard's unwritten preallocation past
     /// its budget is not taken.
     #[test]
