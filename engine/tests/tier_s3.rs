@@ -311,11 +311,11 @@ fn a_damaged_object_in_the_store_is_named_and_never_served() {
     s.put(&key, &s.get(&other, None).unwrap()).unwrap();
     ours.checksum = theirs.checksum;
     corelog::tier::upload::commit(s.as_ref(), &mut m, &|| true).unwrap();
-    let wrong = format!("belongs to partition 4, not 3");
+    let wrong = "belongs to partition 4, not 3";
     for args in [&verify[..], &status[..]] {
         let out = corelog_against(&w, args);
         assert_eq!(out.status.code(), Some(4), "{}", said(&out));
-        assert!(said(&out).contains(&wrong), "{}", said(&out));
+        assert!(said(&out).contains(wrong), "{}", said(&out));
     }
 }
 

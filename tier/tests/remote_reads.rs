@@ -134,6 +134,12 @@ impl Watchdog {
     }
 }
 
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
 /// A damage to the objects.
 #[derive(Debug, Clone)]
 enum Damage {
