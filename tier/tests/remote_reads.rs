@@ -12,6 +12,7 @@ use corelog_tier::manifest::{index_key, log_key};
 use corelog_tier::read::{IndexCache, Reader};
 use corelog_tier::{Manifest, MemoryStore, ObjectStore, RemoteSegment};
 use proptest::prelude::*;
+use std::io::Write;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -126,7 +127,11 @@ impl Watchdog {
         let (disarm, armed) = mpsc::channel::<()>();
         std::thread::spawn(move || {
             if let Err(mpsc::RecvTimeoutError::Timeout) = armed.recv_timeout(WALK_LIMIT) {
-                eprintln!("a poll did not end within {WALK_LIMIT:?}: {what}");
+                // Straight to stderr: the harness's capture is lost on abort.
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "WATCHDOG: a poll did not end within {WALK_LIMIT:?}: {what}"
+                );
                 std::process::abort();
             }
         });
