@@ -384,6 +384,59 @@ fn a_round_that_syncs_the_directory_syncs_alone() {
     });
 }
 
+/// The other way round: a round that must sync the directory waits for
+/// the rounds already syncing files. A round's fdatasync of segment 0 is
+/// held; then the log rolls into a new segment, and the round for that
+/// name issues no directory sync until the held fdatasync ends.
+#[test]
+fn a_round_that_syncs_the_directory_waits_for_the_fdatasyncs_in_flight() {
+    run_sim(async {
+        let config = config(FsyncPolicy::Batch, 4096);
+        let (gated, log) = open_gated(12, &config).await;
+        let first = batch(0, 1, 600);
+        let ack = log.append(first.clone()).await.unwrap();
+        let mut sent = vec![(first, ack)];
+        gated.hold_next_sync_of(&Path::new(DIR).join(log_name(0)));
+        let mut pending = Vec::new();
+        let b = batch(1, 1, 600);
+        pending.push((b.clone(), log.append(b)));
+        for _ in 0..50 {
+            yield_to_others().await;
+        }
+        assert_eq!(gated.held(), 1, "the first round's fdatasync is held");
+        let (syncs, dir_syncs) = {
+            let c = gated.disk.counters();
+            (c.syncs, c.dir_syncs)
+        };
+        // Into a new segment: the next round has a name to sync.
+        let mut i = 2;
+        while log.stats().segments < 2 {
+            let b = batch(i, 1, 600);
+            pending.push((b.clone(), log.append(b)));
+            i += 1;
+        }
+        for _ in 0..50 {
+            yield_to_others().await;
+        }
+        let c = gated.disk.counters();
+        assert_eq!(
+            (c.dir_syncs, c.syncs),
+            (dir_syncs, syncs),
+            "a round with a name to sync waits for the fdatasync in flight"
+        );
+        gated.release();
+        for (b, f) in pending {
+            let ack = f.await.unwrap();
+            sent.push((b, ack));
+        }
+        assert!(gated.disk.counters().dir_syncs > dir_syncs);
+        all_durable_now(&gated.disk, &config, &sent, 5)
+            .await
+            .unwrap();
+        log.close().await.unwrap();
+    });
+}
+
 /// Group commit runs two rounds at once: a write that completes while a
 /// round's fdatasync is in flight gets a round of its own at once (so it
 /// waits for one sync, not for the rest of another and then its own). The
