@@ -11,12 +11,16 @@
 //! - [`log`]: the partition log: segment files, the sparse index, append
 //!   and group commit, polls from the mappings, recovery, retention.
 //!
+//! For tests (feature `testing`), `watchdog` turns a hang into a failure.
+//!
 //! The crate root re-exports the format's types, which every layer above
 //! speaks.
 
 pub mod format;
 pub mod io;
 pub mod log;
+#[cfg(feature = "testing")]
+pub mod watchdog;
 
 pub use format::{
     check, checksum, declared_length, layout, set_origin_timestamp, stamp_in_place, stamped_header,

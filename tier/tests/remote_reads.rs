@@ -5,6 +5,7 @@
 
 use corelog_segment::log::index::{encode_all, encode_sealed, IndexEntry, Seal};
 use corelog_segment::log::PollFrom;
+use corelog_segment::watchdog::Watchdog;
 use corelog_segment::{Batch, BatchBuilder, Limits, MessageSpec, Stamp};
 use corelog_tier::buffers::ChunkBuffers;
 use corelog_tier::cache::ChunkCache;
@@ -12,8 +13,6 @@ use corelog_tier::manifest::{index_key, log_key};
 use corelog_tier::read::{IndexCache, Reader};
 use corelog_tier::{Manifest, MemoryStore, ObjectStore, RemoteSegment};
 use proptest::prelude::*;
-use std::io::Write;
-use std::sync::mpsc;
 use std::time::Duration;
 
 const PARTITION: u64 = 3;
@@ -115,35 +114,8 @@ impl Stored {
 }
 
 /// A poll that walks forever must fail the test, not hang it (and CI with
-/// it): armed around each poll, the watchdog aborts the process with what
-/// was asked once `WALK_LIMIT` passes. Dropping it disarms it.
-struct Watchdog(mpsc::Sender<()>);
-
-/// Far longer than any poll of a segment of at most 24 batches takes.
+/// it): a watchdog is armed around each poll.
 const WALK_LIMIT: Duration = Duration::from_secs(20);
-
-impl Watchdog {
-    fn arm(what: String) -> Watchdog {
-        let (disarm, armed) = mpsc::channel::<()>();
-        std::thread::spawn(move || {
-            if let Err(mpsc::RecvTimeoutError::Timeout) = armed.recv_timeout(WALK_LIMIT) {
-                // Straight to stderr: the harness's capture is lost on abort.
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "WATCHDOG: a poll did not end within {WALK_LIMIT:?}: {what}"
-                );
-                std::process::abort();
-            }
-        });
-        Watchdog(disarm)
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        let _ = self.0.send(());
-    }
-}
 
 /// A damage to the objects.
 #[derive(Debug, Clone)]
@@ -238,8 +210,8 @@ proptest! {
                 _ => true,
             };
             let watchdog = Watchdog::arm(format!(
-                "{from:?} max {max} over sizes {sizes:?}, damages {damages:?}, sealed {sealed}, chunk {chunk}"
-            ));
+                "a poll {from:?} max {max} over sizes {sizes:?}, damages {damages:?}, sealed {sealed}, chunk {chunk}"
+            ), WALK_LIMIT);
             let got = reader.poll(manifest, from, max);
             drop(watchdog);
             if log_intact && held {

@@ -84,42 +84,9 @@ pub fn small_segments() -> LogConfig {
 }
 
 /// Fails the test (by exiting the test process) when it is not disarmed
-/// within `limit`: a hang becomes a failure with a message, not a stuck CI
-/// job. The limit is generous; it asserts nothing about speed.
-pub struct Watchdog {
-    disarm: Option<mpsc::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Watchdog {
-    pub fn arm(what: &'static str, limit: Duration) -> Watchdog {
-        let (tx, rx) = mpsc::channel::<()>();
-        let thread = std::thread::spawn(move || {
-            if let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(limit) {
-                // Straight to stderr: the test harness captures eprintln!,
-                // and its capture is lost when the process exits.
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "WATCHDOG: {what} did not finish within {limit:?}: it hangs"
-                );
-                std::process::exit(101);
-            }
-        });
-        Watchdog {
-            disarm: Some(tx),
-            thread: Some(thread),
-        }
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        drop(self.disarm.take());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
+/// within its limit: the storage layer's, shared by every crate's tests.
+#[allow(unused_imports)] // not every test binary arms one
+pub use corelog::testing::segment::watchdog::Watchdog;
 
 /// Serializes the tests of one test binary that hold a directory lock in
 /// this process and spawn processes: a child forked while the lock file is

@@ -2,10 +2,9 @@
 #![allow(dead_code, clippy::unwrap_used)]
 
 use corelog_segment::log::{LogConfig, PartitionLog, PollFrom};
+use corelog_segment::watchdog::Watchdog;
 use corelog_segment::{Batch, BatchBuilder, Limits, MessageSpec};
 use std::future::Future;
-use std::io::Write;
-use std::sync::mpsc;
 use std::time::Duration;
 
 /// A run (`run`, `run_sim`) that has not ended after this fails the test
@@ -14,36 +13,15 @@ use std::time::Duration;
 /// past any run's length; it asserts nothing about speed.
 const RUN_LIMIT: Duration = Duration::from_secs(120);
 
-/// Armed for one run; dropping it disarms it.
-struct Watchdog(Option<mpsc::Sender<()>>);
-
-impl Watchdog {
-    fn arm() -> Watchdog {
-        let name = std::thread::current().name().unwrap_or("a test").to_owned();
-        let (disarm, armed) = mpsc::channel::<()>();
-        std::thread::spawn(move || {
-            if let Err(mpsc::RecvTimeoutError::Timeout) = armed.recv_timeout(RUN_LIMIT) {
-                // Straight to stderr: the harness's capture is lost on exit.
-                let _ = writeln!(
-                    std::io::stderr(),
-                    "WATCHDOG: {name} did not finish within {RUN_LIMIT:?}: it hangs"
-                );
-                std::process::exit(101);
-            }
-        });
-        Watchdog(Some(disarm))
-    }
-}
-
-impl Drop for Watchdog {
-    fn drop(&mut self) {
-        drop(self.0.take());
-    }
+/// Armed for one run, named by the test's thread.
+fn watch() -> Watchdog {
+    let name = std::thread::current().name().unwrap_or("a test").to_owned();
+    Watchdog::arm(name, RUN_LIMIT)
 }
 
 /// Runs `f` on a monoio runtime with the io_uring driver and timers.
 pub fn run<F: Future>(f: F) -> F::Output {
-    let _watchdog = Watchdog::arm();
+    let _watchdog = watch();
     monoio::RuntimeBuilder::<monoio::IoUringDriver>::new()
         .enable_timer()
         .build()
@@ -54,7 +32,7 @@ pub fn run<F: Future>(f: F) -> F::Output {
 /// Runs `f` on a monoio runtime with the legacy (epoll) driver: enough for
 /// the simulated disk, which does no real I/O.
 pub fn run_sim<F: Future>(f: F) -> F::Output {
-    let _watchdog = Watchdog::arm();
+    let _watchdog = watch();
     monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
         .enable_timer()
         .build()
