@@ -561,6 +561,51 @@ async fn checksum_mismatch_mid_segment_with_full_check<S: Storage, D: Disk>(
 }
 on_both!(checksum_mismatch_mid_segment_with_full_check);
 
+/// Two repairs of the same damage (the same segment, the same position):
+/// the second keeps its tail beside the first's, numbered after it, and
+/// never over it. Each file is named by where its bytes came from.
+async fn a_second_repair_keeps_what_the_first_set_aside<S: Storage, D: Disk>(
+    storage: impl Fn() -> S,
+    disk: &D,
+    dir: &Path,
+) {
+    let config = LogConfig {
+        open_check: OpenCheck::Full,
+        ..one_segment()
+    };
+    let at = (2 * L + 256 + 48 + 100) as usize;
+    let stored = build(storage(), dir, &config, 8).await;
+    let mut tails = Vec::new();
+    for round in 0..2u64 {
+        if round == 1 {
+            let (log, _) = reopen(storage(), dir, &config).await;
+            for i in 2..8 {
+                log.append(fixed(100 + i)).await.unwrap();
+            }
+            log.close().await.unwrap();
+            disk.remove(&dir.join(CLEAN_RECORD));
+        }
+        let byte = disk.read(&seg(dir, 0)).unwrap()[at];
+        disk.overwrite(&seg(dir, 0), at, &[!byte]);
+        let tail = disk.read(&seg(dir, 0)).unwrap()[(2 * L) as usize..].to_vec();
+        let (log, report) = PartitionLog::repair(storage(), dir, P, config.clone())
+            .await
+            .unwrap();
+        assert_eq!(report.set_aside.len(), 1, "{report}");
+        let aside = &report.set_aside[0];
+        let want = format!("{:04}-{}.from-{}", round, log_name(0), 2 * L);
+        assert_eq!(aside.to, dir.join(ASIDE_DIR).join(want), "{report}");
+        assert_eq!(read_all(&log), stored[..2]);
+        log.close().await.unwrap();
+        tails.push((aside.to.clone(), tail));
+    }
+    assert_ne!(tails[0].1, tails[1].1, "the two tails differ");
+    for (path, bytes) in &tails {
+        assert_eq!(&disk.read(path).unwrap(), bytes, "{} kept", path.display());
+    }
+}
+on_both!(a_second_repair_keeps_what_the_first_set_aside);
+
 // ---- checksum mismatch, confirmed segment -------------------------------
 
 /// In a sealed, confirmed segment a mismatch is an error naming the file
@@ -884,6 +929,107 @@ async fn missing_index<S: Storage, D: Disk>(storage: impl Fn() -> S, disk: &D, d
     appends_continue_at(&log, 14).await;
 }
 on_both!(missing_index);
+
+/// An index file that exists but cannot be opened (here a directory in its
+/// place) is an error naming it, not a missing index to rebuild over: the
+/// open is refused and nothing changes. Real files only (the simulated disk
+/// has no such file).
+#[test]
+fn an_index_that_cannot_be_opened_refuses_the_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    run(async {
+        let storage = || UringStorage::new(64).unwrap();
+        build(storage(), &dir, &config(), 12).await;
+        std::fs::remove_file(idx(&dir, 5)).unwrap();
+        std::fs::create_dir(idx(&dir, 5)).unwrap();
+        let before = snapshot(&RealDisk, &dir);
+        match PartitionLog::open(storage(), &dir, P, config()).await {
+            Err(OpenError::Io { op, path, .. }) => {
+                assert_eq!((op, path), ("open index", idx(&dir, 5)));
+            }
+            Err(other) => panic!("expected the index's open to fail: {other}"),
+            Ok((_, report)) => panic!("an unopenable index was taken as missing: {report}"),
+        }
+        assert_eq!(
+            snapshot(&RealDisk, &dir),
+            before,
+            "a refused open changes nothing"
+        );
+        assert!(std::fs::metadata(idx(&dir, 5)).unwrap().is_dir());
+    });
+}
+
+// ---- leftovers ----------------------------------------------------------
+
+/// What an interrupted removal or write leaves (an index whose segment is
+/// gone, temporary files in the partition's and its consumers' directories)
+/// is cleared at open; nothing else changes. An orphan index must not be
+/// there when a segment of its base is created again.
+async fn leftovers_are_cleared_at_open<S: Storage, D: Disk>(
+    storage: impl Fn() -> S,
+    disk: &D,
+    dir: &Path,
+) {
+    let stored = build(storage(), dir, &config(), 12).await;
+    let names = disk.names(dir);
+    let consumers = dir.join("consumers");
+    storage().create_dir_all(&consumers).unwrap();
+    let consumer_names = disk.names(&consumers);
+    disk.put(&idx(dir, 15), &disk.read(&idx(dir, 5)).unwrap());
+    disk.put(&dir.join(format!("{}.tmp", index_name(15))), b"half");
+    disk.put(&consumers.join("7.tmp"), b"half");
+    let (log, report) = reopen(storage(), dir, &config()).await;
+    assert_eq!(report.cut, None, "{report}");
+    let mut want = names.clone();
+    want.push("consumers".to_string());
+    want.sort();
+    assert_eq!(
+        disk.names(dir),
+        want,
+        "the orphan index and the temporary file are gone"
+    );
+    assert_eq!(
+        disk.names(&consumers),
+        consumer_names,
+        "the consumers' temporary file is gone"
+    );
+    assert_eq!(read_all(&log), stored);
+    // Segment 15 is created again: it starts with an index of its own.
+    let mut all = stored;
+    for i in 12..17 {
+        let b = fixed(i);
+        let ack = log.append(b.clone()).await.unwrap();
+        all.push((i, stored_form(&b, P, i, ack.base_timestamp)));
+    }
+    log.close().await.unwrap();
+    let (entries, _) = index::decode_file(&disk.read(&idx(dir, 15)).unwrap());
+    let positions: Vec<u64> = entries.iter().map(|e| u64::from(e.position)).collect();
+    assert_eq!(positions, [0], "segment 15's own entry (its two batches)");
+    let (log, _) = reopen(storage(), dir, &config()).await;
+    assert_eq!(read_all(&log), all);
+}
+on_both!(leftovers_are_cleared_at_open);
+
+/// A directory that does not exist yet opens as a new, empty log: one
+/// segment at offset 0, reported as such, nothing cut.
+async fn a_new_directory_opens_an_empty_log<S: Storage, D: Disk>(
+    storage: impl Fn() -> S,
+    disk: &D,
+    dir: &Path,
+) {
+    let (log, report) = reopen(storage(), dir, &config()).await;
+    assert_eq!((report.segments, report.next_offset), (1, 0), "{report}");
+    assert_eq!(
+        (report.cut.clone(), report.removed.len()),
+        (None, 0),
+        "{report}"
+    );
+    assert_eq!(disk.names(dir), vec![log_name(0)]);
+    assert!(read_all(&log).is_empty());
+    appends_continue_at(&log, 0).await;
+}
+on_both!(a_new_directory_opens_an_empty_log);
 
 // ---- empty segment ------------------------------------------------------
 

@@ -236,6 +236,12 @@ fn a_power_cut_at_any_point_of_a_cut_leaves_the_whole_log_or_the_cut_one() {
                 log.set_commit_mark(u64::MAX).unwrap();
                 let got = read_all(&log);
                 let cut: Vec<_> = all.iter().filter(|b| b.0 < from).cloned().collect();
+                // Either way, nothing of the log was found out of place:
+                // no batch set aside, no segment removed as a leftover.
+                assert!(
+                    report.set_aside.is_empty() && report.removed.is_empty(),
+                    "seed {seed}, power cut after op {n}: {report}"
+                );
                 if got == all {
                     outcomes[0] += 1;
                     assert_eq!(report.suffix_cut, None, "seed {seed}, op {n}");
@@ -319,6 +325,50 @@ fn a_damaged_record_or_one_inside_a_batch_is_refused_and_changes_nothing() {
             .await
             .unwrap();
         assert_eq!(log.stats().end_offset, 30);
+    });
+}
+
+/// The open that finishes a recorded cut makes it durable before it
+/// returns: the record's removal and the later segments' with it. Appends
+/// acknowledged (`fsync=batch`) after that open, in the cut segment (no
+/// new name, so no directory sync of their own), survive any power cut;
+/// a record that came back would cut them again.
+#[test]
+fn appends_acknowledged_after_an_open_that_finished_a_cut_survive_a_power_cut() {
+    run_sim(async {
+        let config = gated();
+        let disk = sim_for(8, &config);
+        let (log, _) = PartitionLog::open(disk.clone(), Path::new(DIR), 1, config.clone())
+            .await
+            .unwrap();
+        fill(&log).await;
+        log.close().await.unwrap();
+        drop(log);
+        let all = everything(&disk).await;
+        let segs = bases(&disk);
+        let from = segs[1] + 2;
+        assert!(from + 4 < segs[2]);
+        disk.put_file(&PathBuf::from(DIR).join(CUT_RECORD), &record(1, from))
+            .unwrap();
+        let (log, report) = PartitionLog::open(disk.clone(), Path::new(DIR), 1, config.clone())
+            .await
+            .unwrap();
+        assert_eq!(report.suffix_cut, Some(from));
+        let mut want: Vec<_> = all.iter().filter(|b| b.0 < from).cloned().collect();
+        for i in 0..2 {
+            let b = batch(50 + i, 2, 40);
+            let ack = log.append(b.clone()).await.unwrap();
+            assert_eq!(ack.base_offset, from + 2 * i);
+            want.push((
+                ack.base_offset,
+                stored_form(&b, 1, ack.base_offset, ack.base_timestamp),
+            ));
+        }
+        assert_eq!(bases(&disk), segs[..2].to_vec(), "no new segment");
+        for k in 0..8 {
+            let got = everything(&disk).await;
+            assert_eq!(got, want, "power cut {k} after the acknowledged appends");
+        }
     });
 }
 

@@ -381,4 +381,33 @@ mod tests {
             assert!(decode(3, &bytes[..n]).is_err(), "prefix of {n} accepted");
         }
     }
+
+    /// A record whose checksum holds (written by a bug, or by hand) but
+    /// whose segment count disagrees with its length, or is zero, is
+    /// refused: it would otherwise describe segments from bytes it lacks.
+    #[test]
+    fn a_count_that_disagrees_with_the_length_is_refused() {
+        let with_count = |segments: &[CleanSegment], count: u32| {
+            let mut b = encode(3, segments);
+            let body = b.len() - CHECKSUM_LEN;
+            b[20..24].copy_from_slice(&count.to_le_bytes());
+            let sum = xxh3_64(&b[..body]);
+            b[body..].copy_from_slice(&sum.to_le_bytes());
+            b
+        };
+        let two = [seg(0), seg(10)];
+        assert_eq!(decode(3, &with_count(&two, 2)), Ok(two.to_vec()));
+        for count in [1, 3] {
+            assert_eq!(
+                decode(3, &with_count(&two, count)),
+                Err("record length does not match its segment count"),
+                "count {count} for two segments"
+            );
+        }
+        assert_eq!(
+            decode(3, &with_count(&[], 0)),
+            Err("record length does not match its segment count"),
+            "a record of no segment"
+        );
+    }
 }
