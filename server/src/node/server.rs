@@ -155,6 +155,8 @@ pub struct Server {
     replica: Option<corelog_replica::Replica>,
     engine: Option<Engine>,
     acceptor: Option<JoinHandle<()>>,
+    /// The acceptor's listening socket, shut down to wake its `accept`.
+    listening: Option<socket2::Socket>,
     stop: Arc<AtomicBool>,
     addr: SocketAddr,
 }
@@ -188,6 +190,13 @@ impl Server {
             .limits
             .resolve(engine.handle().limits().max_batch_bytes)?;
         let (listener, addr) = bind(config.listen)?;
+        let listening = listener
+            .try_clone()
+            .map(socket2::Socket::from)
+            .map_err(|source| ServerError::Listen {
+                addr: config.listen,
+                source,
+            })?;
         let cluster = replica
             .as_ref()
             .zip(config.cluster.as_ref())
@@ -229,6 +238,7 @@ impl Server {
             replica,
             engine: Some(engine),
             acceptor: Some(acceptor),
+            listening: Some(listening),
             stop,
             addr,
         })
@@ -290,11 +300,17 @@ impl Server {
 
     fn stop_accepting(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
-        let mut wake = self.addr;
-        if wake.ip().is_unspecified() {
-            wake.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+        // Shutting the listening socket down ends the acceptor's `accept`
+        // with an error (Linux), so it sees `stop` without a connection; a
+        // connection to itself is the fallback.
+        let woken = self.listening.take().is_some_and(|l| wake_acceptor(&l));
+        if !woken {
+            let mut wake = self.addr;
+            if wake.ip().is_unspecified() {
+                wake.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+            let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
         }
-        let _ = TcpStream::connect_timeout(&wake, Duration::from_secs(1));
         if let Some(t) = self.acceptor.take() {
             let _ = t.join();
         }
@@ -307,6 +323,12 @@ impl Drop for Server {
             self.stop_accepting();
         }
     }
+}
+
+/// Shuts `listening` down, which makes a thread blocked in `accept` on it
+/// return at once; whether that worked.
+fn wake_acceptor(listening: &socket2::Socket) -> bool {
+    listening.shutdown(std::net::Shutdown::Both).is_ok()
 }
 
 /// Accepts until `stop`, handing connections to shards round robin; past
@@ -522,4 +544,34 @@ fn apply_retention(engine: &Engine, metadata: &MetadataStore) -> Result<(), core
 
 fn futures_block_on<T>(f: impl std::future::Future<Output = T>) -> T {
     pollster::block_on(f)
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A thread blocked in `accept` returns once the listener is shut
+    /// down, with no connection made (a server whose own connection
+    /// cannot reach it still stops).
+    #[test]
+    fn shutting_the_listener_down_wakes_a_blocked_accept() {
+        let (listener, _) = bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let listening = socket2::Socket::from(listener.try_clone().unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let blocked = std::thread::spawn(move || {
+            tx.send(()).unwrap();
+            let got = listener.accept().map(|_| ());
+            tx.send(()).unwrap();
+            got
+        });
+        rx.recv().unwrap();
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(wake_acceptor(&listening));
+        assert!(
+            rx.recv_timeout(Duration::from_secs(10)).is_ok(),
+            "accept still blocked 10 s after the shutdown"
+        );
+        assert!(blocked.join().unwrap().is_err(), "no connection was made");
+    }
 }
