@@ -257,4 +257,55 @@ mod tests {
         assert!(crate::format::set_origin_timestamp(&mut bytes, u64::MAX - 10).is_some());
         assert!(check(&bytes, &Limits::default()).is_ok());
     }
+
+    /// A header whose reserved bytes are all non-zero (every eight-byte
+    /// word of them) is refused at the first, as one with a single one is.
+    #[test]
+    fn reserved_bytes_all_non_zero_are_refused() {
+        let mut b = BatchBuilder::new();
+        b.push(MessageSpec {
+            id: 1,
+            timestamp: 0,
+            payload: b"x",
+            user_headers: b"",
+        });
+        let good = b.build().expect("valid");
+        for fill in [0x01u8, 0x80, 0xff] {
+            let mut bytes = good.clone();
+            bytes[batch::RESERVED].fill(fill);
+            assert_eq!(
+                check(&bytes, &Limits::default()).err(),
+                Some(BatchError::ReservedHeaderByte {
+                    at: batch::RESERVED.start,
+                    value: fill,
+                }),
+                "reserved bytes all {fill:#x}"
+            );
+        }
+    }
+
+    #[test]
+    fn of_several_message_times_past_u64_the_first_is_named() {
+        let mut b = BatchBuilder::new();
+        for t in [0u64, 10, 20] {
+            b.push(MessageSpec {
+                id: 1,
+                timestamp: t,
+                payload: b"x",
+                user_headers: b"",
+            });
+        }
+        let mut bytes = b.build().expect("valid");
+        // Messages 1 and 2 (deltas 10 and 20) would both pass 2^64.
+        assert!(crate::format::set_origin_timestamp(&mut bytes, u64::MAX - 5).is_some());
+        assert_eq!(
+            check(&bytes, &Limits::default()).err(),
+            Some(BatchError::TimestampOverflow {
+                index: 1,
+                position: BATCH_HEADER_LEN + FRAME_HEADER_LEN + 1,
+                origin: u64::MAX - 5,
+                delta: 10,
+            })
+        );
+    }
 }

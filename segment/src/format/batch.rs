@@ -162,6 +162,31 @@ mod tests {
         assert_eq!(restamped.identity(), a.identity());
     }
 
+    /// Batches are equal exactly when their bytes are; none is empty.
+    #[test]
+    fn equality_is_the_bytes() {
+        let limits = Limits::default();
+        let make = |payload: &[u8]| {
+            let mut b = BatchBuilder::new();
+            b.push(MessageSpec {
+                id: 1,
+                timestamp: 5,
+                payload,
+                user_headers: &[],
+            });
+            Batch::admit(b.build().expect("build"), &limits).expect("admit")
+        };
+        let (a, same, other) = (make(b"one"), make(b"one"), make(b"two"));
+        assert_eq!(a, same);
+        assert_ne!(a, other);
+        assert!(!a.is_empty());
+        let shown = format!("{a:?}");
+        assert!(
+            shown.contains("batch_length: 307") && shown.contains("message_count: 1"),
+            "{shown}"
+        );
+    }
+
     #[test]
     fn into_stamped_is_stamp_in_place() {
         let mut b = BatchBuilder::new();

@@ -153,16 +153,19 @@ pub enum HeaderField {
 impl HeaderField {
     /// The field that holds header byte `at`.
     pub fn at(at: usize) -> HeaderField {
-        match at {
-            0..=7 => HeaderField::PartitionId,
-            8..=15 => HeaderField::BaseOffset,
-            16..=23 => HeaderField::BaseTimestamp,
-            24..=31 => HeaderField::OriginTimestamp,
-            32..=39 => HeaderField::BatchLength,
-            40..=47 => HeaderField::BatchChecksum,
-            48..=51 => HeaderField::MessageCount,
-            _ => HeaderField::Reserved,
-        }
+        let fields = [
+            (batch::PARTITION_ID, HeaderField::PartitionId),
+            (batch::BASE_OFFSET, HeaderField::BaseOffset),
+            (batch::BASE_TIMESTAMP, HeaderField::BaseTimestamp),
+            (batch::ORIGIN_TIMESTAMP, HeaderField::OriginTimestamp),
+            (batch::BATCH_LENGTH, HeaderField::BatchLength),
+            (batch::BATCH_CHECKSUM, HeaderField::BatchChecksum),
+            (batch::MESSAGE_COUNT, HeaderField::MessageCount),
+        ];
+        fields
+            .into_iter()
+            .find(|(range, _)| range.contains(&at))
+            .map_or(HeaderField::Reserved, |(_, field)| field)
     }
 }
 
@@ -178,5 +181,35 @@ impl std::fmt::Display for HeaderField {
             HeaderField::MessageCount => "message_count",
             HeaderField::Reserved => "reserved",
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each header byte is named by its field, as the table at the top of
+    /// this file and `message-batches.md` lay them out.
+    #[test]
+    fn every_header_byte_is_named_by_its_field() {
+        let names: Vec<String> = (0..BATCH_HEADER_LEN)
+            .map(|at| HeaderField::at(at).to_string())
+            .collect();
+        let spans = [
+            (0..8, "partition_id"),
+            (8..16, "base_offset"),
+            (16..24, "base_timestamp"),
+            (24..32, "origin_timestamp"),
+            (32..40, "batch_length"),
+            (40..48, "batch_checksum"),
+            (48..52, "message_count"),
+            (52..256, "reserved"),
+        ];
+        for (span, name) in spans {
+            for at in span {
+                assert_eq!(names[at], name, "header byte {at}");
+            }
+        }
+        assert_eq!(HeaderField::at(10_000), HeaderField::Reserved);
     }
 }

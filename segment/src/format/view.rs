@@ -225,3 +225,43 @@ impl<'a> Message<'a> {
         self.frame
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use crate::format::{check, BatchBuilder, Limits, MessageSpec};
+
+    /// The messages iterator never promises more than the messages left,
+    /// and each says what it is.
+    #[test]
+    fn messages_count_down_and_show_themselves() {
+        let mut b = BatchBuilder::new();
+        for i in 0..3u8 {
+            b.push(MessageSpec {
+                id: u128::from(i) + 7,
+                timestamp: 100 + u64::from(i),
+                payload: &[i; 5],
+                user_headers: b"hh",
+            });
+        }
+        let bytes = b.build().unwrap();
+        let view = check(&bytes, &Limits::default()).unwrap();
+        let mut messages = view.messages();
+        assert_eq!(messages.size_hint(), (0, Some(3)));
+        let first = messages.next().unwrap();
+        assert_eq!(messages.size_hint(), (0, Some(2)));
+        assert_eq!(messages.by_ref().count(), 2);
+        assert_eq!(messages.size_hint(), (0, Some(0)));
+        assert!(messages.next().is_none());
+        let shown = format!("{first:?}");
+        for part in [
+            "offset: 0",
+            "timestamp: 100",
+            "id: 7",
+            "payload_len: 5",
+            "user_headers_len: 2",
+        ] {
+            assert!(shown.contains(part), "{part} in {shown}");
+        }
+    }
+}
