@@ -103,3 +103,50 @@ fn batch_policy_group_commits() {
         assert_eq!(last.first_offset(), 99);
     });
 }
+
+/// The log's own bound on a batch (its segments are mapped with room for
+/// one): a batch of exactly `max_batch_bytes` is stored, one byte larger
+/// is refused naming both sizes, and nothing of it is stored.
+#[test]
+fn a_batch_of_exactly_max_batch_bytes_is_stored_and_a_larger_one_refused() {
+    use corelog_segment::log::AppendError;
+    use corelog_segment::{BatchError, Limits};
+    let fits = batch(1, 1, 300);
+    let over = batch(2, 1, 301);
+    let max = fits.len() as u64;
+    assert_eq!(over.len() as u64, max + 1);
+    let config = LogConfig {
+        limits: Limits {
+            max_batch_bytes: max,
+        },
+        ..small_config()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    run(async {
+        let storage = UringStorage::new(64).unwrap();
+        let (log, _) = PartitionLog::open(storage, dir.path(), 3, config)
+            .await
+            .unwrap();
+        let ack = log.append(fits.clone()).await.unwrap();
+        assert_eq!(ack.base_offset, 0);
+        match log.append(over).await {
+            Err(AppendError::TooLarge(BatchError::TooLarge { declared, max: m })) => {
+                assert_eq!((declared, m), (max + 1, max));
+            }
+            other => panic!("expected TooLarge, got {other:?}"),
+        }
+        assert_eq!(
+            read_all(&log).len(),
+            1,
+            "nothing of the refused batch stored"
+        );
+        assert_eq!(log.append(fits).await.unwrap().base_offset, 1);
+        let stats = log.stats();
+        assert_eq!(
+            (stats.appends, stats.end_offset),
+            (2, 2),
+            "the refused one not counted"
+        );
+        log.close().await.unwrap();
+    });
+}
