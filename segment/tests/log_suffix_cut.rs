@@ -58,6 +58,24 @@ async fn everything(disk: &SimStorage) -> Vec<(u64, Vec<u8>)> {
     read_all(&log)
 }
 
+/// A log [`fill`]ed and closed on a simulated disk seeded `seed`: the disk,
+/// every batch it holds and its segments' bases.
+async fn filled_and_closed(
+    seed: u64,
+    config: &LogConfig,
+) -> (SimStorage, Vec<(u64, Vec<u8>)>, Vec<u64>) {
+    let disk = sim_for(seed, config);
+    let (log, _) = PartitionLog::open(disk.clone(), Path::new(DIR), 1, config.clone())
+        .await
+        .unwrap();
+    fill(&log).await;
+    log.close().await.unwrap();
+    drop(log);
+    let all = everything(&disk).await;
+    let segs = bases(&disk);
+    (disk, all, segs)
+}
+
 fn record(partition: u64, from: u64) -> Vec<u8> {
     let mut r = b"CLGCUT01".to_vec();
     r.extend_from_slice(&partition.to_le_bytes());
@@ -269,13 +287,7 @@ fn a_power_cut_at_any_point_of_a_cut_leaves_the_whole_log_or_the_cut_one() {
 fn a_damaged_record_or_one_inside_a_batch_is_refused_and_changes_nothing() {
     run_sim(async {
         let config = gated();
-        let disk = sim_for(6, &config);
-        let (log, _) = PartitionLog::open(disk.clone(), Path::new(DIR), 1, config.clone())
-            .await
-            .unwrap();
-        fill(&log).await;
-        log.close().await.unwrap();
-        drop(log);
+        let (disk, _, _) = filled_and_closed(6, &config).await;
         let record_path = PathBuf::from(DIR).join(CUT_RECORD);
         let mut damaged = record(1, 16);
         damaged[20] ^= 0x40;
@@ -337,15 +349,7 @@ fn a_damaged_record_or_one_inside_a_batch_is_refused_and_changes_nothing() {
 fn appends_acknowledged_after_an_open_that_finished_a_cut_survive_a_power_cut() {
     run_sim(async {
         let config = gated();
-        let disk = sim_for(8, &config);
-        let (log, _) = PartitionLog::open(disk.clone(), Path::new(DIR), 1, config.clone())
-            .await
-            .unwrap();
-        fill(&log).await;
-        log.close().await.unwrap();
-        drop(log);
-        let all = everything(&disk).await;
-        let segs = bases(&disk);
+        let (disk, all, segs) = filled_and_closed(8, &config).await;
         let from = segs[1] + 2;
         assert!(from + 4 < segs[2]);
         disk.put_file(&PathBuf::from(DIR).join(CUT_RECORD), &record(1, from))
@@ -383,15 +387,7 @@ fn a_truncation_at_the_cut_that_a_power_cut_interrupted_is_finished() {
     // offset.
     run_sim(async {
         let config = gated();
-        let disk = sim_for(7, &config);
-        let (log, _) = PartitionLog::open(disk.clone(), Path::new(DIR), 1, config.clone())
-            .await
-            .unwrap();
-        fill(&log).await;
-        log.close().await.unwrap();
-        drop(log);
-        let all = everything(&disk).await;
-        let segs = bases(&disk);
+        let (disk, all, segs) = filled_and_closed(7, &config).await;
         let from = segs[1] + 2;
         assert!(from < segs[2]);
         let seg_path = PathBuf::from(DIR).join(format!("{:020}.log", segs[1]));

@@ -230,10 +230,10 @@ mod tests {
     use super::*;
     use crate::format::{BatchBuilder, MessageSpec};
 
-    #[test]
-    fn a_message_time_past_u64_is_refused() {
+    /// A batch of one-byte messages with these timestamps.
+    fn with_times(times: &[u64]) -> Vec<u8> {
         let mut b = BatchBuilder::new();
-        for t in [0u64, 10] {
+        for &t in times {
             b.push(MessageSpec {
                 id: 1,
                 timestamp: t,
@@ -241,19 +241,29 @@ mod tests {
                 user_headers: b"",
             });
         }
-        let mut bytes = b.build().expect("valid");
-        // Origin 6 below the top: message 1 (delta 10) would be 2^64 + 4.
-        assert!(crate::format::set_origin_timestamp(&mut bytes, u64::MAX - 5).is_some());
-        assert_eq!(
-            check(&bytes, &Limits::default()).err(),
-            Some(BatchError::TimestampOverflow {
-                index: 1,
-                position: BATCH_HEADER_LEN + FRAME_HEADER_LEN + 1,
-                origin: u64::MAX - 5,
-                delta: 10,
-            })
-        );
+        b.build().expect("valid")
+    }
+
+    #[test]
+    fn a_message_time_past_u64_is_refused() {
+        // Origin 6 below the top: message 1 (delta 10) would be 2^64 + 4,
+        // and so would message 2 (delta 20): the first is named.
+        for times in [&[0u64, 10][..], &[0, 10, 20]] {
+            let mut bytes = with_times(times);
+            assert!(crate::format::set_origin_timestamp(&mut bytes, u64::MAX - 5).is_some());
+            assert_eq!(
+                check(&bytes, &Limits::default()).err(),
+                Some(BatchError::TimestampOverflow {
+                    index: 1,
+                    position: BATCH_HEADER_LEN + FRAME_HEADER_LEN + 1,
+                    origin: u64::MAX - 5,
+                    delta: 10,
+                }),
+                "messages at {times:?}"
+            );
+        }
         // At the very top with delta 0 and the largest fitting delta: fine.
+        let mut bytes = with_times(&[0, 10]);
         assert!(crate::format::set_origin_timestamp(&mut bytes, u64::MAX - 10).is_some());
         assert!(check(&bytes, &Limits::default()).is_ok());
     }
@@ -262,14 +272,7 @@ mod tests {
     /// word of them) is refused at the first, as one with a single one is.
     #[test]
     fn reserved_bytes_all_non_zero_are_refused() {
-        let mut b = BatchBuilder::new();
-        b.push(MessageSpec {
-            id: 1,
-            timestamp: 0,
-            payload: b"x",
-            user_headers: b"",
-        });
-        let good = b.build().expect("valid");
+        let good = with_times(&[0]);
         for fill in [0x01u8, 0x80, 0xff] {
             let mut bytes = good.clone();
             bytes[batch::RESERVED].fill(fill);
@@ -282,30 +285,5 @@ mod tests {
                 "reserved bytes all {fill:#x}"
             );
         }
-    }
-
-    #[test]
-    fn of_several_message_times_past_u64_the_first_is_named() {
-        let mut b = BatchBuilder::new();
-        for t in [0u64, 10, 20] {
-            b.push(MessageSpec {
-                id: 1,
-                timestamp: t,
-                payload: b"x",
-                user_headers: b"",
-            });
-        }
-        let mut bytes = b.build().expect("valid");
-        // Messages 1 and 2 (deltas 10 and 20) would both pass 2^64.
-        assert!(crate::format::set_origin_timestamp(&mut bytes, u64::MAX - 5).is_some());
-        assert_eq!(
-            check(&bytes, &Limits::default()).err(),
-            Some(BatchError::TimestampOverflow {
-                index: 1,
-                position: BATCH_HEADER_LEN + FRAME_HEADER_LEN + 1,
-                origin: u64::MAX - 5,
-                delta: 10,
-            })
-        );
     }
 }

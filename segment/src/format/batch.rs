@@ -137,19 +137,21 @@ mod tests {
     use super::*;
     use crate::format::{stamp_in_place, BatchBuilder, MessageSpec};
 
+    /// An admitted batch of one message holding `payload`.
+    fn make(payload: &[u8]) -> Batch {
+        let mut b = BatchBuilder::new();
+        b.push(MessageSpec {
+            id: 1,
+            timestamp: 5,
+            payload,
+            user_headers: &[],
+        });
+        Batch::admit(b.build().expect("build"), &Limits::default()).expect("admit")
+    }
+
     #[test]
     fn identity_follows_the_bytes_not_the_stamp() {
         let limits = Limits::default();
-        let make = |payload: &[u8]| {
-            let mut b = BatchBuilder::new();
-            b.push(MessageSpec {
-                id: 1,
-                timestamp: 5,
-                payload,
-                user_headers: &[],
-            });
-            Batch::admit(b.build().expect("build"), &limits).expect("admit")
-        };
         let (mut a, mut same, mut other) = (make(b"one"), make(b"one"), make(b"two"));
         assert_eq!(a.identity(), same.identity());
         assert_ne!(a.identity(), other.identity());
@@ -165,17 +167,6 @@ mod tests {
     /// Batches are equal exactly when their bytes are; none is empty.
     #[test]
     fn equality_is_the_bytes() {
-        let limits = Limits::default();
-        let make = |payload: &[u8]| {
-            let mut b = BatchBuilder::new();
-            b.push(MessageSpec {
-                id: 1,
-                timestamp: 5,
-                payload,
-                user_headers: &[],
-            });
-            Batch::admit(b.build().expect("build"), &limits).expect("admit")
-        };
         let (a, same, other) = (make(b"one"), make(b"one"), make(b"two"));
         assert_eq!(a, same);
         assert_ne!(a, other);
