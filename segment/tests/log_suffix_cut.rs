@@ -458,6 +458,54 @@ fn verify_says_what_the_open_finishing_a_recorded_cut_does() {
     });
 }
 
+/// A file the open finishing a recorded cut cannot remove (here a later
+/// segment's index is a directory) fails the open naming it, and the
+/// record stays: the cut is not called finished with a leftover the next
+/// segment of that base would trip on. Once the obstacle is gone, the
+/// next open finishes it. Real files only.
+#[test]
+fn a_removal_that_fails_while_finishing_a_cut_refuses_the_open() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("1");
+    run(async {
+        let config = gated();
+        let storage = UringStorage::new(64).unwrap();
+        let (log, _) = PartitionLog::open(storage.clone(), &dir, 1, config.clone())
+            .await
+            .unwrap();
+        fill(&log).await;
+        log.close().await.unwrap();
+        drop(log);
+        let mut bases: Vec<u64> = std::fs::read_dir(&dir)
+            .unwrap()
+            .filter_map(|e| {
+                let name = e.unwrap().file_name().into_string().ok()?;
+                name.strip_suffix(".log")?.parse().ok()
+            })
+            .collect();
+        bases.sort_unstable();
+        let last = *bases.last().unwrap();
+        assert!(last > 16, "{bases:?}");
+        let index = dir.join(format!("{last:020}.index"));
+        std::fs::remove_file(&index).unwrap();
+        std::fs::create_dir(&index).unwrap();
+        std::fs::write(dir.join(CUT_RECORD), record(1, 16)).unwrap();
+        match PartitionLog::open(storage.clone(), &dir, 1, config.clone()).await {
+            Err(OpenError::Io { op, path, .. }) => {
+                assert_eq!((op, path), ("remove", index.clone()))
+            }
+            Err(other) => panic!("expected the removal to fail: {other}"),
+            Ok((_, report)) => panic!("the cut was called finished: {report}"),
+        }
+        assert!(dir.join(CUT_RECORD).exists(), "the record stays");
+        std::fs::remove_dir(&index).unwrap();
+        let (log, report) = PartitionLog::open(storage, &dir, 1, config).await.unwrap();
+        assert_eq!(report.suffix_cut, Some(16));
+        assert_eq!(log.stats().end_offset, 16);
+        assert!(!dir.join(CUT_RECORD).exists());
+    });
+}
+
 #[test]
 fn a_cut_segment_that_appends_rotate_past_is_recovered_after_a_power_cut() {
     // Under `fsync=never` the cut segment's new seal waits; a seal record
