@@ -58,6 +58,15 @@ async fn everything(disk: &SimStorage) -> Vec<(u64, Vec<u8>)> {
     read_all(&log)
 }
 
+/// Opens partition 1's log in `dir`, [`fill`]s it and closes it.
+async fn fill_and_close<S: Storage>(storage: S, dir: &Path, config: &LogConfig) {
+    let (log, _) = PartitionLog::open(storage, dir, 1, config.clone())
+        .await
+        .unwrap();
+    fill(&log).await;
+    log.close().await.unwrap();
+}
+
 /// A log [`fill`]ed and closed on a simulated disk seeded `seed`: the disk,
 /// every batch it holds and its segments' bases.
 async fn filled_and_closed(
@@ -65,12 +74,7 @@ async fn filled_and_closed(
     config: &LogConfig,
 ) -> (SimStorage, Vec<(u64, Vec<u8>)>, Vec<u64>) {
     let disk = sim_for(seed, config);
-    let (log, _) = PartitionLog::open(disk.clone(), Path::new(DIR), 1, config.clone())
-        .await
-        .unwrap();
-    fill(&log).await;
-    log.close().await.unwrap();
-    drop(log);
+    fill_and_close(disk.clone(), Path::new(DIR), config).await;
     let all = everything(&disk).await;
     let segs = bases(&disk);
     (disk, all, segs)
@@ -428,12 +432,7 @@ fn verify_says_what_the_open_finishing_a_recorded_cut_does() {
     run(async {
         let config = gated();
         let storage = UringStorage::new(64).unwrap();
-        let (log, _) = PartitionLog::open(storage.clone(), &dir, 1, config.clone())
-            .await
-            .unwrap();
-        fill(&log).await;
-        log.close().await.unwrap();
-        drop(log);
+        fill_and_close(storage.clone(), &dir, &config).await;
         // As a crash right after the record was made durable leaves it.
         std::fs::write(dir.join(CUT_RECORD), record(1, 16)).unwrap();
         let listing = |d: &Path| {
@@ -470,12 +469,7 @@ fn a_removal_that_fails_while_finishing_a_cut_refuses_the_open() {
     run(async {
         let config = gated();
         let storage = UringStorage::new(64).unwrap();
-        let (log, _) = PartitionLog::open(storage.clone(), &dir, 1, config.clone())
-            .await
-            .unwrap();
-        fill(&log).await;
-        log.close().await.unwrap();
-        drop(log);
+        fill_and_close(storage.clone(), &dir, &config).await;
         let mut bases: Vec<u64> = std::fs::read_dir(&dir)
             .unwrap()
             .filter_map(|e| {
