@@ -111,7 +111,7 @@ async fn a_torn_offset_file_reads_as_none_and_a_damaged_one_is_refused<S: Storag
 ) {
     let log = open(storage(), dir).await;
     log.append(batch(0, 3, 10)).await.unwrap();
-    for c in 1..=6 {
+    for c in 1..=7 {
         log.store_offset(c, 1000 + c).await.unwrap();
     }
     log.close().await.unwrap();
@@ -130,6 +130,11 @@ async fn a_torn_offset_file_reads_as_none_and_a_damaged_one_is_refused<S: Storag
     disk.overwrite(&flipped, 17, &[byte ^ 0x04]);
     let other = disk.read(&offset_file(dir, 4)).unwrap();
     disk.put(&offset_file(dir, 3), &other);
+    // A whole, valid record with a byte after it.
+    let longer = offset_file(dir, 7);
+    let mut bytes = disk.read(&longer).unwrap();
+    bytes.push(0);
+    disk.put(&longer, &bytes);
     let log = open(storage(), dir).await;
     for (c, torn) in [(1, &empty), (5, &short), (6, &zeros)] {
         let before = disk.read(torn);
@@ -147,6 +152,7 @@ async fn a_torn_offset_file_reads_as_none_and_a_damaged_one_is_refused<S: Storag
     }
     expect_corrupt(log.load_offset(2).await, &flipped);
     expect_corrupt(log.load_offset(3).await, &offset_file(dir, 3));
+    expect_corrupt(log.load_offset(7).await, &longer);
     let err = log.load_offset(2).await.unwrap_err();
     assert!(
         err.to_string().contains(&format!("{:020}.offset", 2)),
@@ -505,4 +511,70 @@ fn a_delete_supersedes_a_store_still_in_flight() {
             assert_eq!(log.load_offset(1).await.unwrap(), Some(11), "seed {seed}");
         });
     }
+}
+
+/// A delete that begins while a read of the same consumer's file is in
+/// flight (its read on the ring, under the simulated disk's interleavings)
+/// is not undone by that read: the read may return the offset it found,
+/// but nothing read before the delete is remembered after it.
+#[test]
+fn a_read_in_flight_when_a_delete_begins_does_not_bring_the_offset_back() {
+    for seed in 0..24u64 {
+        run_sim(async move {
+            let config = config();
+            let disk = sim_for(seed, &config);
+            let dir = Path::new("/p");
+            let log = open(disk.clone(), dir).await;
+            log.store_offset(1, 5).await.unwrap();
+            log.close().await.unwrap();
+            // Reopened: nothing remembered, so the read goes to the file.
+            let log = open(disk.clone(), dir).await;
+            disk.set_faults(SimFaults {
+                max_yields: 4,
+                ..SimFaults::default()
+            });
+            let l = log.clone();
+            let read = monoio::spawn(async move { l.load_offset(1).await });
+            for _ in 0..=seed % 8 {
+                yield_to_others().await;
+            }
+            assert!(log.delete_offset(1).await.unwrap(), "seed {seed}");
+            assert!(
+                matches!(read.await, Ok(None | Some(5))),
+                "seed {seed}: the read returns what was there when it began, or nothing"
+            );
+            assert_eq!(log.load_offset(1).await.unwrap(), None, "seed {seed}");
+            let reopened = open(disk.clone(), dir).await;
+            assert_eq!(reopened.load_offset(1).await.unwrap(), None, "seed {seed}");
+        });
+    }
+}
+
+/// An offset file that cannot be opened or removed (here a directory
+/// where the file should be) is an error naming the operation and the
+/// file, never taken as no offset; the other consumers' offsets stay.
+#[test]
+fn an_offset_file_that_cannot_be_opened_or_removed_is_an_error_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    run(async {
+        let storage = || UringStorage::new(64).unwrap();
+        let log = open_durable(storage(), &dir).await;
+        log.store_offset(1, 10).await.unwrap();
+        log.store_offset(2, 20).await.unwrap();
+        log.close().await.unwrap();
+        let path = offset_file(&dir, 1);
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        let log = open_durable(storage(), &dir).await;
+        let expect_io = |result: Result<_, LogError>, what: &str| match result {
+            Err(LogError::Io { op, path: p, .. }) => assert_eq!((op, p), (what, path.clone())),
+            other => panic!("expected {what} of {} to fail: {other:?}", path.display()),
+        };
+        expect_io(log.load_offset(1).await.map(|_| ()), "open");
+        expect_io(log.poll_next(1, 0).await.map(|_| ()), "open");
+        expect_io(log.delete_offset(1).await.map(|_| ()), "remove");
+        assert!(std::fs::metadata(&path).unwrap().is_dir(), "left as it was");
+        assert_eq!(log.load_offset(2).await.unwrap(), Some(20));
+    });
 }
