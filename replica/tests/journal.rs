@@ -547,3 +547,139 @@ fn an_entry_holds_a_view_of_its_batch_only() {
     assert_eq!(&j.entry(1).expect("held").data[..], &batch[..]);
     assert_eq!(j.bytes(), before, "the same bytes counted");
 }
+
+/// The records of entries `from..=to` of `term`, each written after the
+/// entry before it (of `term`), the first after an entry of `first_prev`.
+fn run_of(from: u64, to: u64, term: u64, first_prev: u64) -> Vec<u8> {
+    (from..=to)
+        .flat_map(|i| {
+            let prev = if i == from { first_prev } else { term };
+            encoded_after(&data_entry(i, term, b"payload"), prev)
+        })
+        .collect()
+}
+
+fn file_of(dir: &Path, first: u64) -> std::path::PathBuf {
+    dir.join(format!("{first:020}.log"))
+}
+
+#[test]
+fn recovery_bounds_the_commit_index_by_the_log_and_never_raises_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    five(dir.path());
+    let hard = |term: u64, commit: u64| {
+        let mut hs = raft::eraftpb::HardState::default();
+        (hs.term, hs.vote, hs.commit) = (term, 1, commit);
+        hs
+    };
+    {
+        let (mut j, _) = Journal::open(dir.path(), &conf()).expect("open");
+        j.set_hard_state(&hard(2, 3)).expect("hard state");
+    }
+    let (mut j, _) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert_eq!(
+        j.hard_state().commit,
+        3,
+        "entries 4 and 5 are held, not known committed"
+    );
+    // A commit index past the last entry the files hold (entries lost with
+    // the page cache after the state file was written): bounded by it.
+    j.set_hard_state(&hard(3, 9)).expect("hard state");
+    drop(j);
+    let (j, _) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert_eq!(j.hard_state().commit, 5);
+}
+
+#[test]
+fn recovery_counts_the_bytes_it_keeps() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let written = {
+        let (mut j, _) = Journal::open(dir.path(), &conf()).expect("open");
+        let ents: Vec<Entry> = (1..=5).map(|i| data_entry(i, 1, b"payload")).collect();
+        j.append(&ents).expect("append");
+        j.sync().expect("sync");
+        j.bytes()
+    };
+    let len = std::fs::metadata(only_file(dir.path()))
+        .expect("meta")
+        .len();
+    assert_eq!(written, len);
+    let (j, _) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert_eq!(j.bytes(), len, "the same count after a reopen");
+}
+
+#[test]
+fn recovery_cuts_a_first_record_written_after_another_history_than_the_snapshot() {
+    // A snapshot at entry 5 of term 2, then a file from entry 6 on: its
+    // first record must say it was written after an entry of term 2.
+    let dir = tempfile::tempdir().expect("tempdir");
+    {
+        let (mut j, _) = Journal::open(dir.path(), &conf()).expect("open");
+        j.apply_snapshot(&snapshot(5, 2)).expect("snapshot");
+    }
+    std::fs::write(file_of(dir.path(), 6), run_of(6, 8, 2, 2)).expect("write");
+    let (j, rec) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert_eq!((j.last_index(), rec.cut.as_deref()), (8, None), "{rec:?}");
+    drop(j);
+    // Written after an entry 5 of term 1: a history the snapshot is not.
+    std::fs::write(file_of(dir.path(), 6), run_of(6, 8, 2, 1)).expect("write");
+    let (j, rec) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert_eq!(j.last_index(), 5);
+    assert!(
+        rec.cut.as_deref().is_some_and(
+            |c| c.contains("entry 6") && c.contains("written after an entry of term 1")
+        ),
+        "{rec:?}"
+    );
+}
+
+#[test]
+fn recovery_cuts_a_later_file_in_place_and_removes_the_ones_after_it() {
+    // Three files: entries 1..=5, 6..=8 with a torn tail, and 20 (which
+    // does not continue them). The second is cut after entry 8, keeping
+    // its whole records; the third goes.
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(file_of(dir.path(), 1), run_of(1, 5, 1, 0)).expect("write");
+    let mut second = run_of(6, 8, 1, 1);
+    let whole = second.len() as u64;
+    second.extend_from_slice(b"torn");
+    std::fs::write(file_of(dir.path(), 6), second).expect("write");
+    std::fs::write(file_of(dir.path(), 20), run_of(20, 20, 1, 1)).expect("write");
+    let (j, rec) = Journal::open(dir.path(), &conf()).expect("open");
+    assert_eq!((j.last_index(), rec.removed_files), (8, 1), "{rec:?}");
+    drop(j);
+    assert_eq!(
+        std::fs::metadata(file_of(dir.path(), 6))
+            .expect("kept")
+            .len(),
+        whole
+    );
+    assert!(!file_of(dir.path(), 20).exists());
+    let (j, rec) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert_eq!(
+        (j.last_index(), rec.cut),
+        (8, None),
+        "nothing lost at the next open"
+    );
+}
+
+#[test]
+fn recovery_cuts_a_first_file_damaged_at_its_start_to_empty_and_keeps_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    five(dir.path());
+    let f = only_file(dir.path());
+    let mut bytes = std::fs::read(&f).expect("read");
+    bytes[0] ^= 0xff;
+    std::fs::write(&f, &bytes).expect("write");
+    let (mut j, rec) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert_eq!((j.last_index(), rec.removed_files), (0, 0), "{rec:?}");
+    assert!(rec.cut.is_some());
+    assert_eq!(std::fs::metadata(&f).expect("kept").len(), 0);
+    let ents: Vec<Entry> = (1..=3).map(|i| data_entry(i, 2, b"new")).collect();
+    j.append(&ents).expect("append");
+    j.sync().expect("sync");
+    drop(j);
+    let (j, rec) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert_eq!((j.last_index(), rec.cut.as_deref()), (3, None), "{rec:?}");
+    assert_eq!(j.entry(3).expect("3").data.as_ref(), b"new");
+}
