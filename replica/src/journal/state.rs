@@ -287,4 +287,46 @@ mod tests {
         let e = GroupState::read(dir.path()).expect_err("version 01");
         assert!(e.to_string().contains("older corelog"), "{e}");
     }
+    /// A body behind a valid prefix (its length and checksum right).
+    fn framed(body: &[u8]) -> Vec<u8> {
+        let mut out = MAGIC.to_vec();
+        out.extend_from_slice(&(body.len() as u64).to_le_bytes());
+        out.extend_from_slice(&xxhash_rust::xxh3::xxh3_64(body).to_le_bytes());
+        out.extend_from_slice(body);
+        out
+    }
+
+    #[test]
+    fn a_state_file_that_cannot_be_read_is_an_error_never_a_new_group() {
+        // A new group would start at term 0 with no vote: a node that
+        // forgot its vote could vote twice in a term.
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join(FILE_NAME);
+        std::fs::create_dir(&path).expect("a directory where the file is");
+        match GroupState::read(dir.path()) {
+            Err(StateError::Io { op, path: p, .. }) => assert_eq!((op, p), ("read", path)),
+            other => panic!("expected the read to fail: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn each_damage_is_named() {
+        let mut wrong = framed(&[0u8; 60]);
+        wrong[..8].copy_from_slice(b"CLRPST03");
+        assert_eq!(decode(&wrong), Err(StateDamage::Magic));
+        // Term and vote, then 4 of the commit index's 8 bytes.
+        assert_eq!(decode(&framed(&[0u8; 20])), Err(StateDamage::Short(4)));
+        let members = |voters: u32| {
+            let mut body = vec![0u8; 40];
+            body.extend_from_slice(&voters.to_le_bytes());
+            body.extend((0..u64::from(voters)).flat_map(u64::to_le_bytes));
+            body.extend_from_slice(&[0u8; 8]); // no learners, no data
+            decode(&framed(&body))
+        };
+        assert_eq!(members(1024).map(|s| s.conf.voters.len()), Ok(1024));
+        assert_eq!(members(1025), Err(StateDamage::Members(1025)));
+        // Every field, no members, no data: 52 bytes; one more trails.
+        assert!(decode(&framed(&[0u8; 52])).is_ok());
+        assert_eq!(decode(&framed(&[0u8; 53])), Err(StateDamage::Trailing(1)));
+    }
 }
