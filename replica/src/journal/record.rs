@@ -450,7 +450,8 @@ mod tests {
         assert_eq!(d.entry, e);
     }
 
-    /// Every byte of `good` flipped, and every prefix, is refused.
+    /// Every byte of `good` flipped is refused, and every prefix is refused
+    /// as cut short, saying how many bytes it needs.
     fn every_flip_and_cut_refused(good: &[u8]) {
         for i in 0..good.len() {
             let mut bad = good.to_vec();
@@ -458,7 +459,16 @@ mod tests {
             assert!(decode(&Bytes::from(bad)).is_err(), "flip at {i} accepted");
         }
         for cut in 0..good.len() {
-            assert!(decode(&Bytes::copy_from_slice(&good[..cut])).is_err());
+            let need = if cut < PREFIX_LEN {
+                PREFIX_LEN
+            } else {
+                good.len()
+            };
+            assert_eq!(
+                decode(&Bytes::copy_from_slice(&good[..cut])),
+                Err(RecordError::Short { have: cut, need }),
+                "cut to {cut} bytes"
+            );
         }
     }
 
