@@ -683,3 +683,178 @@ fn recovery_cuts_a_first_file_damaged_at_its_start_to_empty_and_keeps_it() {
     assert_eq!((j.last_index(), rec.cut.as_deref()), (3, None), "{rec:?}");
     assert_eq!(j.entry(3).expect("3").data.as_ref(), b"new");
 }
+
+/// `n` entries from `from` of `term`, each holding `size` bytes of data.
+fn entries_of(from: u64, n: u64, term: u64, size: usize) -> Vec<Entry> {
+    (from..from + n)
+        .map(|i| data_entry(i, term, &vec![i as u8; size]))
+        .collect()
+}
+
+fn log_files(dir: &Path) -> Vec<u64> {
+    let mut firsts: Vec<u64> = std::fs::read_dir(dir)
+        .expect("dir")
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            name.strip_suffix(".log")?.parse().ok()
+        })
+        .collect();
+    firsts.sort_unstable();
+    firsts
+}
+
+fn files_len(dir: &Path) -> u64 {
+    log_files(dir)
+        .iter()
+        .map(|f| std::fs::metadata(file_of(dir, *f)).expect("meta").len())
+        .sum()
+}
+
+#[test]
+fn a_new_journal_is_marked_new_until_it_has_caught_up_also_across_restarts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (j, _) = Journal::open(dir.path(), &conf()).expect("open");
+    assert!(j.is_new());
+    drop(j);
+    let (mut j, _) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert!(j.is_new(), "still new: it has not caught up");
+    // A marker that cannot be removed: an error, and still new.
+    let marker = dir.path().join("new");
+    std::fs::remove_file(&marker).expect("remove");
+    std::fs::create_dir(&marker).expect("a directory where the marker is");
+    assert!(matches!(
+        j.caught_up(),
+        Err(JournalError::Io { op: "remove", .. })
+    ));
+    assert!(j.is_new());
+    std::fs::remove_dir(&marker).expect("remove");
+    std::fs::write(&marker, b"").expect("marker");
+    j.caught_up().expect("caught up");
+    assert!(!j.is_new());
+    j.caught_up().expect("caught up again: nothing to remove");
+    drop(j);
+    let (j, _) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert!(!j.is_new(), "an existing journal is never new again");
+}
+
+#[test]
+fn cut_from_cuts_a_held_suffix_durably_and_nothing_outside_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (mut j, _) = Journal::open(dir.path(), &conf()).expect("open");
+    j.append(&entries_of(1, 8, 1, 100)).expect("append");
+    j.compact(2, Bytes::new()).expect("compact");
+    for outside in [0, 1, 2, 9, 20] {
+        j.cut_from(outside).expect("cut");
+        assert_eq!(
+            (j.first_index(), j.last_index()),
+            (3, 8),
+            "cut from {outside}"
+        );
+    }
+    j.cut_from(8).expect("cut the last");
+    assert_eq!(j.last_index(), 7);
+    j.cut_from(6).expect("cut");
+    assert_eq!(j.last_index(), 5);
+    assert_eq!(j.synced_index(), 5, "the cut is synced");
+    let one = record::len(&entries_of(1, 1, 1, 100)[0]);
+    assert_eq!(j.bytes(), 3 * one, "entries 3..=5 held");
+    drop(j);
+    let (mut j, _) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert_eq!((j.first_index(), j.last_index()), (3, 5));
+    j.cut_from(3).expect("cut all after the snapshot");
+    assert_eq!((j.first_index(), j.last_index()), (3, 2));
+    drop(j);
+    let (j, rec) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert_eq!((j.last_index(), rec.cut.as_deref()), (2, None), "{rec:?}");
+}
+
+/// Opens the journal in `dir` again and checks that it holds `first..=last`
+/// with nothing cut, and counts the bytes its files hold.
+fn reopened(dir: &Path, first: u64, last: u64) -> Journal {
+    let (j, rec) = Journal::open(dir, &conf()).expect("reopen");
+    assert_eq!(
+        (j.first_index(), j.last_index(), rec.cut.as_deref()),
+        (first, last, None)
+    );
+    j
+}
+
+#[test]
+fn files_roll_at_64_mib_and_cuts_compactions_and_snapshots_span_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path();
+    let mib = 1 << 20;
+    let (mut j, _) = Journal::open(d, &conf()).expect("open");
+    j.append(&entries_of(1, 70, 1, mib)).expect("append");
+    j.sync().expect("sync");
+    // 64 records of a MiB and their heads pass 64 MiB: the 65th rolls.
+    assert_eq!(log_files(d), vec![1, 65]);
+    assert_eq!(j.bytes(), files_len(d));
+    drop(j);
+    let mut j = reopened(d, 1, 70);
+    assert_eq!(j.entry(66).expect("66").data[..], vec![66u8; mib][..]);
+    assert_eq!(j.bytes(), files_len(d));
+    // A conflict from 60 on, where the open found the records: the second
+    // file goes, the first is cut.
+    j.append(&entries_of(60, 3, 2, 100)).expect("append");
+    j.sync().expect("sync");
+    assert_eq!(log_files(d), vec![1]);
+    assert_eq!((j.last_index(), j.bytes()), (62, files_len(d)));
+    // It rolls again past 64 MiB, and a conflict reaching back into the
+    // first file, where this run wrote the records, does the same.
+    j.append(&entries_of(63, 7, 2, mib)).expect("append");
+    assert_eq!(log_files(d), vec![1, 68]);
+    j.append(&entries_of(63, 1, 3, 100)).expect("append");
+    j.sync().expect("sync");
+    assert_eq!(log_files(d), vec![1]);
+    assert_eq!((j.last_index(), j.bytes()), (63, files_len(d)));
+    drop(j);
+    let mut j = reopened(d, 1, 63);
+    assert_eq!(
+        (j.entry(59).expect("59").term, j.entry(60).expect("60").term),
+        (1, 2)
+    );
+    assert_eq!(j.entry(63).expect("63").term, 3);
+    // Files 1, 69 and 133; a compaction through 68, the first file's last
+    // entry, drops it (off the caller's thread); a conflict in the second
+    // removes the third.
+    j.append(&entries_of(64, 70, 3, mib)).expect("append");
+    assert_eq!(log_files(d), vec![1, 69, 133]);
+    j.compact(68, Bytes::new()).expect("compact");
+    assert_eq!(j.first_index(), 69);
+    j.append(&entries_of(100, 1, 4, 100)).expect("append");
+    j.sync().expect("sync");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while log_files(d) != vec![69] {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "files {:?}",
+            log_files(d)
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    drop(j);
+    let mut j = reopened(d, 69, 100);
+    assert_eq!(j.entry(99).expect("99").data[..], vec![99u8; mib][..]);
+    assert_eq!(j.entry(100).expect("100").term, 4);
+    // A snapshot the leader sent replaces every file; the journal goes on.
+    let ticket = j.sync_ticket().expect("ticket");
+    j.apply_snapshot(&snapshot(95, 4)).expect("snapshot");
+    assert_eq!(log_files(d), Vec::<u64>::new());
+    assert_eq!((j.first_index(), j.last_index(), j.bytes()), (96, 95, 0));
+    j.apply_snapshot(&snapshot(95, 4))
+        .expect("the same snapshot again");
+    j.append(&entries_of(96, 3, 4, 100)).expect("append");
+    ticket.run().expect("sync");
+    j.synced_by(&ticket);
+    assert_eq!(
+        j.synced_index(),
+        95,
+        "a ticket for 69..=100 taken before the snapshot vouches for nothing after it"
+    );
+    j.sync().expect("sync");
+    drop(j);
+    reopened(d, 96, 98);
+    assert_eq!(log_files(d), vec![96]);
+}
