@@ -858,3 +858,24 @@ fn files_roll_at_64_mib_and_cuts_compactions_and_snapshots_span_them() {
     reopened(d, 96, 98);
     assert_eq!(log_files(d), vec![96]);
 }
+
+#[test]
+fn a_vote_is_written_through_when_it_changes_also_within_a_term() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hard = |term: u64, vote: u64| {
+        let mut hs = raft::eraftpb::HardState::default();
+        (hs.term, hs.vote) = (term, vote);
+        hs
+    };
+    let (mut j, _) = Journal::open(dir.path(), &conf()).expect("open");
+    j.set_hard_state(&hard(4, 0))
+        .expect("a new term, no vote yet");
+    j.set_hard_state(&hard(4, 2)).expect("a vote in that term");
+    drop(j);
+    let (j, _) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert_eq!(
+        (j.hard_state().term, j.hard_state().vote),
+        (4, 2),
+        "a node that forgot its vote could vote twice in a term"
+    );
+}
