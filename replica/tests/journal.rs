@@ -879,3 +879,35 @@ fn a_vote_is_written_through_when_it_changes_also_within_a_term() {
         "a node that forgot its vote could vote twice in a term"
     );
 }
+
+/// A pointer record's pointer is held from its write on, not only once an
+/// open has read it back: a new leader's entries replacing it in the same
+/// run find where to cut the partition's log by it (`group/write.rs`).
+#[test]
+fn a_pointer_is_held_from_its_write_and_after_a_reopen() {
+    use corelog_replica::journal::{Kind, Pointer};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let p = Pointer {
+        base_offset: 40,
+        batch_length: 1_556,
+        batch_checksum: 0x1234_5678_9abc_def0,
+        message_count: 3,
+    };
+    let (mut j, _) = Journal::open(dir.path(), &conf()).expect("open");
+    j.append_as(&[entry(1, 1), entry(2, 1)], |e| {
+        if e.index == 2 {
+            Kind::Pointer(p)
+        } else {
+            Kind::Plain
+        }
+    })
+    .expect("append");
+    assert_eq!(
+        (j.pointer(1), j.pointer(2), j.pointer(3)),
+        (None, Some(p), None)
+    );
+    j.sync().expect("sync");
+    drop(j);
+    let (j, _) = Journal::open(dir.path(), &conf()).expect("reopen");
+    assert_eq!((j.pointer(1), j.pointer(2)), (None, Some(p)));
+}
