@@ -559,12 +559,6 @@ impl Journal {
         self.synced_index
     }
 
-    #[cfg(any(test, feature = "testing"))]
-    /// Whether writes wait for a sync.
-    pub fn unsynced(&self) -> bool {
-        self.unsynced || self.dir_dirty
-    }
-
     /// Records a snapshot at `index` (its term `term`, state-machine data
     /// `data`) and drops what it covers: the state file first (durable),
     /// then whole files below it.
