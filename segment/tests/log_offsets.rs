@@ -12,6 +12,7 @@ use corelog_segment::io::{SimFaults, SimStorage, Storage, UringStorage};
 use corelog_segment::log::{Damage, FsyncPolicy, LogConfig, LogError, PartitionLog, PollFrom};
 use corelog_segment::Limits;
 use std::cell::RefCell;
+use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
@@ -475,6 +476,36 @@ fn under_fsync_never_a_power_cut_leaves_an_offset_or_none() {
     });
 }
 
+/// A simulated disk (of `seed`) holding a log at `/p` where consumer 1
+/// stored offset 5.
+async fn offset_5_on_sim(seed: u64) -> (SimStorage, PartitionLog<SimStorage>) {
+    let disk = sim_for(seed, &config());
+    let log = open(disk.clone(), Path::new("/p")).await;
+    log.store_offset(1, 5).await.unwrap();
+    (disk, log)
+}
+
+/// Spawns `first`, lets it begin (1 to 8 turns of the simulated disk's
+/// interleavings, by `seed`), deletes consumer 1's offset, and returns
+/// what `first` returned.
+async fn delete_during<T: 'static>(
+    seed: u64,
+    disk: &SimStorage,
+    log: &PartitionLog<SimStorage>,
+    first: impl Future<Output = T> + 'static,
+) -> T {
+    disk.set_faults(SimFaults {
+        max_yields: 4,
+        ..SimFaults::default()
+    });
+    let task = monoio::spawn(first);
+    for _ in 0..=seed % 8 {
+        yield_to_others().await;
+    }
+    assert!(log.delete_offset(1).await.unwrap(), "seed {seed}");
+    task.await
+}
+
 /// A delete called while a store of the same consumer is still running
 /// (its rename on the ring, under the simulated disk's interleavings) wins:
 /// the offset is gone and its file with it, whenever the store lands; a
@@ -483,23 +514,16 @@ fn under_fsync_never_a_power_cut_leaves_an_offset_or_none() {
 fn a_delete_supersedes_a_store_still_in_flight() {
     for seed in 0..24u64 {
         run_sim(async move {
-            let config = config();
-            let disk = sim_for(seed, &config);
             let dir = Path::new("/p");
-            let log = open(disk.clone(), dir).await;
-            log.store_offset(1, 5).await.unwrap();
-            disk.set_faults(SimFaults {
-                max_yields: 4,
-                ..SimFaults::default()
-            });
+            let (disk, log) = offset_5_on_sim(seed).await;
             let l = log.clone();
-            let store = monoio::spawn(async move { l.store_offset(1, 10).await });
-            // At least once, so that the store has begun (taken its place).
-            for _ in 0..=seed % 8 {
-                yield_to_others().await;
-            }
-            assert!(log.delete_offset(1).await.unwrap(), "seed {seed}");
-            store.await.unwrap();
+            let stored = delete_during(
+                seed,
+                &disk,
+                &log,
+                async move { l.store_offset(1, 10).await },
+            );
+            stored.await.unwrap();
             assert_eq!(log.load_offset(1).await.unwrap(), None, "seed {seed}");
             assert!(
                 disk.file_bytes(&offset_file(dir, 1)).is_none(),
@@ -521,24 +545,13 @@ fn a_delete_supersedes_a_store_still_in_flight() {
 fn a_read_in_flight_when_a_delete_begins_does_not_bring_the_offset_back() {
     for seed in 0..24u64 {
         run_sim(async move {
-            let config = config();
-            let disk = sim_for(seed, &config);
             let dir = Path::new("/p");
-            let log = open(disk.clone(), dir).await;
-            log.store_offset(1, 5).await.unwrap();
+            let (disk, log) = offset_5_on_sim(seed).await;
             log.close().await.unwrap();
             // Reopened: nothing remembered, so the read goes to the file.
             let log = open(disk.clone(), dir).await;
-            disk.set_faults(SimFaults {
-                max_yields: 4,
-                ..SimFaults::default()
-            });
             let l = log.clone();
-            let read = monoio::spawn(async move { l.load_offset(1).await });
-            for _ in 0..=seed % 8 {
-                yield_to_others().await;
-            }
-            assert!(log.delete_offset(1).await.unwrap(), "seed {seed}");
+            let read = delete_during(seed, &disk, &log, async move { l.load_offset(1).await });
             assert!(
                 matches!(read.await, Ok(None | Some(5))),
                 "seed {seed}: the read returns what was there when it began, or nothing"
