@@ -770,7 +770,7 @@ fn cut_from_cuts_a_held_suffix_durably_and_nothing_outside_it() {
 }
 
 /// Opens the journal in `dir` again and checks that it holds `first..=last`
-/// with nothing cut, and counts the bytes its files hold.
+/// with nothing cut.
 fn reopened(dir: &Path, first: u64, last: u64) -> Journal {
     let (j, rec) = Journal::open(dir, &conf()).expect("reopen");
     assert_eq!(

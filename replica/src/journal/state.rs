@@ -287,6 +287,7 @@ mod tests {
         let e = GroupState::read(dir.path()).expect_err("version 01");
         assert!(e.to_string().contains("older corelog"), "{e}");
     }
+
     /// A body behind a valid prefix (its length and checksum right).
     fn framed(body: &[u8]) -> Vec<u8> {
         let mut out = MAGIC.to_vec();
