@@ -58,6 +58,9 @@ pub use config::{ClusterConfig, ConfigError, Inconsistency, NodeAddr, ReplicaOpt
 pub use error::{GroupError, RaftError, ReplicaError, StartError};
 pub use handle::{ReplicaHandle, ReplicaReply};
 pub use machine::{MachineError, MetaMachine};
+/// For tests: links between running nodes cut (`testing` feature).
+#[cfg(feature = "testing")]
+pub use net::cut as link_cut;
 /// For tests: fetches from a peer held back (`testing` feature).
 #[cfg(feature = "testing")]
 pub use net::fetch::hold as fetch_hold;

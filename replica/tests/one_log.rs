@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use corelog::replication::ReplicaLog;
-use corelog_replica::{AtOpen, ReplicaError, ReplicaOptions};
+use corelog_replica::{link_cut, AtOpen, ReplicaError, ReplicaOptions};
 use std::time::Duration;
 
 const ELECT: Duration = Duration::from_secs(10);
@@ -187,6 +187,88 @@ fn an_uncommitted_batch_is_never_served_and_is_cut_when_a_new_leader_replaces_it
             "node {}: nothing of the cut batch left",
             n.id
         );
+    }
+}
+
+/// The same without a restart anywhere, as a network partition makes it:
+/// a leader cut off from its followers while it runs writes a send into
+/// its log that cannot commit, and the two others elect a leader that
+/// stores another batch at the same offsets. When the links heal, the old
+/// leader, still running, learns the new term and, as the new leader's
+/// entries replace its own, cuts its batch from the log and writes theirs
+/// (`group/write.rs`): every node serves the same bytes, the cut batch on
+/// none, and the next send commits on all three.
+#[test]
+fn a_leader_partitioned_while_running_has_its_uncommitted_batch_replaced_in_place() {
+    init_log();
+    let opts = slow_elections();
+    let Three {
+        dirs: _dirs,
+        cluster,
+        nodes,
+        leader,
+    } = three(&opts, ELECT);
+    let li = (leader - 1) as usize;
+    let first = append_retrying(&nodes[li], 1, batch(10, 3));
+    let committed = stored(&nodes[li].engine(), 1);
+    for n in &nodes {
+        wait_stored(&n.engine(), 1, committed.len(), ELECT);
+    }
+
+    let addr = |i: usize| cluster.nodes[i].replica;
+    let cuts: Vec<_> = (0..3)
+        .filter(|&i| i != li)
+        .map(|i| link_cut::cut_link(addr(li), addr(i)))
+        .collect();
+    let lost = pollster::block_on(nodes[li].handle().append(1, batch(66, 3), origin()));
+    assert!(
+        matches!(lost, Err(ReplicaError::NotCommitted)),
+        "a send no follower hears of: {lost:?}"
+    );
+    let end = |n: &Node| n.engine().stats(1).wait().expect("stats").end_offset;
+    assert_eq!(
+        end(&nodes[li]),
+        first.base_offset + 6,
+        "the batch was written"
+    );
+    assert!(
+        !serves_tag(&nodes[li].engine(), 1, 66),
+        "served uncommitted"
+    );
+
+    let survivors: Vec<&Node> = nodes.iter().filter(|n| n.id != leader).collect();
+    let next = wait_for_leader(&survivors, ELECT);
+    let ni = (next - 1) as usize;
+    let replaced = append_retrying(&nodes[ni], 1, batch(77, 3));
+    assert_eq!(
+        replaced.base_offset,
+        first.base_offset + 3,
+        "the same offsets"
+    );
+    assert_eq!(end(&nodes[li]), first.base_offset + 6, "cut off: untouched");
+
+    drop(cuts);
+    let want = stored(&nodes[ni].engine(), 1);
+    for n in &nodes {
+        wait_stored(&n.engine(), 1, want.len(), ELECT);
+        assert_eq!(stored(&n.engine(), 1), want, "node {}", n.id);
+        assert!(
+            !serves_tag(&n.engine(), 1, 66),
+            "node {}: the cut batch",
+            n.id
+        );
+        assert!(serves_tag(&n.engine(), 1, 77), "node {}", n.id);
+        assert_eq!(end(n), replaced.base_offset + 3, "node {}: a remnant", n.id);
+    }
+
+    // The old leader takes the next send with the others.
+    let lead = wait_for_leader(&nodes.iter().collect::<Vec<_>>(), ELECT);
+    let after = append_retrying(&nodes[(lead - 1) as usize], 1, batch(88, 2));
+    assert_eq!(after.base_offset, replaced.base_offset + 3);
+    let want = stored(&nodes[(lead - 1) as usize].engine(), 1);
+    for n in &nodes {
+        wait_stored(&n.engine(), 1, want.len(), ELECT);
+        assert_eq!(stored(&n.engine(), 1), want, "node {}", n.id);
     }
 }
 

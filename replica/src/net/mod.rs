@@ -16,6 +16,8 @@
 pub mod auth;
 mod by_reference;
 mod conn_error;
+#[cfg(feature = "testing")]
+pub mod cut;
 pub mod fetch;
 pub(crate) mod forward;
 pub mod frame;
@@ -69,8 +71,19 @@ type Queued = (u32, Message, Vec<Option<WrittenBatch>>);
 /// The sending half: a queue per peer.
 #[derive(Debug, Clone)]
 pub struct RaftTransport {
-    peers: Arc<HashMap<u64, Sender<Queued>>>,
+    peers: Arc<HashMap<u64, Peer>>,
     stats: Arc<NetStats>,
+    /// This node's replica address (links are cut by address, `cut.rs`).
+    #[cfg(feature = "testing")]
+    me: Option<SocketAddr>,
+}
+
+/// One peer: its queue and its replica address.
+#[derive(Debug)]
+struct Peer {
+    queue: Sender<Queued>,
+    #[cfg(feature = "testing")]
+    addr: SocketAddr,
 }
 
 impl RaftTransport {
@@ -83,11 +96,16 @@ impl RaftTransport {
     /// [`RaftTransport::send`], each entry's data sent from the segment
     /// file `files` names at its index, if any (`by_reference.rs`).
     pub fn send_from_files(&self, group: u32, msg: Message, files: Vec<Option<WrittenBatch>>) {
-        let Some(q) = self.peers.get(&msg.to) else {
+        let Some(peer) = self.peers.get(&msg.to) else {
             return;
         };
+        #[cfg(feature = "testing")]
+        if self.me.is_some_and(|me| cut::is_cut(me, peer.addr)) {
+            self.stats.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         if let Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) =
-            q.try_send((group, msg, files))
+            peer.queue.try_send((group, msg, files))
         {
             self.stats.dropped.fetch_add(1, Ordering::Relaxed);
         }
@@ -129,8 +147,15 @@ pub fn start(
     let mut queues = HashMap::new();
     let mut threads = Vec::new();
     for &(id, addr) in peers {
-        let (tx, qrx) = crossbeam_channel::bounded(PEER_QUEUE);
-        queues.insert(id, tx);
+        let (queue, qrx) = crossbeam_channel::bounded(PEER_QUEUE);
+        queues.insert(
+            id,
+            Peer {
+                queue,
+                #[cfg(feature = "testing")]
+                addr,
+            },
+        );
         let (stop, stats, hello) = (stop.clone(), stats.clone(), hello(rx.me, rx.data_groups));
         let (from, key, shared) = (rx.local, rx.key.clone(), rx.shared.clone());
         threads.push(
@@ -139,6 +164,8 @@ pub fn start(
                 .spawn(move || sender(id, addr, from, &key, qrx, hello, stop, stats, shared))?,
         );
     }
+    #[cfg(feature = "testing")]
+    let me = listen.local_addr().ok();
     listen.set_nonblocking(true)?;
     let stop2 = stop.clone();
     // The addresses the nodes connect from: their replica addresses (every
@@ -157,6 +184,8 @@ pub fn start(
         RaftTransport {
             peers: Arc::new(queues),
             stats,
+            #[cfg(feature = "testing")]
+            me,
         },
         threads,
     ))
@@ -256,8 +285,6 @@ struct Slots {
 }
 
 impl Slots {
-    /// A slot for a connection from `ip`, released when dropped; `None`
-    /// when its kind's slots are all taken.
     /// What the slots `ip` would take are, for a log line.
     fn kind(&self, ip: std::net::IpAddr) -> String {
         if self.is_node(ip) {
@@ -273,6 +300,8 @@ impl Slots {
         self.nodes.contains(&ip) || self.nodes.iter().any(|n| n.is_unspecified())
     }
 
+    /// A slot for a connection from `ip`, released when dropped; `None`
+    /// when its kind's slots are all taken.
     fn take(&self, ip: std::net::IpAddr) -> Option<Slot> {
         let (count, max) = if self.is_node(ip) {
             (&self.from_nodes, MAX_INCOMING)

@@ -271,14 +271,14 @@ pub fn wait_stored(engine: &corelog::Handle, partition: u64, len: usize, within:
     }
 }
 
-/// Three nodes of a fresh cluster, each in a directory of its own, and the
-/// leader they elected.
 /// Empties a node's directory, as a lost disk does.
 pub fn wipe(dir: &Path) {
     std::fs::remove_dir_all(dir).expect("wipe");
     std::fs::create_dir_all(dir).expect("recreate");
 }
 
+/// Three nodes of a fresh cluster, each in a directory of its own, and the
+/// leader they elected.
 pub struct Three {
     pub dirs: Vec<tempfile::TempDir>,
     pub cluster: ClusterConfig,
