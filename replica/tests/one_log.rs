@@ -191,17 +191,24 @@ fn an_uncommitted_batch_is_never_served_and_is_cut_when_a_new_leader_replaces_it
 }
 
 /// The same without a restart anywhere, as a network partition makes it:
-/// a leader cut off from its followers while it runs writes a send into
-/// its log that cannot commit, and the two others elect a leader that
-/// stores another batch at the same offsets. When the links heal, the old
-/// leader, still running, learns the new term and, as the new leader's
-/// entries replace its own, cuts its batch from the log and writes theirs
-/// (`group/write.rs`): every node serves the same bytes, the cut batch on
-/// none, and the next send commits on all three.
+/// a leader cut off from its followers while it runs takes three sends
+/// into its log that cannot commit, and the two others elect a leader that
+/// stores one batch of its own. When the links heal, the old leader, still
+/// running, learns the new term and, as the new leader's entries replace
+/// its own, cuts its batches from the log and writes theirs
+/// (`group/write.rs`): every node serves the same bytes, the cut batches on
+/// none. The three sends are answered "not accepted" as their entries are
+/// replaced (`overwritten.rs`), the last one too, which lies past the new
+/// leader's log: not left waiting for the commit timeout (then "not
+/// committed", a send that might be stored). The next send commits on all
+/// three nodes.
 #[test]
-fn a_leader_partitioned_while_running_has_its_uncommitted_batch_replaced_in_place() {
+fn a_leader_partitioned_while_running_has_its_uncommitted_batches_replaced_in_place() {
     init_log();
-    let opts = slow_elections();
+    let opts = ReplicaOptions {
+        commit_timeout: Duration::from_secs(60),
+        ..slow_elections()
+    };
     let Three {
         dirs: _dirs,
         cluster,
@@ -220,21 +227,32 @@ fn a_leader_partitioned_while_running_has_its_uncommitted_batch_replaced_in_plac
         .filter(|&i| i != li)
         .map(|i| link_cut::cut_link(addr(li), addr(i)))
         .collect();
-    let lost = pollster::block_on(nodes[li].handle().append(1, batch(66, 3), origin()));
-    assert!(
-        matches!(lost, Err(ReplicaError::NotCommitted)),
-        "a send no follower hears of: {lost:?}"
-    );
     let end = |n: &Node| n.engine().stats(1).wait().expect("stats").end_offset;
-    assert_eq!(
-        end(&nodes[li]),
-        first.base_offset + 6,
-        "the batch was written"
-    );
-    assert!(
-        !serves_tag(&nodes[li].engine(), 1, 66),
-        "served uncommitted"
-    );
+    let (answer, answers) = std::sync::mpsc::channel();
+    for tag in [66, 67, 68] {
+        let (h, answer) = (nodes[li].handle(), answer.clone());
+        std::thread::spawn(move || {
+            let r = pollster::block_on(h.append(1, batch(tag, 3), origin()));
+            let _ = answer.send((tag, r));
+        });
+        // One after the other, so the three take consecutive entries.
+        let want = first.base_offset + 3 * (tag - 64);
+        let deadline = std::time::Instant::now() + ELECT;
+        while end(&nodes[li]) < want {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "send {tag} not written"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    assert_eq!(end(&nodes[li]), first.base_offset + 12, "all three written");
+    for tag in [66, 67, 68] {
+        assert!(
+            !serves_tag(&nodes[li].engine(), 1, tag),
+            "served uncommitted"
+        );
+    }
 
     let survivors: Vec<&Node> = nodes.iter().filter(|n| n.id != leader).collect();
     let next = wait_for_leader(&survivors, ELECT);
@@ -245,20 +263,32 @@ fn a_leader_partitioned_while_running_has_its_uncommitted_batch_replaced_in_plac
         first.base_offset + 3,
         "the same offsets"
     );
-    assert_eq!(end(&nodes[li]), first.base_offset + 6, "cut off: untouched");
+    assert_eq!(
+        end(&nodes[li]),
+        first.base_offset + 12,
+        "cut off: untouched"
+    );
+    assert!(answers.try_recv().is_err(), "answered while cut off");
 
     drop(cuts);
     let want = stored(&nodes[ni].engine(), 1);
     for n in &nodes {
         wait_stored(&n.engine(), 1, want.len(), ELECT);
         assert_eq!(stored(&n.engine(), 1), want, "node {}", n.id);
-        assert!(
-            !serves_tag(&n.engine(), 1, 66),
-            "node {}: the cut batch",
-            n.id
-        );
+        for tag in [66, 67, 68] {
+            assert!(!serves_tag(&n.engine(), 1, tag), "node {}: {tag}", n.id);
+        }
         assert!(serves_tag(&n.engine(), 1, 77), "node {}", n.id);
         assert_eq!(end(n), replaced.base_offset + 3, "node {}: a remnant", n.id);
+    }
+    for _ in 0..3 {
+        let (tag, r) = answers
+            .recv_timeout(opts.commit_timeout + ELECT)
+            .expect("an answer");
+        assert!(
+            matches!(r, Err(ReplicaError::NotLeader { .. })),
+            "send {tag}, replaced: {r:?}"
+        );
     }
 
     // The old leader takes the next send with the others.
