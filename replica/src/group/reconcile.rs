@@ -328,3 +328,73 @@ impl Reconcile<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::Reconciled;
+    use std::sync::{Arc, Mutex};
+
+    /// The line `r` reports at open for group 3.
+    fn logged(r: &Reconciled) -> String {
+        #[derive(Clone, Default)]
+        struct Captured(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Captured {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let out = Captured::default();
+        let to = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || to.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || r.report(3, None));
+        let bytes = out.0.lock().unwrap().clone();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    /// Recovery says what it cut: the open's line names each thing done,
+    /// and only what was done.
+    #[test]
+    fn the_open_says_what_it_cut_converted_and_compacted() {
+        let all = Reconciled {
+            filled: 4,
+            converted: 2,
+            journal_cut: Some("entry 9 (its batch differs)".into()),
+            logs_cut: vec![(1, 12)],
+            compacted: Some(7),
+            short: 0,
+        };
+        let line = logged(&all);
+        for said in [
+            "group 3: 4 entries' batches read back from the partition logs",
+            ", 2 written into them from a version-02 journal",
+            "; journal cut at entry 9 (its batch differs)",
+            "; partition logs cut past their last journaled batch (partition, offset): [(1, 12)]",
+            "; compacted to entry 7, whose batch retention deleted",
+        ] {
+            assert!(line.contains(said), "{said:?} missing from {line:?}");
+        }
+
+        let line = logged(&Reconciled {
+            filled: 4,
+            ..Reconciled::default()
+        });
+        assert!(
+            line.contains("group 3: 4 entries' batches read back"),
+            "{line}"
+        );
+        for unsaid in ["version-02", "journal cut", "logs cut", "compacted"] {
+            assert!(
+                !line.contains(unsaid),
+                "{unsaid:?} said of nothing: {line:?}"
+            );
+        }
+    }
+}
