@@ -204,9 +204,42 @@ fn an_uncommitted_batch_is_never_served_and_is_cut_when_a_new_leader_replaces_it
 /// three nodes.
 #[test]
 fn a_leader_partitioned_while_running_has_its_uncommitted_batches_replaced_in_place() {
+    partitioned_leader_rejoins(Rejoin::ByEntries);
+}
+
+/// The same, the new leader's journal compacted past the old leader's
+/// entries while the links are cut: the old leader is brought back by a
+/// snapshot and its partitions fetched from the new leader
+/// (`group/install.rs`), which first cuts the batches past its commit
+/// mark, the three it wrote, and fetches from there. The three sends are
+/// answered when the snapshot is installed, not at the commit timeout:
+/// "not committed", since a node that holds only a snapshot where their
+/// entries were cannot tell whether they were stored.
+#[test]
+fn a_partitioned_leader_brought_back_by_a_snapshot_cuts_its_uncommitted_batches() {
+    partitioned_leader_rejoins(Rejoin::BySnapshot);
+}
+
+/// How the partitioned leader of [`partitioned_leader_rejoins`] catches up.
+#[derive(PartialEq)]
+enum Rejoin {
+    /// The new leader's entries: one send stored while it was cut off.
+    ByEntries,
+    /// A snapshot: 60 sends stored, journals compacted past 4 KiB.
+    BySnapshot,
+}
+
+/// [`a_leader_partitioned_while_running_has_its_uncommitted_batches_replaced_in_place`],
+/// the old leader catching up as `rejoin` says.
+fn partitioned_leader_rejoins(rejoin: Rejoin) {
     init_log();
+    let (compact_bytes, sends) = match rejoin {
+        Rejoin::ByEntries => (u64::MAX, 1),
+        Rejoin::BySnapshot => (4 << 10, 60),
+    };
     let opts = ReplicaOptions {
         commit_timeout: Duration::from_secs(60),
+        compact_bytes,
         ..slow_elections()
     };
     let Three {
@@ -263,14 +296,36 @@ fn a_leader_partitioned_while_running_has_its_uncommitted_batches_replaced_in_pl
         first.base_offset + 3,
         "the same offsets"
     );
+    for k in 1..sends {
+        append_retrying(&nodes[ni], 1, batch(1000 + k, 3));
+    }
+    let new_end = replaced.base_offset + 3 * sends;
     assert_eq!(
         end(&nodes[li]),
         first.base_offset + 12,
         "cut off: untouched"
     );
     assert!(answers.try_recv().is_err(), "answered while cut off");
+    let group = nodes[li].handle().group_of(1) as usize;
+    let (old, new) = (nodes[li].handle().status(), nodes[ni].handle().status());
+    if rejoin == Rejoin::BySnapshot {
+        assert!(
+            new[group].snapshot >= old[group].last_index,
+            "the new leader compacted past the old one's entries"
+        );
+    }
 
+    // Fetches from the new leader held: a snapshot's install waits there.
+    let fetches = corelog_replica::fetch_hold::hold_fetches(addr(ni));
     drop(cuts);
+    if rejoin == Rejoin::BySnapshot {
+        let deadline = std::time::Instant::now() + ELECT;
+        while corelog_replica::fetch_hold::held_so_far() == 0 {
+            assert!(std::time::Instant::now() < deadline, "no snapshot's fetch");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    drop(fetches);
     let want = stored(&nodes[ni].engine(), 1);
     for n in &nodes {
         wait_stored(&n.engine(), 1, want.len(), ELECT);
@@ -279,22 +334,24 @@ fn a_leader_partitioned_while_running_has_its_uncommitted_batches_replaced_in_pl
             assert!(!serves_tag(&n.engine(), 1, tag), "node {}: {tag}", n.id);
         }
         assert!(serves_tag(&n.engine(), 1, 77), "node {}", n.id);
-        assert_eq!(end(n), replaced.base_offset + 3, "node {}: a remnant", n.id);
+        assert_eq!(end(n), new_end, "node {}: a remnant", n.id);
     }
     for _ in 0..3 {
+        // Well before the commit timeout, which answers "not committed".
         let (tag, r) = answers
-            .recv_timeout(opts.commit_timeout + ELECT)
-            .expect("an answer");
-        assert!(
-            matches!(r, Err(ReplicaError::NotLeader { .. })),
-            "send {tag}, replaced: {r:?}"
-        );
+            .recv_timeout(opts.commit_timeout / 2)
+            .expect("an answer before the commit timeout");
+        let told = match rejoin {
+            Rejoin::ByEntries => matches!(r, Err(ReplicaError::NotLeader { .. })),
+            Rejoin::BySnapshot => matches!(r, Err(ReplicaError::NotCommitted)),
+        };
+        assert!(told, "send {tag}, replaced: {r:?}");
     }
 
     // The old leader takes the next send with the others.
     let lead = wait_for_leader(&nodes.iter().collect::<Vec<_>>(), ELECT);
     let after = append_retrying(&nodes[(lead - 1) as usize], 1, batch(88, 2));
-    assert_eq!(after.base_offset, replaced.base_offset + 3);
+    assert_eq!(after.base_offset, new_end);
     let want = stored(&nodes[(lead - 1) as usize].engine(), 1);
     for n in &nodes {
         wait_stored(&n.engine(), 1, want.len(), ELECT);

@@ -17,7 +17,7 @@
 use super::ends::{decode_ends, encode_ends};
 use super::install::{Install, Installing};
 use super::{Group, Role};
-use crate::error::GroupError;
+use crate::error::{GroupError, ReplicaError};
 use bytes::Bytes;
 use raft::eraftpb::Snapshot;
 use std::sync::atomic::Ordering;
@@ -258,6 +258,15 @@ impl Group {
         self.applied = self.applied.max(index);
         self.sent = self.sent.max(index);
         self.written = self.store.rl().last_index();
+        // The entries up to the snapshot's are gone from this node's log
+        // and are never applied here: a send or change waiting on one is
+        // answered now, not at its commit timeout. Whether it was stored
+        // this node cannot tell (its entry may have committed under the
+        // leader that sent the snapshot), so the answer says so.
+        let later = self.waiters.split_off(&index.saturating_add(1));
+        for (_, p) in std::mem::replace(&mut self.waiters, later) {
+            p.waiter.fail(ReplicaError::NotCommitted);
+        }
         self.status().applied.store(self.applied, Ordering::Relaxed);
         Ok(())
     }
