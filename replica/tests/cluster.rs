@@ -67,15 +67,30 @@ fn three_nodes_replicate_byte_identically_and_survive_the_leader() {
 
     // Sends through the leader, to partitions on both shards.
     let h = nodes[li].handle();
+    // Each stamped with the leader's clock (microseconds since the epoch),
+    // never going back within a partition.
+    let micros = || {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+        since.expect("clock").as_micros() as u64
+    };
     let mut expected_offsets = [0u64; 4];
+    let mut last_ts = [0u64; 4];
     for k in 0..40u64 {
         let p = k % 4;
+        let before = micros();
         let ack = pollster::block_on(h.append(p, batch(k, 3), origin())).expect("append");
         assert_eq!(
             ack.base_offset, expected_offsets[p as usize],
             "offsets continue"
         );
+        assert!(
+            (before..=micros()).contains(&ack.base_timestamp),
+            "send {k} stamped {} µs, sent at {before}",
+            ack.base_timestamp
+        );
+        assert!(ack.base_timestamp >= last_ts[p as usize], "time went back");
         expected_offsets[p as usize] += 3;
+        last_ts[p as usize] = ack.base_timestamp;
     }
 
     // A follower refuses, storing nothing.
@@ -160,6 +175,10 @@ fn three_nodes_replicate_byte_identically_and_survive_the_leader() {
     assert_eq!(
         ack.base_offset, expected_offsets[1],
         "the new leader continues the offsets"
+    );
+    assert!(
+        ack.base_timestamp >= last_ts[1],
+        "and its time never goes back"
     );
 
     // The old leader restarts, replays its journal and catches up.
