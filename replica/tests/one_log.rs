@@ -104,6 +104,39 @@ fn serves_tag(engine: &corelog::Handle, partition: u64, tag: u64) -> bool {
         .any(|w| w == needle.as_bytes())
 }
 
+/// The two nodes other than the old `leader` elect one, which stores a
+/// batch tagged 77 at the offsets after `first`'s: its place in `nodes`,
+/// and the acknowledgement.
+fn new_leader_stores_at_the_same_offsets(
+    nodes: &[Node],
+    leader: u64,
+    first: &corelog::AppendAck,
+) -> (usize, corelog::AppendAck) {
+    let survivors: Vec<&Node> = nodes.iter().filter(|n| n.id != leader).collect();
+    let ni = (wait_for_leader(&survivors, ELECT) - 1) as usize;
+    let replaced = append_retrying(&nodes[ni], 1, batch(77, 3));
+    let want = first.base_offset + u64::from(first.message_count);
+    assert_eq!(replaced.base_offset, want, "the same offsets");
+    (ni, replaced)
+}
+
+/// Every node comes to serve what node `ni` serves of partition 1: the
+/// batch tagged 77 and none tagged `cut`, and its log ends at `end`,
+/// nothing of the cut batches left.
+fn every_node_holds_the_new_leaders_bytes(nodes: &[Node], ni: usize, cut: &[u64], end: u64) {
+    let want = stored(&nodes[ni].engine(), 1);
+    for n in nodes {
+        wait_stored(&n.engine(), 1, want.len(), ELECT);
+        assert_eq!(stored(&n.engine(), 1), want, "node {}", n.id);
+        for &tag in cut {
+            assert!(!serves_tag(&n.engine(), 1, tag), "node {}: {tag}", n.id);
+        }
+        assert!(serves_tag(&n.engine(), 1, 77), "node {}", n.id);
+        let stats = n.engine().stats(1).wait().expect("stats");
+        assert_eq!(stats.end_offset, end, "node {}: a remnant", n.id);
+    }
+}
+
 /// A leader cut off from its followers writes a send into its partition's
 /// log, where no poll sees it; a new leader elected without it stores
 /// another batch at the same offsets; when the old leader comes back, it
@@ -157,37 +190,12 @@ fn an_uncommitted_batch_is_never_served_and_is_cut_when_a_new_leader_replaces_it
             *n = Node::start(n.id, dirs[i].path(), &cluster, opts.clone());
         }
     }
-    let survivors: Vec<&Node> = nodes.iter().filter(|n| n.id != leader).collect();
-    let next = wait_for_leader(&survivors, ELECT);
-    let ni = (next - 1) as usize;
-    let replaced = append_retrying(&nodes[ni], 1, batch(77, 3));
-    assert_eq!(
-        replaced.base_offset,
-        first.base_offset + 3,
-        "the same offsets"
-    );
+    let (ni, replaced) = new_leader_stores_at_the_same_offsets(&nodes, leader, &first);
 
     // The old leader comes back as a follower: the new leader's bytes
     // replace its own.
     nodes[li] = Node::start(leader, dirs[li].path(), &cluster, opts.clone());
-    let want = stored(&nodes[ni].engine(), 1);
-    for n in &nodes {
-        wait_stored(&n.engine(), 1, want.len(), ELECT);
-        assert_eq!(stored(&n.engine(), 1), want, "node {}", n.id);
-        assert!(
-            !serves_tag(&n.engine(), 1, 66),
-            "node {}: the replaced batch",
-            n.id
-        );
-        assert!(serves_tag(&n.engine(), 1, 77), "node {}", n.id);
-        let end = n.engine().stats(1).wait().expect("stats").end_offset;
-        assert_eq!(
-            end,
-            replaced.base_offset + 3,
-            "node {}: nothing of the cut batch left",
-            n.id
-        );
-    }
+    every_node_holds_the_new_leaders_bytes(&nodes, ni, &[66], replaced.base_offset + 3);
 }
 
 /// The same without a restart anywhere, as a network partition makes it:
@@ -287,15 +295,7 @@ fn partitioned_leader_rejoins(rejoin: Rejoin) {
         );
     }
 
-    let survivors: Vec<&Node> = nodes.iter().filter(|n| n.id != leader).collect();
-    let next = wait_for_leader(&survivors, ELECT);
-    let ni = (next - 1) as usize;
-    let replaced = append_retrying(&nodes[ni], 1, batch(77, 3));
-    assert_eq!(
-        replaced.base_offset,
-        first.base_offset + 3,
-        "the same offsets"
-    );
+    let (ni, replaced) = new_leader_stores_at_the_same_offsets(&nodes, leader, &first);
     for k in 1..sends {
         append_retrying(&nodes[ni], 1, batch(1000 + k, 3));
     }
@@ -326,16 +326,7 @@ fn partitioned_leader_rejoins(rejoin: Rejoin) {
         }
     }
     drop(fetches);
-    let want = stored(&nodes[ni].engine(), 1);
-    for n in &nodes {
-        wait_stored(&n.engine(), 1, want.len(), ELECT);
-        assert_eq!(stored(&n.engine(), 1), want, "node {}", n.id);
-        for tag in [66, 67, 68] {
-            assert!(!serves_tag(&n.engine(), 1, tag), "node {}: {tag}", n.id);
-        }
-        assert!(serves_tag(&n.engine(), 1, 77), "node {}", n.id);
-        assert_eq!(end(n), new_end, "node {}: a remnant", n.id);
-    }
+    every_node_holds_the_new_leaders_bytes(&nodes, ni, &[66, 67, 68], new_end);
     for _ in 0..3 {
         // Well before the commit timeout, which answers "not committed".
         let (tag, r) = answers
