@@ -214,6 +214,27 @@ mod tests {
         assert_eq!(c.check(9, s), Repeat::New);
     }
 
+    /// A stored send stays known while other clients send, up to
+    /// `CAPACITY` clients; past it, settled sends are forgotten and pending
+    /// ones kept.
+    #[test]
+    fn settled_sends_are_forgotten_only_past_capacity() {
+        let mut c = RepeatTable::default();
+        let s = send(1, 5, 99);
+        c.proposed(7, s, 1, 2);
+        c.applied(1, 2, Some(ack(3)));
+        let others = (1..super::CAPACITY as u128).map(|k| 7 + k);
+        for (i, client) in others.enumerate() {
+            c.proposed(client, send(1, 1, 1), 2 + i as u64, 2);
+        }
+        assert_eq!(c.last.len(), super::CAPACITY);
+        assert_eq!(c.check(7, s), Repeat::Stored(ack(3)), "at capacity");
+        c.proposed(1 << 100, send(1, 1, 1), 1 << 40, 2);
+        assert_eq!(c.check(7, s), Repeat::New, "past it: settled, forgotten");
+        let pending = c.check(8, send(1, 1, 1));
+        assert_eq!(pending, Repeat::Pending { index: 2, term: 2 }, "kept");
+    }
+
     #[test]
     fn client_zero_is_never_a_repeat() {
         let mut c = RepeatTable::default();
