@@ -613,6 +613,46 @@ fn the_journals_durable_point_follows_the_fsync_policy() {
     }
 }
 
+/// Without a per-write sync, a data group's compaction flushes its
+/// partitions before the journal drops the entries' pointers, so that what
+/// its snapshot names is durable (`group/snapshot.rs`): no sync before the
+/// first compaction, and a sync of the partition on every node by the time
+/// each compacted.
+#[test]
+fn a_compaction_without_per_write_sync_flushes_the_partitions_first() {
+    let opts = corelog_replica::ReplicaOptions {
+        sync: false,
+        compact_bytes: 4 << 10,
+        ..options()
+    };
+    let Three {
+        dirs: _dirs,
+        nodes,
+        leader,
+        ..
+    } = three(&opts, ELECT);
+    let li = (leader - 1) as usize;
+    let syncs = |n: &Node| n.engine().stats(0).wait().expect("stats").syncs;
+    let group = nodes[li].handle().group_of(0) as usize;
+    let snapshot = |n: &Node| n.handle().status()[group].snapshot;
+    append_retrying(&nodes[li], 0, batch(0, 2));
+    for n in &nodes {
+        wait_stored(&n.engine(), 0, stored(&nodes[li].engine(), 0).len(), ELECT);
+        assert_eq!((snapshot(n), syncs(n)), (0, 0), "node {}: before", n.id);
+    }
+    for k in 1..60u64 {
+        append_retrying(&nodes[li], 0, batch(k, 2));
+    }
+    for n in &nodes {
+        let deadline = std::time::Instant::now() + ELECT;
+        while snapshot(n) == 0 {
+            assert!(std::time::Instant::now() < deadline, "node {}", n.id);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(syncs(n) > 0, "node {}: compacted, never flushed", n.id);
+    }
+}
+
 /// Without a per-write sync, the leader sends each batch of at least
 /// `send_by_reference` bytes to its followers from the segment file it
 /// wrote (`sendfile`), and every node stores the same bytes; under
