@@ -540,6 +540,81 @@ fn a_repeated_send_is_stored_once() {
     }
 }
 
+/// A repeat that arrives while its send's entry waits to commit (the
+/// leader cut off from its followers for a moment) takes the send's place:
+/// the first call is told its outcome is unknown (the SDK repeats only
+/// once it gave up on it), and the repeat waits for that entry, answered
+/// with its acknowledgement once the links heal; the batch is stored once.
+#[test]
+fn a_repeat_while_its_send_is_pending_waits_for_that_entry() {
+    let opts = corelog_replica::ReplicaOptions {
+        commit_timeout: Duration::from_secs(10),
+        election_ticks: 150,
+        ..options()
+    };
+    let Three {
+        dirs: _dirs,
+        cluster,
+        nodes,
+        leader,
+    } = three(&opts, Duration::from_secs(20));
+    let li = (leader - 1) as usize;
+    let first = batch(1, 3);
+    append_retrying(&nodes[li], 0, first.clone());
+
+    let addr = |i: usize| cluster.nodes[i].replica;
+    let cuts: Vec<_> = (0..3)
+        .filter(|&i| i != li)
+        .map(|i| corelog_replica::link_cut::cut_link(addr(li), addr(i)))
+        .collect();
+    let (send, o) = (
+        batch(2, 4),
+        corelog_replica::Origin {
+            client: 42,
+            session: 1,
+            request: 7,
+        },
+    );
+    let sent = || {
+        let (h, send) = (nodes[li].handle(), send.clone());
+        let (answer, answered) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = answer.send(pollster::block_on(h.append(0, send, o)));
+        });
+        answered
+    };
+    let call = sent();
+    let deadline = std::time::Instant::now() + ELECT;
+    while nodes[li]
+        .engine()
+        .stats(0)
+        .wait()
+        .expect("stats")
+        .end_offset
+        < 7
+    {
+        assert!(std::time::Instant::now() < deadline, "the send not written");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let repeat = sent();
+    let r = call.recv_timeout(ELECT).expect("the first call answered");
+    assert!(matches!(r, Err(ReplicaError::NotCommitted)), "{r:?}");
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        repeat.try_recv().is_err(),
+        "the repeat answered while cut off"
+    );
+    drop(cuts);
+
+    let r = repeat.recv_timeout(opts.commit_timeout).expect("answered");
+    assert_eq!(r.expect("stored").base_offset, 3);
+    let want = first.len() + send.len();
+    for n in &nodes {
+        wait_stored(&n.engine(), 0, want, ELECT);
+        assert_eq!(stored(&n.engine(), 0).len(), want, "node {}", n.id);
+    }
+}
+
 /// The journal's durable point follows the fsync policy: under `batch`
 /// every node's journal is synced to its last index before an entry
 /// counts as held; under `interval` it follows on the interval; a
