@@ -464,6 +464,116 @@ fn a_wiped_node_does_not_elect_a_node_lacking_what_it_acknowledged() {
     }
 }
 
+/// The same when the wiped node hears the leader and catches up only in
+/// part: it is brought back by a snapshot whose fetch is held while it
+/// answers the leader's heartbeats (it knows a leader), then its link to
+/// the leader is cut and the fetch let go, so it holds the snapshot and
+/// not the sends after it, which it had acknowledged. Neither knowing a
+/// leader nor holding the snapshot lifts its fence, and holding entries
+/// makes it no candidate (`group/fence.rs`): when the leader stops and the
+/// lagging node returns, no node lacking the sends leads their group; when
+/// the leader returns, every node holds every acknowledged send. (Before
+/// the fence kept such a node from standing, it won with the lagging
+/// node's vote, and the leader's last sends were cut from every node.)
+#[test]
+fn a_wiped_node_caught_up_in_part_neither_votes_nor_stands() {
+    use corelog_replica::{fetch_hold, link_cut};
+    // Elections slow enough that the leader, one follower down, keeps
+    // its quorum while the other restarts wiped.
+    let opts = corelog_replica::ReplicaOptions {
+        compact_bytes: 4 << 10,
+        election_ticks: 50,
+        ..options()
+    };
+    let Three {
+        dirs,
+        cluster,
+        mut nodes,
+        leader,
+    } = three(&opts, ELECT);
+    let li = (leader - 1) as usize;
+    let (wi, bi) = ((li + 1) % 3, (li + 2) % 3);
+    let group = nodes[li].handle().group_of(0) as usize;
+    nodes[bi].stop();
+    // Sends until the journal was compacted and holds entries past its
+    // snapshot: what the wiped node will lack.
+    let status = |n: &Node| nodes_status(n, group);
+    for k in 0..100u64 {
+        append_retrying(&nodes[li], 0, batch(k, 3));
+        if k >= 60 {
+            // A compaction under way lands meanwhile.
+            std::thread::sleep(opts.tick * 5);
+            let (snapshot, last) = status(&nodes[li]);
+            if snapshot > 0 && snapshot + 2 <= last {
+                break;
+            }
+        }
+    }
+    let (snapshot, last) = status(&nodes[li]);
+    assert!(snapshot > 0 && snapshot + 2 <= last, "{snapshot}, {last}");
+    let want = stored(&nodes[li].engine(), 0);
+
+    nodes[wi].stop();
+    wipe(dirs[wi].path());
+    let addr = |i: usize| cluster.nodes[i].replica;
+    let before = fetch_hold::held_so_far();
+    let held = fetch_hold::hold_fetches(addr(li));
+    nodes[wi] = Node::start(wi as u64 + 1, dirs[wi].path(), &cluster, opts.clone());
+    // Its fetch waits: it took the leader's snapshot, so it knows the
+    // leader (its published status may not say so until the install).
+    let deadline = std::time::Instant::now() + ELECT;
+    while fetch_hold::held_so_far() == before {
+        assert!(std::time::Instant::now() < deadline, "no snapshot's fetch");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(opts.tick * 10);
+    let cut = link_cut::cut_link(addr(li), addr(wi));
+    drop(held);
+    let deadline = std::time::Instant::now() + ELECT;
+    while status(&nodes[wi]).0 == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no snapshot installed"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (_, held_last) = status(&nodes[wi]);
+    let (_, last) = status(&nodes[li]);
+    assert!(held_last < last, "caught up: {held_last} of {last}");
+
+    nodes[li].stop();
+    nodes[bi] = Node::start(bi as u64 + 1, dirs[bi].path(), &cluster, opts.clone());
+    let window = opts.tick * opts.election_ticks as u32 * 5;
+    let until = std::time::Instant::now() + window;
+    while std::time::Instant::now() < until {
+        for i in [bi, wi] {
+            // The stopped leader, until a node forgets it, or none.
+            let l = nodes[i].handle().status()[group].leader;
+            let lacking = l.is_some_and(|l| l != leader);
+            assert!(
+                !lacking,
+                "node {} sees node {l:?} lead, lacking the sends",
+                i + 1
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    nodes[li] = Node::start(leader, dirs[li].path(), &cluster, opts.clone());
+    drop(cut);
+    wait_for_leader(&nodes.iter().collect::<Vec<_>>(), ELECT);
+    for n in &nodes {
+        wait_stored(&n.engine(), 0, want.len(), ELECT);
+        assert_eq!(stored(&n.engine(), 0), want, "node {}", n.id);
+    }
+}
+
+/// Group `group`'s snapshot and last indexes on `node`.
+fn nodes_status(node: &Node, group: usize) -> (u64, u64) {
+    let v = &node.handle().status()[group];
+    (v.snapshot, v.last_index)
+}
+
 /// A send repeated after "not committed" (same client, session and request
 /// number, as Iggy's SDK repeats it, not knowing whether the first was
 /// stored) is stored once: the repeat waits for the first send's entry and

@@ -17,11 +17,20 @@
 //! |   it, a majority of the nodes is known empty       |   been committed; unfenced, votes  |
 //! | hears a leader; its log and commit reach the       | caught up: unfenced                |
 //! |   highest commit a leader named to it              |                                    |
+//! | holds entries (a snapshot or a leader's entries,    | stands for no election: its        |
+//! |   caught up only in part)                          |   election timer never runs out    |
 //! | becomes leader (a majority voted for its log)      | unfenced                           |
 //!
-//! A fenced node still campaigns: its candidacy cannot win against a node
-//! holding entries (their logs are more up to date), and a fresh cluster
-//! needs someone to start. The price: while a wiped node is fenced, it does
+//! Its own vote is as forgetful as its vote for another: once a fenced
+//! node holds part of a leader's log (say a snapshot, its partitions
+//! fetched, and not the entries after it), its log can be more up to date
+//! than a lagging node's, and with that node's vote and its own it would
+//! win, lacking entries it acknowledged before it lost its journal (found
+//! by `a_wiped_node_that_hears_a_leader_votes_only_once_caught_up`). A
+//! fenced node with an empty log still campaigns: its candidacy cannot win
+//! against a node holding entries, and a fresh cluster needs someone to
+//! start. (A leader hands leadership over only to a node that holds its
+//! whole log, `peers.rs`.) The price: while a wiped node is fenced, it does
 //! not count towards a quorum for elections, so with one other node down
 //! no leader can be elected until it has caught up or that node returns:
 //! unavailable rather than losing acknowledged sends.

@@ -44,6 +44,17 @@ impl Group {
         }
     }
 
+    /// Keeps a fenced node that holds entries from standing for election
+    /// (`fence.rs`): run before each tick, its election timer never runs
+    /// out. Its log as raft-rs campaigns with it: a snapshot stepped and
+    /// not yet installed counts (its candidacy would name the snapshot's
+    /// index while the partitions are still being fetched).
+    pub(super) fn hold_candidacy(&mut self) {
+        if self.fence.on && self.raw.raft.raft_log.last_index() > 0 {
+            self.raw.raft.election_elapsed = 0;
+        }
+    }
+
     /// Lifts the fence once this node has caught up with a leader, or leads.
     pub(super) fn check_fence(&mut self) {
         if !self.fence.on {

@@ -264,6 +264,7 @@ impl Group {
                 Err(RecvTimeoutError::Disconnected) => break,
             }
             if Instant::now() >= next_tick {
+                self.hold_candidacy();
                 self.raw.tick();
                 next_tick = Instant::now() + self.opts.tick;
                 self.on_tick();
