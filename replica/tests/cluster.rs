@@ -566,6 +566,25 @@ fn a_wiped_node_caught_up_in_part_neither_votes_nor_stands() {
         wait_stored(&n.engine(), 0, want.len(), ELECT);
         assert_eq!(stored(&n.engine(), 0), want, "node {}", n.id);
     }
+
+    // Caught up, it votes again: without the leader (unless it leads,
+    // which it could only by a majority's vote), the two others elect one.
+    let deadline = std::time::Instant::now() + ELECT;
+    while status(&nodes[wi]).1 < status(&nodes[li]).1 {
+        assert!(std::time::Instant::now() < deadline, "never caught up");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(opts.tick * 10);
+    let now = wait_for_leader(&nodes.iter().collect::<Vec<_>>(), ELECT);
+    let gone = if now == wi as u64 + 1 {
+        bi
+    } else {
+        (now - 1) as usize
+    };
+    nodes[gone].stop();
+    let two: Vec<&Node> = nodes.iter().filter(|n| n.id != gone as u64 + 1).collect();
+    let next = wait_for_leader(&two, Duration::from_secs(20));
+    append_retrying(&nodes[(next - 1) as usize], 0, batch(1000, 3));
 }
 
 /// Group `group`'s snapshot and last indexes on `node`.

@@ -17,7 +17,7 @@ impl Group {
                 if own_last == 0 && m.index == 0 {
                     self.fence.empty.insert(m.from);
                     let voters = self.cluster.ids().len();
-                    if (1 + self.fence.empty.len()) * 2 > voters {
+                    if with_me_a_majority(self.fence.empty.len(), voters) {
                         self.unfence(&format!(
                             "this node and node(s) {:?} hold no entries, a majority of {voters}: a new cluster",
                             self.fence.empty
@@ -83,6 +83,32 @@ impl Group {
         if let Err(e) = self.store.wl().caught_up() {
             // The marker stays: the next start fences again, which is safe.
             tracing::warn!("group {}: {e}", self.id);
+        }
+    }
+}
+
+/// Whether this node and `others` more make a majority of `voters`.
+fn with_me_a_majority(others: usize, voters: usize) -> bool {
+    (1 + others) * 2 > voters
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_me_a_majority;
+
+    /// A fenced node takes the cluster for new only when it and the nodes
+    /// it saw empty are more than half the voters: never half of an even
+    /// cluster, where the other half may hold what was committed.
+    #[test]
+    fn a_new_cluster_takes_a_strict_majority_known_empty() {
+        for (voters, least) in [(1, 0), (3, 1), (4, 2), (5, 2), (7, 3)] {
+            for others in 0..voters {
+                assert_eq!(
+                    with_me_a_majority(others, voters),
+                    others >= least,
+                    "{others} others of {voters}"
+                );
+            }
         }
     }
 }
