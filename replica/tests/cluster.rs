@@ -5,6 +5,7 @@
 mod common;
 
 use common::*;
+use corelog_replica::MetaMachine;
 use corelog_replica::ReplicaError;
 use std::time::Duration;
 
@@ -193,7 +194,8 @@ fn three_nodes_replicate_byte_identically_and_survive_the_leader() {
 /// A follower whose directory is wiped comes back empty and is brought up
 /// to date: from the leader's journal when it still holds everything, and
 /// by a snapshot plus the partitions' batches fetched from the leader once
-/// the journal was compacted.
+/// the journal was compacted. The same for the embedder's metadata: its
+/// changes replayed, or its machine restored from the leader's snapshot.
 #[test]
 fn a_wiped_follower_is_rebuilt_from_the_journal_and_from_a_snapshot() {
     for compact_bytes in [u64::MAX, 16 << 10] {
@@ -211,6 +213,24 @@ fn a_wiped_follower_is_rebuilt_from_the_journal_and_from_a_snapshot() {
         for k in 0..60u64 {
             append_retrying(&nodes[li], k % 4, batch(k, 5));
         }
+        // Past the metadata journal's limit too (the smaller of its own
+        // and `compact_bytes`).
+        for k in 0..24u8 {
+            let base = nodes[li].meta.version();
+            let change = bytes::Bytes::from(vec![k; 1 << 10]);
+            let h = nodes[li].handle();
+            h.propose_meta(base, change).wait().expect("a change");
+        }
+        if compact_bytes < u64::MAX {
+            let deadline = std::time::Instant::now() + ELECT;
+            while nodes[li].handle().status()[0].snapshot == 0 {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "metadata never compacted"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
         let fi = (li + 1) % 3;
         nodes[fi].stop();
         wipe(dirs[fi].path());
@@ -227,6 +247,14 @@ fn a_wiped_follower_is_rebuilt_from_the_journal_and_from_a_snapshot() {
                 "partition {p} (compaction at {compact_bytes} bytes)"
             );
         }
+        let changes = |n: &Node| n.meta.inner.lock().expect("lock").2.clone();
+        let deadline = std::time::Instant::now() + ELECT;
+        while changes(&nodes[fi]).len() < 24 {
+            assert!(std::time::Instant::now() < deadline, "metadata not rebuilt");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(changes(&nodes[fi]), changes(&nodes[li]), "{compact_bytes}");
+        assert_eq!(nodes[fi].meta.version(), nodes[li].meta.version());
     }
 }
 
@@ -345,7 +373,6 @@ fn a_slow_snapshot_fetch_does_not_cost_the_leader_its_quorum() {
 /// timeout.)
 #[test]
 fn a_stuck_metadata_apply_does_not_cost_the_leader_its_quorum() {
-    use corelog_replica::MetaMachine;
     let opts = options();
     let Three {
         dirs: _dirs,

@@ -42,13 +42,30 @@ impl MetaMachine for ListMeta {
         g.2.push(data.to_vec());
         Ok(true)
     }
+    /// The version, then each change as its length and bytes.
     fn snapshot(&self) -> Bytes {
-        Bytes::new()
+        let g = self.inner.lock().expect("lock");
+        let mut out = g.1.to_le_bytes().to_vec();
+        for c in &g.2 {
+            out.extend_from_slice(&(c.len() as u64).to_le_bytes());
+            out.extend_from_slice(c);
+        }
+        Bytes::from(out)
     }
-    fn restore(&self, index: u64, _data: &[u8]) -> Result<(), corelog_replica::MachineError> {
-        let mut g = self.inner.lock().expect("lock");
-        g.0 = index;
-        g.1 = index;
+    fn restore(&self, index: u64, data: &[u8]) -> Result<(), corelog_replica::MachineError> {
+        let word = |at: usize| -> Option<u64> {
+            Some(u64::from_le_bytes(data.get(at..at + 8)?.try_into().ok()?))
+        };
+        let bad = || corelog_replica::MachineError::from("a list's snapshot cut short".to_string());
+        let version = word(0).ok_or_else(bad)?;
+        let (mut changes, mut at) = (Vec::new(), 8);
+        while at < data.len() {
+            let len = word(at).ok_or_else(bad)? as usize;
+            let change = data.get(at + 8..at + 8 + len).ok_or_else(bad)?;
+            changes.push(change.to_vec());
+            at += 8 + len;
+        }
+        *self.inner.lock().expect("lock") = (index, version, changes);
         Ok(())
     }
     fn keeps(&self, _partition: u64) -> bool {
