@@ -222,14 +222,9 @@ fn a_wiped_follower_is_rebuilt_from_the_journal_and_from_a_snapshot() {
             h.propose_meta(base, change).wait().expect("a change");
         }
         if compact_bytes < u64::MAX {
-            let deadline = std::time::Instant::now() + ELECT;
-            while nodes[li].handle().status()[0].snapshot == 0 {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "metadata never compacted"
-                );
-                std::thread::sleep(Duration::from_millis(10));
-            }
+            wait_until(ELECT, "metadata never compacted", || {
+                nodes[li].handle().status()[0].snapshot > 0
+            });
         }
         let fi = (li + 1) % 3;
         nodes[fi].stop();
@@ -248,11 +243,9 @@ fn a_wiped_follower_is_rebuilt_from_the_journal_and_from_a_snapshot() {
             );
         }
         let changes = |n: &Node| n.meta.inner.lock().expect("lock").2.clone();
-        let deadline = std::time::Instant::now() + ELECT;
-        while changes(&nodes[fi]).len() < 24 {
-            assert!(std::time::Instant::now() < deadline, "metadata not rebuilt");
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_until(ELECT, "metadata not rebuilt", || {
+            changes(&nodes[fi]).len() >= 24
+        });
         assert_eq!(changes(&nodes[fi]), changes(&nodes[li]), "{compact_bytes}");
         assert_eq!(nodes[fi].meta.version(), nodes[li].meta.version());
     }
@@ -548,22 +541,13 @@ fn a_wiped_node_caught_up_in_part_neither_votes_nor_stands() {
     nodes[wi] = Node::start(wi as u64 + 1, dirs[wi].path(), &cluster, opts.clone());
     // Its fetch waits: it took the leader's snapshot, so it knows the
     // leader (its published status may not say so until the install).
-    let deadline = std::time::Instant::now() + ELECT;
-    while fetch_hold::held_so_far() == before {
-        assert!(std::time::Instant::now() < deadline, "no snapshot's fetch");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until(ELECT, "no snapshot's fetch", || {
+        fetch_hold::held_so_far() > before
+    });
     std::thread::sleep(opts.tick * 10);
     let cut = link_cut::cut_link(addr(li), addr(wi));
     drop(held);
-    let deadline = std::time::Instant::now() + ELECT;
-    while status(&nodes[wi]).0 == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no snapshot installed"
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until(ELECT, "no snapshot installed", || status(&nodes[wi]).0 > 0);
     let (_, held_last) = status(&nodes[wi]);
     let (_, last) = status(&nodes[li]);
     assert!(held_last < last, "caught up: {held_last} of {last}");
@@ -596,11 +580,9 @@ fn a_wiped_node_caught_up_in_part_neither_votes_nor_stands() {
 
     // Caught up, it votes again: without the leader (unless it leads,
     // which it could only by a majority's vote), the two others elect one.
-    let deadline = std::time::Instant::now() + ELECT;
-    while status(&nodes[wi]).1 < status(&nodes[li]).1 {
-        assert!(std::time::Instant::now() < deadline, "never caught up");
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_until(ELECT, "never caught up", || {
+        status(&nodes[wi]).1 >= status(&nodes[li]).1
+    });
     std::thread::sleep(opts.tick * 10);
     let now = wait_for_leader(&nodes.iter().collect::<Vec<_>>(), ELECT);
     let gone = if now == wi as u64 + 1 {
@@ -718,11 +700,7 @@ fn a_repeat_while_its_send_is_pending_waits_for_that_entry() {
     let first = batch(1, 3);
     append_retrying(&nodes[li], 0, first.clone());
 
-    let addr = |i: usize| cluster.nodes[i].replica;
-    let cuts: Vec<_> = (0..3)
-        .filter(|&i| i != li)
-        .map(|i| corelog_replica::link_cut::cut_link(addr(li), addr(i)))
-        .collect();
+    let cuts = cut_off(&cluster, li);
     let (send, o) = (
         batch(2, 4),
         corelog_replica::Origin {
@@ -740,18 +718,15 @@ fn a_repeat_while_its_send_is_pending_waits_for_that_entry() {
         answered
     };
     let call = sent();
-    let deadline = std::time::Instant::now() + ELECT;
-    while nodes[li]
-        .engine()
-        .stats(0)
-        .wait()
-        .expect("stats")
-        .end_offset
-        < 7
-    {
-        assert!(std::time::Instant::now() < deadline, "the send not written");
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    wait_until(ELECT, "the send not written", || {
+        nodes[li]
+            .engine()
+            .stats(0)
+            .wait()
+            .expect("stats")
+            .end_offset
+            >= 7
+    });
     let repeat = sent();
     let r = call.recv_timeout(ELECT).expect("the first call answered");
     assert!(matches!(r, Err(ReplicaError::NotCommitted)), "{r:?}");

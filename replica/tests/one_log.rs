@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use corelog::replication::ReplicaLog;
-use corelog_replica::{link_cut, AtOpen, ReplicaError, ReplicaOptions};
+use corelog_replica::{AtOpen, ReplicaError, ReplicaOptions};
 use std::time::Duration;
 
 const ELECT: Duration = Duration::from_secs(10);
@@ -264,10 +264,7 @@ fn partitioned_leader_rejoins(rejoin: Rejoin) {
     }
 
     let addr = |i: usize| cluster.nodes[i].replica;
-    let cuts: Vec<_> = (0..3)
-        .filter(|&i| i != li)
-        .map(|i| link_cut::cut_link(addr(li), addr(i)))
-        .collect();
+    let cuts = cut_off(&cluster, li);
     let end = |n: &Node| n.engine().stats(1).wait().expect("stats").end_offset;
     let (answer, answers) = std::sync::mpsc::channel();
     for tag in [66, 67, 68] {
@@ -278,14 +275,9 @@ fn partitioned_leader_rejoins(rejoin: Rejoin) {
         });
         // One after the other, so the three take consecutive entries.
         let want = first.base_offset + 3 * (tag - 64);
-        let deadline = std::time::Instant::now() + ELECT;
-        while end(&nodes[li]) < want {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "send {tag} not written"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_until(ELECT, &format!("send {tag} not written"), || {
+            end(&nodes[li]) >= want
+        });
     }
     assert_eq!(end(&nodes[li]), first.base_offset + 12, "all three written");
     for tag in [66, 67, 68] {
@@ -319,11 +311,9 @@ fn partitioned_leader_rejoins(rejoin: Rejoin) {
     let fetches = corelog_replica::fetch_hold::hold_fetches(addr(ni));
     drop(cuts);
     if rejoin == Rejoin::BySnapshot {
-        let deadline = std::time::Instant::now() + ELECT;
-        while corelog_replica::fetch_hold::held_so_far() == 0 {
-            assert!(std::time::Instant::now() < deadline, "no snapshot's fetch");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        wait_until(ELECT, "no snapshot's fetch", || {
+            corelog_replica::fetch_hold::held_so_far() > 0
+        });
     }
     drop(fetches);
     every_node_holds_the_new_leaders_bytes(&nodes, ni, &[66, 67, 68], new_end);

@@ -276,6 +276,27 @@ pub fn stored(engine: &corelog::Handle, partition: u64) -> Vec<u8> {
     }
 }
 
+/// Waits until `done` holds, looking every 10 ms; fails saying `what`
+/// did not happen within `within`.
+pub fn wait_until(within: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + within;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what} within {within:?}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Cuts the Raft links of node `i` (its index in `cluster`) to every
+/// other node, as a network partition does (`net/cut.rs`); they heal when
+/// the cuts are dropped.
+pub fn cut_off(cluster: &ClusterConfig, i: usize) -> Vec<corelog_replica::link_cut::Cut> {
+    let addr = |k: usize| cluster.nodes[k].replica;
+    (0..cluster.nodes.len())
+        .filter(|&k| k != i)
+        .map(|k| corelog_replica::link_cut::cut_link(addr(i), addr(k)))
+        .collect()
+}
+
 /// Waits until `partition` holds `len` bytes on `engine`.
 pub fn wait_stored(engine: &corelog::Handle, partition: u64, len: usize, within: Duration) {
     let deadline = Instant::now() + within;
