@@ -14,8 +14,9 @@ pub enum ReplicaError {
         /// the leader, if known
         leader: Option<u64>,
     },
-    /// The outcome is unknown: the entry may still commit (a leader change
-    /// or a timeout came first).
+    /// The outcome is unknown: the entry may still commit, or may have
+    /// (a leader change or a timeout came first, or a snapshot replaced the
+    /// entry on this node).
     #[error("not committed in time: the outcome is unknown")]
     NotCommitted,
     /// A metadata change made from an older version; nothing changed.

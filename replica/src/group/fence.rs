@@ -26,7 +26,7 @@
 //! fetched, and not the entries after it), its log can be more up to date
 //! than a lagging node's, and with that node's vote and its own it would
 //! win, lacking entries it acknowledged before it lost its journal (found
-//! by `a_wiped_node_that_hears_a_leader_votes_only_once_caught_up`). A
+//! by `a_wiped_node_caught_up_in_part_neither_votes_nor_stands`). A
 //! fenced node with an empty log still campaigns: its candidacy cannot win
 //! against a node holding entries, and a fresh cluster needs someone to
 //! start. (A leader hands leadership over only to a node that holds its
