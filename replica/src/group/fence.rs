@@ -17,7 +17,7 @@
 //! |   it, a majority of the nodes is known empty       |   been committed; unfenced, votes  |
 //! | hears a leader; its log and commit reach the       | caught up: unfenced                |
 //! |   highest commit a leader named to it              |                                    |
-//! | holds entries (a snapshot or a leader's entries,    | stands for no election: its        |
+//! | holds entries (a snapshot or a leader's entries,   | stands for no election: its        |
 //! |   caught up only in part)                          |   election timer never runs out    |
 //! | becomes leader (a majority voted for its log)      | unfenced                           |
 //!
