@@ -41,11 +41,11 @@ mod error;
 mod group;
 mod handle;
 mod inbox;
-/// The Raft log on disk: public only with the `testing` feature (tests and
+/// The Raft log on disk: public only with the `journal` feature (tests and
 /// the journal power-cut tool read its records and files).
-#[cfg(feature = "testing")]
+#[cfg(feature = "journal")]
 pub mod journal;
-#[cfg(not(feature = "testing"))]
+#[cfg(not(feature = "journal"))]
 mod journal;
 mod machine;
 mod net;

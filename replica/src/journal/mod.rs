@@ -256,7 +256,7 @@ impl Journal {
         }
     }
 
-    #[cfg(any(test, feature = "testing"))]
+    #[cfg(any(test, feature = "journal"))]
     /// The directory.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -400,7 +400,7 @@ impl Journal {
         Ok(())
     }
 
-    #[cfg(any(test, feature = "testing"))]
+    #[cfg(any(test, feature = "journal"))]
     /// Appends `ents`, first cutting any held suffix from `ents[0].index`
     /// on (a conflict the leader resolved). Not durable until [`Journal::sync`].
     pub fn append(&mut self, ents: &[Entry]) -> Result<(), JournalError> {
