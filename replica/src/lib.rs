@@ -61,6 +61,14 @@ pub use machine::{MachineError, MetaMachine};
 /// For tests: links between running nodes cut (`testing` feature).
 #[cfg(feature = "testing")]
 pub use net::cut as link_cut;
+/// For the cluster simulation (`testing` feature): a wiped node's fence and
+/// the guard for a peer that lost its journal, the decisions the data
+/// groups make, run there on the simulation's own nodes.
+#[cfg(feature = "testing")]
+pub mod wiped {
+    pub use crate::group::fence::{Admit, Fence};
+    pub use crate::group::lost_journal::guard as guard_lost_journal;
+}
 /// For tests: fetches from a peer held back (`testing` feature).
 #[cfg(feature = "testing")]
 pub use net::fetch::hold as fetch_hold;

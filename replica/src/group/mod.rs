@@ -16,10 +16,11 @@ mod after_write;
 mod applying;
 mod confirmation;
 mod ends;
-mod fence;
+pub(crate) mod fence;
 mod fencing;
 mod install;
 mod lease;
+pub(crate) mod lost_journal;
 mod meta_applier;
 mod overwritten;
 mod peers;
@@ -669,7 +670,7 @@ fn open_journal(s: &GroupSetup) -> Result<(Journal, u64, fence::Fence), GroupErr
             .report(id, s.shared.groups.get(id as usize));
     }
     let fence = fence::Fence::new(journal.is_new());
-    if fence.on {
+    if fence.is_on() {
         tracing::info!(
             "group {id}: this node's journal is new (a new cluster, or a wiped directory): it does not vote until it has caught up with a leader or a majority is known new as well"
         );

@@ -1,5 +1,5 @@
 //! How a group deals with its peers beyond what raft-rs does: a node that
-//! lost its journal, data groups' leadership following the metadata
+//! lost its journal (`lost_journal.rs`), data groups' leadership following the metadata
 //! group's, and a lagging node saying how far behind it is.
 
 use super::{Group, Role};
@@ -7,52 +7,13 @@ use raft::eraftpb::Message;
 use std::time::Instant;
 
 impl Group {
-    /// raft-rs assumes a node never loses what it persisted. A node whose
-    /// data directory was wiped (or whose journal lost a tail under
-    /// `fsync=never`) comes back with less: as a follower it would be told
-    /// a commit index past its log (raft-rs panics), and as leader raft-rs
-    /// would ignore its rejections below what it once matched (it would
-    /// never be sent what it lost). So: a commit past the log is lowered
-    /// to the log's end (and the leader told), and a follower's rejection
-    /// below its matched index lowers the match and probes from there.
+    /// A peer that lost its journal (`lost_journal.rs`): `m` guarded
+    /// before it is stepped, the leader told where this node's log ends.
     pub(super) fn guard_lost_journal(&mut self, m: &mut Message) {
-        use raft::eraftpb::MessageType;
         let last = self.store.rl().last_index();
-        if m.get_msg_type() == MessageType::MsgHeartbeat && m.commit > last {
-            tracing::warn!(
-                "group {}: node {} says entries up to {} are committed, this node holds {last}: it lost its journal (a wiped directory?) and catches up",
-                self.id,
-                m.from,
-                m.commit
-            );
-            m.commit = last;
-            // Tell the leader, which believes this node holds more and
-            // would otherwise send nothing: a rejection naming this log's
-            // end (handled below, on the leader).
-            let mut nack = Message::default();
-            nack.set_msg_type(MessageType::MsgAppendResponse);
-            nack.to = m.from;
-            nack.from = self.shared.me;
-            nack.term = m.term;
-            nack.reject = true;
-            nack.index = last;
-            nack.reject_hint = last;
+        let me = self.shared.me;
+        if let Some(nack) = super::lost_journal::guard(&mut self.raw, self.id, me, last, m) {
             self.transport.send(self.id, nack);
-        }
-        if m.get_msg_type() == MessageType::MsgAppendResponse && m.reject && self.is_leader() {
-            let hint = m.reject_hint;
-            if let Some(pr) = self.raw.raft.mut_prs().get_mut(m.from) {
-                if hint < pr.matched {
-                    tracing::warn!(
-                        "group {}: node {} holds entries only up to {hint}, not {}: it lost its journal (a wiped directory?); sending it what it lacks",
-                        self.id,
-                        m.from,
-                        pr.matched
-                    );
-                    pr.matched = hint;
-                    pr.become_probe();
-                }
-            }
         }
     }
 
