@@ -716,9 +716,20 @@ fn a_new_journal_is_marked_new_until_it_has_caught_up_also_across_restarts() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (j, _) = Journal::open(dir.path(), &conf()).expect("open");
     assert!(j.is_new());
+    let first = j.new_incarnation().expect("read").expect("new");
     drop(j);
     let (mut j, _) = Journal::open(dir.path(), &conf()).expect("reopen");
     assert!(j.is_new(), "still new: it has not caught up");
+    // Its incarnation is kept; a journal made anew (a wiped directory)
+    // draws another, so peers tell the two apart.
+    assert_eq!(j.new_incarnation().expect("read"), Some(first));
+    let other = tempfile::tempdir().expect("tempdir");
+    let (k, _) = Journal::open(other.path(), &conf()).expect("open");
+    let second = k.new_incarnation().expect("read").expect("new");
+    assert!(
+        first != 0 && second != 0 && first != second,
+        "{first} {second}"
+    );
     // A marker that cannot be removed: an error, and still new.
     let marker = dir.path().join("new");
     std::fs::remove_file(&marker).expect("remove");
@@ -729,9 +740,12 @@ fn a_new_journal_is_marked_new_until_it_has_caught_up_also_across_restarts() {
     ));
     assert!(j.is_new());
     std::fs::remove_dir(&marker).expect("remove");
+    // An older corelog's marker, empty: incarnation 0.
     std::fs::write(&marker, b"").expect("marker");
+    assert_eq!(j.new_incarnation().expect("read"), Some(0));
     j.caught_up().expect("caught up");
     assert!(!j.is_new());
+    assert_eq!(j.new_incarnation().expect("read"), None);
     j.caught_up().expect("caught up again: nothing to remove");
     drop(j);
     let (j, _) = Journal::open(dir.path(), &conf()).expect("reopen");

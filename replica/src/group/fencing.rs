@@ -6,6 +6,25 @@ use super::Group;
 use raft::eraftpb::Message;
 
 impl Group {
+    /// Steps a peer's message past the fence and the guard for a lost
+    /// journal (`false`: the fence dropped it). A fence the message lifts
+    /// (this node elected, say) is dropped at once, its marker durably
+    /// gone before the `Ready` that follows writes anything: a node
+    /// restarted still fenced with what it wrote as leader would hold
+    /// back its vote and its candidacy while no one can name it a commit
+    /// of its term, and a new cluster would never elect.
+    pub(super) fn step_peer(&mut self, mut m: Message) -> bool {
+        if !self.fence_admits(&m) {
+            return false;
+        }
+        self.guard_lost_journal(&mut m);
+        if let Err(e) = self.raw.step(m) {
+            tracing::debug!("group {}: step: {e}", self.id);
+        }
+        self.check_fence();
+        true
+    }
+
     /// Whether `m` may be stepped: a fenced node drops vote requests, and
     /// notes what leaders and candidates tell about the cluster.
     pub(super) fn fence_admits(&mut self, m: &Message) -> bool {

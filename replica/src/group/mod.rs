@@ -301,13 +301,9 @@ impl Group {
 
     fn handle(&mut self, msg: Inbox) -> bool {
         match msg {
-            Inbox::Raft(mut m, verified) => {
-                if !self.fence_admits(&m) {
+            Inbox::Raft(m, verified) => {
+                if !self.step_peer(m) {
                     return true;
-                }
-                self.guard_lost_journal(&mut m);
-                if let Err(e) = self.raw.step(m) {
-                    tracing::debug!("group {}: step: {e}", self.id);
                 }
                 // Kept for the entries the log took (and holds as sent).
                 for (index, term, batch) in verified {
@@ -556,7 +552,8 @@ impl Group {
     }
 
     fn send(&self, msgs: Vec<Message>) {
-        for m in msgs {
+        for mut m in msgs {
+            self.fence.mark(&mut m);
             self.transport.send(self.id, m);
         }
     }
@@ -584,7 +581,8 @@ impl Group {
     /// refused here, loudly, whatever the order of the calls above.
     fn send_persisted(&self, msgs: Vec<Message>) {
         let synced = self.store.rl().synced_index();
-        for m in msgs {
+        for mut m in msgs {
+            self.fence.mark(&mut m);
             let acks = m.get_msg_type() == MessageType::MsgAppendResponse && !m.reject;
             let why = if !acks {
                 None
@@ -669,7 +667,7 @@ fn open_journal(s: &GroupSetup) -> Result<(Journal, u64, fence::Fence), GroupErr
         reconcile::reconcile(id, &mut journal, &s.engine, *shard, meta.as_ref())?
             .report(id, s.shared.groups.get(id as usize));
     }
-    let fence = fence::Fence::new(journal.is_new());
+    let fence = fence::Fence::new(journal.new_incarnation().map_err(jerr)?);
     if fence.is_on() {
         tracing::info!(
             "group {id}: this node's journal is new (a new cluster, or a wiped directory): it does not vote until it has caught up with a leader or a majority is known new as well"

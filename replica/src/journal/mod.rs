@@ -47,6 +47,7 @@ pub use record::{Kind, Pointer};
 use state::{sync_dir, GroupState, StateError};
 use std::collections::VecDeque;
 use std::fs::{File, OpenOptions};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 /// The marker of a journal created empty that has not yet caught up.
@@ -203,7 +204,10 @@ impl Journal {
             None => {
                 let marker = dir.join(NEW_MARKER);
                 File::create(&marker)
-                    .and_then(|f| f.sync_all())
+                    .and_then(|mut f| {
+                        f.write_all(&incarnation().to_le_bytes())?;
+                        f.sync_all()
+                    })
                     .map_err(io_err("create", &marker))?;
                 let s = GroupState {
                     conf: initial.clone(),
@@ -243,8 +247,23 @@ impl Journal {
 
     /// Whether this journal was created empty and has not caught up since
     /// (also across restarts in between).
+    #[cfg(any(test, feature = "journal"))]
     pub fn is_new(&self) -> bool {
         self.dir.join(NEW_MARKER).exists()
+    }
+
+    /// While the journal is new, the number drawn when it was made (0 for
+    /// a marker older corelog wrote empty): a wiped node's next journal
+    /// draws another, so its peers tell it from the journal it lost.
+    pub fn new_incarnation(&self) -> Result<Option<u64>, JournalError> {
+        let marker = self.dir.join(NEW_MARKER);
+        match std::fs::read(&marker) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_err("read", &marker)(e)),
+            Ok(b) => Ok(Some(b.get(..8).map_or(0, |b| {
+                u64::from_le_bytes(b.try_into().unwrap_or_default())
+            }))),
+        }
     }
 
     /// Drops the new journal's marker: it has caught up.
@@ -648,4 +667,16 @@ fn write_all_at(f: &File, at: u64, parts: &[&[u8]]) -> std::io::Result<()> {
         pos += p.len() as u64;
     }
     Ok(())
+}
+
+/// A number unlikely to repeat, never 0: a new journal's incarnation.
+fn incarnation() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    h.write_u128(nanos);
+    h.write_u32(std::process::id());
+    h.finish() | 1
 }
