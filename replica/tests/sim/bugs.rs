@@ -13,4 +13,6 @@ pub struct Bugs {
     pub no_cut: bool,
     /// A restart does not cut the log past the journal's last pointer.
     pub no_reconcile: bool,
+    /// A node whose journal is new (a wiped disk) votes at once.
+    pub no_fence: bool,
 }

@@ -8,6 +8,8 @@
 //!   poll, verified) is a committed batch, byte for byte, and no log's
 //!   commit mark passes the committed end.
 //! - **Applied ≤ committed** on every node at every step.
+//! - **Nothing acknowledged forgotten**: no node whose disk was never wiped
+//!   is told a commit past its log (`Up::step`).
 //! - **No acknowledged batch lost**: at the end, with the network healed
 //!   and every node up, each node serves exactly the committed log, every
 //!   acknowledged batch in it.

@@ -8,6 +8,10 @@
 //! it (a replaced suffix is written after the old one, as the real journal
 //! does); `prev_term` chains each record to the entry before it, and the
 //! first record that does not decode or chain ends the journal.
+//!
+//! A journal made on an empty directory is marked new (a `new` file, durable
+//! before the state file is made), as the replica's is, until its node has
+//! caught up (`caught_up`): the node's fence (`corelog_replica::wiped`).
 
 use bytes::Bytes;
 use corelog::testing::segment::io::{SimStorage, Storage, StorageFile, WriteBufs};
@@ -17,6 +21,9 @@ use std::io;
 use std::path::Path;
 
 type File = <SimStorage as Storage>::File;
+
+/// The new journal's marker.
+const NEW_MARKER: &str = "new";
 
 /// Bytes of one hard-state slot: seq, term, vote, commit, checksum.
 const SLOT: usize = 40;
@@ -38,6 +45,10 @@ pub struct Recovered {
     pub hs: HardState,
     /// Bytes of a torn or stale tail cut at the open.
     pub cut: u64,
+    /// The journal is marked new, with its incarnation: its node has not
+    /// caught up since its directory was made (a new cluster, or a wiped
+    /// disk).
+    pub new: Option<u64>,
 }
 
 /// The journal of one node.
@@ -50,12 +61,29 @@ pub struct Journal {
     seq: u64,
     /// The hard state last recorded.
     hs: HardState,
+    dir: std::path::PathBuf,
+    disk: SimStorage,
 }
 
 impl Journal {
     /// Opens (or creates) the journal in `dir`, cutting a torn tail.
-    pub async fn open(disk: &SimStorage, dir: &Path) -> io::Result<(Journal, Recovered)> {
+    /// A journal made here is marked new with `incarnation`.
+    pub async fn open(
+        disk: &SimStorage,
+        dir: &Path,
+        incarnation: u64,
+    ) -> io::Result<(Journal, Recovered)> {
         disk.create_dir_all(dir)?;
+        if !disk.list_dir(dir)?.iter().any(|n| n == "state") {
+            let marker = disk.open(&dir.join(NEW_MARKER), true)?;
+            let inc = Bytes::copy_from_slice(&incarnation.to_le_bytes());
+            marker.write_all_at(0, WriteBufs::one(inc)).await?;
+            marker.sync_data().await?;
+            if let Some(parent) = dir.parent() {
+                disk.sync_dir(parent).await?;
+            }
+            disk.sync_dir(dir).await?;
+        }
         let file = disk.open(&dir.join("journal"), true)?;
         let state = disk.open(&dir.join("state"), true)?;
         if let Some(parent) = dir.parent() {
@@ -64,7 +92,21 @@ impl Journal {
         disk.sync_dir(dir).await?;
         let len = file.len()?;
         let buf = Bytes::from(file.read_at(0, len as usize).await?);
-        let mut rec = Recovered::default();
+        let new = match disk.list_dir(dir)?.iter().any(|n| n == NEW_MARKER) {
+            false => None,
+            true => {
+                let m = disk.open(&dir.join(NEW_MARKER), false)?;
+                let b = m.read_at(0, m.len()? as usize).await?;
+                Some(
+                    b.get(..8)
+                        .map_or(0, |b| u64::from_le_bytes(b.try_into().unwrap_or_default())),
+                )
+            }
+        };
+        let mut rec = Recovered {
+            new,
+            ..Recovered::default()
+        };
         let mut slots: Vec<Slot> = Vec::new();
         let mut pos = 0usize;
         while pos < buf.len() {
@@ -107,8 +149,18 @@ impl Journal {
             slots,
             seq,
             hs,
+            dir: dir.to_path_buf(),
+            disk: disk.clone(),
         };
         Ok((journal, rec))
+    }
+
+    /// Drops the new journal's marker, durably: its node has caught up.
+    pub async fn caught_up(&self) -> io::Result<()> {
+        match self.disk.remove_file(&self.dir.join(NEW_MARKER)) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => self.disk.sync_dir(&self.dir).await,
+        }
     }
 
     /// The last entry's index.

@@ -3,7 +3,9 @@
 //! log (commit mark, crash-safe suffix cut, recovery) and the replica's
 //! journal records; a seeded network (delays, reordering, drops,
 //! duplicates, partitions); seeded power cuts of one node or all of them,
-//! at any point of a `Ready`'s persistence, with torn writes; time as
+//! at any point of a `Ready`'s persistence, with torn writes; a node's disk
+//! wiped now and then (while no other node is fenced), so the wiped node's
+//! fence and its catch-up are searched too; time as
 //! ticks. The checkers (`check.rs`) run after every step. Everything comes
 //! from one seed, so a failing seed replays.
 //!
@@ -45,6 +47,8 @@ pub struct Outcome {
     pub torn_readies: u64,
     /// Nodes stopped by a failed `fdatasync` (then power-cut).
     pub failed_syncs: u64,
+    /// Disks wiped (the node restarting with an empty directory).
+    pub wipes: u64,
     pub partitions: u64,
     pub messages: u64,
     pub dropped: u64,
@@ -58,6 +62,10 @@ struct Node {
     up: Option<Up>,
     /// The `sync_data` call (by the disk's count) set to fail with EIO.
     sync_fails_at: Option<u64>,
+    /// The node's disk was wiped in this run.
+    wiped: bool,
+    /// What its journal, made new, is marked with: another after a wipe.
+    incarnation: u64,
 }
 
 impl Node {
@@ -75,6 +83,7 @@ struct Sim {
     nodes: Vec<Node>,
     net: Net,
     check: Checker,
+    rates: Rates,
     now: u64,
     tag: u64,
     out: Outcome,
@@ -120,6 +129,8 @@ impl Sim {
                 disk: interleaved(SimStorage::new(rng.u64(..), 1 << 20)),
                 up: None,
                 sync_fails_at: None,
+                wiped: false,
+                incarnation: id,
             })
             .collect();
         let net = Net::new(
@@ -130,9 +141,11 @@ impl Sim {
                 max_delay: 3,
             },
         );
+        let rates = Rates::draw(&mut rng);
         Sim {
             p,
             rng,
+            rates,
             nodes,
             net,
             check: Checker::default(),
@@ -155,6 +168,7 @@ impl Sim {
         // Settle: the network healed, every node up, no more faults or
         // sends, until every node has applied the same committed log.
         self.net.isolated = None;
+        self.net.link_down = None;
         self.net.faults.drop_per_mille = 0;
         self.net.faults.dup_per_mille = 0;
         for n in &mut self.nodes {
@@ -182,7 +196,7 @@ impl Sim {
                     Some(u) => {
                         let l = &u.raw.raft.raft_log;
                         format!(
-                            "node {}: {:?} term {} last {} committed {} applied {} commit_end {} log end {}",
+                            "node {}: {:?} term {} last {} committed {} applied {} commit_end {} log end {} fenced {} peers {:?}",
                             n.id,
                             u.raw.raft.state,
                             u.raw.raft.term,
@@ -190,7 +204,17 @@ impl Sim {
                             l.committed,
                             u.applied,
                             u.commit_end,
-                            u.log.stats().end_offset
+                            u.log.stats().end_offset,
+                            u.fence.is_on(),
+                            u.raw
+                                .raft
+                                .prs()
+                                .iter()
+                                .map(|(id, p)| format!(
+                                    "{id}: {:?} matched {} next {}",
+                                    p.state, p.matched, p.next_idx
+                                ))
+                                .collect::<Vec<_>>()
                         )
                     }
                 })
@@ -202,8 +226,19 @@ impl Sim {
                     self.check.end
                 ),
             );
+            if self.agreed() {
+                // Settled short of what was committed: what each node
+                // serves, against the committed log, names what was lost.
+                self.final_logs();
+            }
             return self.finish();
         }
+        self.final_logs();
+        self.finish()
+    }
+
+    /// Checks every node's served log against the committed one.
+    fn final_logs(&mut self) {
         for n in &self.nodes {
             let Some(up) = &n.up else { continue };
             match up.served_log() {
@@ -211,7 +246,6 @@ impl Sim {
                 Err(e) => self.check.violation(n.id, e),
             }
         }
-        self.finish()
     }
 
     fn finish(&mut self) {
@@ -228,8 +262,18 @@ impl Sim {
         self.out.violations = std::mem::take(&mut self.check.violations);
     }
 
-    /// Every node up, and all applied the same last entry of one log.
+    /// Every node up, one leading, and all applied the same last entry of
+    /// one log, which ends where the committed batches end.
     fn settled(&self) -> bool {
+        self.agreed()
+            && self.nodes.iter().all(|n| {
+                n.up.as_ref()
+                    .is_some_and(|u| u.commit_end == self.check.end)
+            })
+    }
+
+    /// Every node up, one leading, and all applied the same last entry.
+    fn agreed(&self) -> bool {
         let ups: Vec<&Up> = self.nodes.iter().filter_map(|n| n.up.as_ref()).collect();
         ups.len() == 3
             && ups.iter().any(|u| u.is_leader())
@@ -238,13 +282,12 @@ impl Sim {
                 u.applied == l.committed
                     && l.committed == l.last_index()
                     && l.last_index() == ups[0].raw.raft.raft_log.last_index()
-                    && u.commit_end == self.check.end
             })
     }
 
     async fn start(&mut self, i: usize) {
         let n = &mut self.nodes[i];
-        match Up::start(n.id, &n.disk, &self.p.bugs).await {
+        match Up::start(n.id, &n.disk, &self.p.bugs, n.incarnation).await {
             Ok(up) => n.up = Some(up),
             Err(_) if n.sync_failed() => self.sync_failure(i),
             Err(e) => self.check.violation(n.id, format!("restart: {e}")),
@@ -259,6 +302,30 @@ impl Sim {
         n.disk = interleaved(n.disk.crash());
         n.sync_fails_at = None;
         self.out.power_cuts += 1;
+    }
+
+    /// Node `i`'s disk replaced by an empty one: it restarts as a wiped
+    /// node, fenced until it has caught up. Only while every other node
+    /// holds its journal unfenced: two nodes of three that forgot their
+    /// votes are a majority no fence can stop.
+    fn wipe(&mut self, i: usize) {
+        let others_fenced = (0..3).filter(|&j| j != i).any(|j| {
+            let n = &self.nodes[j];
+            match &n.up {
+                Some(u) => u.fence.is_on() || u.lifted,
+                None => node::fenced_on_disk(&n.disk),
+            }
+        });
+        if others_fenced {
+            return;
+        }
+        let n = &mut self.nodes[i];
+        n.up = None;
+        n.disk = interleaved(SimStorage::new(self.rng.u64(..), 1 << 20));
+        n.sync_fails_at = None;
+        n.wiped = true;
+        n.incarnation += 3;
+        self.out.wipes += 1;
     }
 
     async fn step(&mut self, faults: bool) {
@@ -287,13 +354,15 @@ impl Sim {
                         .usize(node::ELECTION_TICKS..2 * node::ELECTION_TICKS);
                     up.raw.raft.set_randomized_election_timeout(t);
                 }
+                up.fence.hold_candidacy(&mut up.raw);
                 up.raw.tick();
             }
         }
         for m in self.net.due(self.now) {
             let to = m.to as usize - 1;
+            let wiped = self.nodes[to].wiped;
             if let Some(up) = &mut self.nodes[to].up {
-                up.step(m);
+                up.step(m.to, m, &mut self.net, &mut self.check, wiped);
             }
         }
         for _round in 0..4 {
@@ -312,6 +381,9 @@ impl Sim {
         }
         for n in &mut self.nodes {
             if let Some(up) = &mut n.up {
+                if let Err(e) = up.check_fence().await {
+                    self.check.violation(n.id, e);
+                }
                 up.check_served(n.id, &mut self.check);
             }
         }
@@ -373,6 +445,16 @@ impl Sim {
                 n.sync_fails_at = Some(at);
             }
         }
+        if self.rng.u32(..10_000) < self.rates.wipe {
+            let i = self.rng.usize(..3);
+            self.wipe(i);
+        }
+        if self.rng.u32(..10_000) < self.rates.power_cut {
+            let i = self.rng.usize(..3);
+            if self.nodes[i].up.is_some() {
+                self.power_cut(i);
+            }
+        }
         let r = self.rng.u32(..10_000);
         if r < 5 {
             // Every node at once.
@@ -381,19 +463,21 @@ impl Sim {
                     self.power_cut(i);
                 }
             }
-        } else if r < 35 {
-            let i = self.rng.usize(..3);
-            if self.nodes[i].up.is_some() {
-                self.power_cut(i);
-            }
-        } else if r < 85 && self.net.isolated.is_none() {
+        } else if r < 55 && self.net.isolated.is_none() {
             self.net.isolated = Some(self.rng.u64(1..=3));
             self.out.partitions += 1;
-        } else if r < 350 {
+        } else if r < 105 && self.net.link_down.is_none() {
+            let a = self.rng.u64(1..=3);
+            let b = a % 3 + 1;
+            self.net.link_down = Some((a, b));
+            self.out.partitions += 1;
+        } else if r < 320 {
             self.net.isolated = None;
+        } else if r < 570 {
+            self.net.link_down = None;
         }
         for i in 0..3 {
-            if self.nodes[i].up.is_none() && self.rng.u32(..100) < 5 {
+            if self.nodes[i].up.is_none() && self.rng.u32(..1000) < self.rates.restart {
                 self.start(i).await;
             }
         }
@@ -423,6 +507,29 @@ impl Sim {
 }
 
 const MAX_YIELDS: u32 = 3;
+
+/// How often a seed's faults come (swarm testing: each seed draws its own
+/// mix, so some stress what others barely touch, such as a node down for
+/// long while another's disk is wiped and the leader fails).
+#[derive(Debug, Clone, Copy)]
+struct Rates {
+    /// Steps, of 10,000, that cut one node's power.
+    power_cut: u32,
+    /// Steps, of 1,000, that bring a node that is down back.
+    restart: u32,
+    /// Steps, of 10,000, that wipe a node's disk.
+    wipe: u32,
+}
+
+impl Rates {
+    fn draw(rng: &mut fastrand::Rng) -> Rates {
+        Rates {
+            power_cut: [30, 120, 300][rng.usize(..3)],
+            restart: [50, 10, 3][rng.usize(..3)],
+            wipe: [15, 60][rng.usize(..2)],
+        }
+    }
+}
 
 /// `disk`, its operations yielding to the scheduler a seeded number of
 /// times, so a node's writes complete in varied orders.

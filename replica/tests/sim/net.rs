@@ -1,6 +1,8 @@
 //! The simulated network: every message is delayed a seeded number of
 //! ticks (so messages overtake each other), some are dropped or delivered
-//! twice, and a partition cuts one node off from the others both ways.
+//! twice, a partition cuts one node off from the others both ways, and a
+//! link between two nodes can be down (both ways) while each still hears
+//! the third: a partial partition.
 
 use raft::eraftpb::Message;
 use std::collections::BTreeMap;
@@ -23,6 +25,8 @@ pub struct Net {
     now: u64,
     /// The node cut off from the others, if any.
     pub isolated: Option<u64>,
+    /// The link that is down, if any.
+    pub link_down: Option<(u64, u64)>,
     pub sent: u64,
     pub dropped: u64,
 }
@@ -36,6 +40,7 @@ impl Net {
             seq: 0,
             now: 0,
             isolated: None,
+            link_down: None,
             sent: 0,
             dropped: 0,
         }
@@ -43,6 +48,9 @@ impl Net {
 
     fn cut(&self, a: u64, b: u64) -> bool {
         self.isolated.is_some_and(|i| (a == i) != (b == i))
+            || self
+                .link_down
+                .is_some_and(|(x, y)| (a, b) == (x, y) || (a, b) == (y, x))
     }
 
     /// Sends `msgs` (from their `from` to their `to`).

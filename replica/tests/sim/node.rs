@@ -16,7 +16,11 @@
 //! - applying a committed entry moves the log's commit mark past its batch,
 //!   and the leader acknowledges its own proposals there;
 //! - a restart reconciles journal and log: a pointer whose batch the log
-//!   lacks cuts the journal there, a log past the last pointer is cut.
+//!   lacks cuts the journal there, a log past the last pointer is cut;
+//! - a node whose journal is new (a new cluster, or a wiped disk) is
+//!   fenced, and a peer that lost its journal is guarded: the data
+//!   groups' own code (`corelog_replica::wiped`), run on this node's
+//!   `RawNode`.
 
 use super::bugs::Bugs;
 use super::check::Checker;
@@ -27,9 +31,10 @@ use corelog::testing::segment::io::SimStorage;
 use corelog::testing::segment::log::{FsyncPolicy, LogConfig, PartitionLog, PollFrom};
 use corelog::{Batch, BatchBuilder, BatchRef, Limits, MessageSpec, Stamp};
 use corelog_replica::journal::record::{Kind, Pointer};
+use corelog_replica::wiped::{guard_lost_journal, Admit, Fence};
 use raft::eraftpb::{ConfState, Entry, Message};
 use raft::storage::MemStorage;
-use raft::{GetEntriesContext, RawNode, StateRole};
+use raft::{GetEntriesContext, RawNode, StateRole, Storage};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -38,6 +43,15 @@ pub const PARTITION: u64 = 7;
 pub const ELECTION_TICKS: usize = 20;
 const LOG_DIR: &str = "/node/partitions/7";
 const JOURNAL_DIR: &str = "/node/replica";
+
+/// Whether the node of `disk`, down, would start fenced: its journal is
+/// new or missing.
+pub fn fenced_on_disk(disk: &SimStorage) -> bool {
+    use corelog::testing::segment::io::Storage as _;
+    disk.list_dir(Path::new(JOURNAL_DIR)).map_or(true, |n| {
+        n.iter().any(|n| n == "new") || !n.iter().any(|n| n == "state")
+    })
+}
 
 pub fn limits() -> Limits {
     Limits {
@@ -72,6 +86,10 @@ pub struct Up {
     stamp: Option<(u64, u64)>,
     /// The served batches below this offset were checked.
     pub checked: u64,
+    /// Votes held back while the journal is new.
+    pub fence: Fence,
+    /// The fence lifted, the journal's marker not yet dropped.
+    pub lifted: bool,
 }
 
 /// Why a node stopped: a fault the simulation treats as a failed check.
@@ -80,13 +98,20 @@ pub type Fatal = String;
 impl Up {
     /// Starts a node on `disk`: recovery of the log, the journal, and the
     /// reconcile between them.
-    pub async fn start(id: u64, disk: &SimStorage, bugs: &Bugs) -> Result<Up, Fatal> {
+    /// A journal made new here has `incarnation`.
+    pub async fn start(
+        id: u64,
+        disk: &SimStorage,
+        bugs: &Bugs,
+        incarnation: u64,
+    ) -> Result<Up, Fatal> {
         let (mut log, _report) = PartitionLog::open(disk.clone(), LOG_DIR, PARTITION, log_config())
             .await
             .map_err(|e| format!("log open: {e}"))?;
-        let (mut journal, rec) = Journal::open(disk, Path::new(JOURNAL_DIR))
+        let (mut journal, rec) = Journal::open(disk, Path::new(JOURNAL_DIR), incarnation)
             .await
             .map_err(|e| format!("journal open: {e}"))?;
+        let fence = Fence::new(rec.new.filter(|_| !bugs.no_fence));
         let mut entries = rec.entries;
         // A pointer whose batch the log lacks (a power cut took the write
         // but kept the record): the journal ends before it.
@@ -143,8 +168,11 @@ impl Up {
             election_tick: ELECTION_TICKS,
             heartbeat_tick: 4,
             applied: 0,
-            max_size_per_msg: 16 << 10,
-            max_inflight_msgs: 16,
+            // Small and few, so catching up takes many round trips (as a
+            // wiped node's catch-up of a long log does in a cluster), and
+            // what happens partway through it is searched.
+            max_size_per_msg: 4 << 10,
+            max_inflight_msgs: 2,
             check_quorum: true,
             pre_vote: true,
             ..Default::default()
@@ -160,6 +188,8 @@ impl Up {
             proposed: BTreeMap::new(),
             stamp: None,
             checked: 0,
+            fence,
+            lifted: false,
         })
     }
 
@@ -224,13 +254,17 @@ impl Up {
         if !self.raw.has_ready() {
             return Ok(());
         }
+        // A fence lifted on a message just stepped: the marker goes,
+        // durably, before this node's vote (this `Ready`'s) leaves, as the
+        // group drops it before stepping the message.
+        self.drop_marker().await?;
         let mut rd = self.raw.ready();
         if let Some(ss) = rd.ss() {
             if ss.raft_state != StateRole::Leader {
                 self.stamp = None;
             }
         }
-        net.send_all(rd.take_messages());
+        self.send(net, rd.take_messages());
         if !rd.snapshot().is_empty() {
             return Err("a snapshot arrived, and no node compacts".into());
         }
@@ -270,7 +304,7 @@ impl Up {
             self.raw.mut_store().wl().set_hardstate(hs.clone());
         }
         if bugs.ack_before_durable {
-            net.send_all(rd.take_persisted_messages());
+            self.send(net, rd.take_persisted_messages());
         }
         self.journal
             .sync()
@@ -284,12 +318,12 @@ impl Up {
                 )
             })?;
         }
-        net.send_all(rd.take_persisted_messages());
+        self.send(net, rd.take_persisted_messages());
         let mut light = self.raw.advance(rd);
         if let Some(c) = light.commit_index() {
             self.raw.mut_store().wl().mut_hard_state().commit = c;
         }
-        net.send_all(light.take_messages());
+        self.send(net, light.take_messages());
         self.apply(id, light.take_committed_entries(), check)?;
         self.raw.advance_apply();
         Ok(())
@@ -449,9 +483,89 @@ impl Up {
         }
     }
 
-    /// Steps a message from the network.
-    pub fn step(&mut self, m: Message) {
+    /// Steps a message from the network, past the fence and the guard for
+    /// a lost journal, as the data group does.
+    ///
+    /// Under `fsync=batch` a node whose disk was never wiped holds every
+    /// entry it acknowledged, so a leader's heartbeat never names a commit
+    /// past its log: if one does (the guard lowers it), the node lost
+    /// entries it said it held, a violation (`wiped`: this node's disk was
+    /// wiped in this run, where it is what the guard is for).
+    pub fn step(
+        &mut self,
+        id: u64,
+        mut m: Message,
+        net: &mut Net,
+        check: &mut Checker,
+        wiped: bool,
+    ) {
+        let stored_last = self.stored_last();
+        if !wiped
+            && m.get_msg_type() == raft::eraftpb::MessageType::MsgHeartbeat
+            && m.commit > stored_last
+        {
+            check.violation(
+                id,
+                format!(
+                    "told entries up to {} are committed, holding {stored_last}: it lost entries it acknowledged",
+                    m.commit
+                ),
+            );
+        }
+        match self.fence.admit(&m, stored_last, self.raw.raft.term, 3) {
+            Admit::Drop => return,
+            Admit::Lift(_) => self.lift(),
+            Admit::Step => {}
+        }
+        if let Some(nack) = guard_lost_journal(&mut self.raw, 0, id, stored_last, &mut m) {
+            net.send_all(vec![nack]);
+        }
         let _ = self.raw.step(m);
+        // As the group does after each step (`step_peer`); the marker goes
+        // before the next `Ready` is handled.
+        if self.fence.lifts(&self.raw, self.stored_last()).is_some() {
+            self.lift();
+        }
+    }
+
+    /// Sends `msgs`, a fenced node's vote requests marked, as the group
+    /// sends them.
+    fn send(&self, net: &mut Net, mut msgs: Vec<Message>) {
+        for m in &mut msgs {
+            self.fence.mark(m);
+        }
+        net.send_all(msgs);
+    }
+
+    /// The last entry the node's Raft storage holds.
+    fn stored_last(&self) -> u64 {
+        self.raw.store().last_index().unwrap_or(0)
+    }
+
+    /// Lifts the fence once this node has caught up with a leader, or
+    /// leads; then drops the journal's marker, durably.
+    pub async fn check_fence(&mut self) -> Result<(), Fatal> {
+        if self.fence.lifts(&self.raw, self.stored_last()).is_some() {
+            self.lift();
+        }
+        self.drop_marker().await
+    }
+
+    /// Drops the journal's marker, durably, once the fence lifted.
+    async fn drop_marker(&mut self) -> Result<(), Fatal> {
+        if self.lifted {
+            self.journal
+                .caught_up()
+                .await
+                .map_err(|e| format!("journal marker: {e}"))?;
+            self.lifted = false;
+        }
+        Ok(())
+    }
+
+    fn lift(&mut self) {
+        self.fence.lift();
+        self.lifted = true;
     }
 }
 
