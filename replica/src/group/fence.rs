@@ -117,17 +117,13 @@ impl Fence {
     /// node drops vote requests, and notes what leaders and candidates
     /// tell about the cluster.
     pub fn admit(&mut self, m: &Message, stored_last: u64, term: u64, voters: usize) -> Admit {
-        let vote = matches!(
-            m.get_msg_type(),
-            MessageType::MsgRequestVote | MessageType::MsgRequestPreVote
-        );
         if !self.on {
             // A fenced candidate (its request marked) is elected only by
             // fenced nodes forming a new cluster with it: a node that holds
             // its journal may lack what the candidate forgot (it lagged),
             // and their two votes would elect a log lacking committed
             // entries.
-            return match vote.then(|| marked(m)).flatten() {
+            return match marked(m) {
                 Some(inc) if self.empty.get(&m.from) != Some(&inc) => Admit::Drop,
                 _ => Admit::Step,
             };
@@ -228,11 +224,7 @@ impl Fence {
     /// a vote request (raft-rs's `context`, which a vote request carries
     /// only for a leadership transfer, never to a fenced node).
     pub fn mark(&self, m: &mut Message) {
-        let vote = matches!(
-            m.get_msg_type(),
-            MessageType::MsgRequestVote | MessageType::MsgRequestPreVote
-        );
-        if self.on && vote {
+        if self.on && is_vote_request(m) {
             let mut c = NEW_JOURNAL.to_vec();
             c.extend_from_slice(&self.incarnation.to_le_bytes());
             m.context = c.into();
@@ -245,8 +237,18 @@ const NEW_JOURNAL: &[u8] = b"corelog:new-journal:";
 
 /// The incarnation a fenced candidate's request names, if it is one's.
 fn marked(m: &Message) -> Option<u64> {
+    if !is_vote_request(m) {
+        return None;
+    }
     let inc = m.context.strip_prefix(NEW_JOURNAL)?;
     Some(u64::from_le_bytes(inc.try_into().ok()?))
+}
+
+fn is_vote_request(m: &Message) -> bool {
+    matches!(
+        m.get_msg_type(),
+        MessageType::MsgRequestVote | MessageType::MsgRequestPreVote
+    )
 }
 
 /// Which leader a node knows of.
