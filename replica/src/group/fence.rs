@@ -53,7 +53,9 @@
 //! by `a_wiped_node_caught_up_in_part_neither_votes_nor_stands`). A
 //! fenced node with an empty log still campaigns, since a fresh cluster
 //! needs someone to start; marked, it wins only the votes of fenced nodes
-//! that find a majority new with it. (A leader hands leadership over only to a node that holds its
+//! that find a majority new with it. (With the marks, a wiped node's
+//! candidacy wins no vote anyway: holding it spares the cluster elections
+//! and terms that cannot succeed; no test can tell it is gone.) (A leader hands leadership over only to a node that holds its
 //! whole log, `peers.rs`.) The price: while a wiped node is fenced, it does
 //! not count towards a quorum for elections, so with one other node down
 //! no leader can be elected until it has caught up or that node returns:
@@ -321,6 +323,44 @@ mod tests {
         assert!(g.lifts_at(Heard::Elected, 0, true, 0).is_some());
         g.lift();
         assert_eq!(g.lifts_at(Heard::Elected, 0, true, 0), None);
+    }
+
+    /// `lifts` on a `RawNode`: caught up with what an append named, at a
+    /// commit of the current term, it lifts only while it hears a leader
+    /// (a candidate's target may be stale), and at once when it leads.
+    #[test]
+    fn the_fence_lifts_only_hearing_a_leader_or_leading() {
+        use raft::storage::MemStorage;
+        use raft::{eraftpb::ConfState, eraftpb::Entry, RawNode, StateRole};
+        let store = MemStorage::new_with_conf_state(ConfState::from((vec![1, 2, 3], vec![])));
+        let entry = Entry {
+            index: 1,
+            term: 5,
+            ..Entry::default()
+        };
+        store.wl().append(&[entry]).expect("append");
+        let cfg = raft::Config {
+            id: 1,
+            ..raft::Config::default()
+        };
+        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        let mut raw = RawNode::new(&cfg, store, &logger).expect("raft");
+        raw.raft.term = 5;
+        raw.raft.raft_log.committed = 1;
+        let mut f = Fence::new(Some(7));
+        assert_eq!(
+            f.admit(&msg(MessageType::MsgAppend, 1), 1, 5, 3),
+            Admit::Step
+        );
+        raw.raft.leader_id = 0;
+        assert_eq!(f.lifts(&raw, 1), None, "no leader heard");
+        raw.raft.leader_id = 2;
+        assert!(f.lifts(&raw, 1).is_some());
+        // At a commit of an earlier term, it waits.
+        raw.raft.term = 6;
+        assert_eq!(f.lifts(&raw, 1), None, "commit of an earlier term");
+        raw.raft.state = StateRole::Leader;
+        assert!(f.lifts(&raw, 0).is_some(), "elected");
     }
 
     /// A vote request as a fenced node sends it.

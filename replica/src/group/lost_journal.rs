@@ -67,3 +67,96 @@ pub fn guard<S: Storage>(
     }
     nack
 }
+
+#[cfg(test)]
+mod tests {
+    use super::guard;
+    use raft::eraftpb::{ConfState, Entry, Message, MessageType};
+    use raft::storage::MemStorage;
+    use raft::{ProgressState, RawNode, StateRole};
+
+    fn node(last: u64) -> RawNode<MemStorage> {
+        let store = MemStorage::new_with_conf_state(ConfState::from((vec![1, 2, 3], vec![])));
+        let ents: Vec<Entry> = (1..=last)
+            .map(|index| Entry {
+                index,
+                term: 1,
+                ..Entry::default()
+            })
+            .collect();
+        store.wl().append(&ents).expect("append");
+        let cfg = raft::Config {
+            id: 1,
+            ..raft::Config::default()
+        };
+        let logger = slog::Logger::root(slog::Discard, slog::o!());
+        RawNode::new(&cfg, store, &logger).expect("raft")
+    }
+
+    fn msg(t: MessageType, from: u64) -> Message {
+        let mut m = Message::default();
+        m.set_msg_type(t);
+        m.from = from;
+        m.to = 1;
+        m.term = 1;
+        m
+    }
+
+    /// The table's rows: a heartbeat's commit past the log is lowered and
+    /// the leader told; one at the log's end is left alone.
+    #[test]
+    fn a_commit_past_the_log_is_lowered_and_the_leader_told() {
+        let mut raw = node(5);
+        let mut hb = msg(MessageType::MsgHeartbeat, 2);
+        hb.commit = 9;
+        let nack = guard(&mut raw, 0, 1, 5, &mut hb).expect("a rejection for the leader");
+        assert_eq!(hb.commit, 5);
+        assert_eq!(nack.get_msg_type(), MessageType::MsgAppendResponse);
+        assert_eq!((nack.to, nack.from, nack.term), (2, 1, 1));
+        assert!(nack.reject);
+        assert_eq!((nack.index, nack.reject_hint), (5, 5));
+        let mut at_end = msg(MessageType::MsgHeartbeat, 2);
+        at_end.commit = 5;
+        assert!(guard(&mut raw, 0, 1, 5, &mut at_end).is_none());
+        assert_eq!(at_end.commit, 5);
+    }
+
+    /// A leader lowers its match for a follower that rejects below it, and
+    /// probes it from there; a rejection at or above the match, an answer
+    /// that is no rejection, or a rejection reaching a node that does not
+    /// lead changes nothing.
+    #[test]
+    fn a_rejection_below_the_match_lowers_it() {
+        let mut raw = node(10);
+        let set = |raw: &mut RawNode<MemStorage>, matched: u64| {
+            let pr = raw.raft.mut_prs().get_mut(2).expect("progress");
+            pr.matched = matched;
+            pr.become_replicate();
+        };
+        let of = |raw: &RawNode<MemStorage>| {
+            let pr = raw.raft.prs().get(2).expect("progress");
+            (pr.matched, pr.state)
+        };
+        let mut reject = msg(MessageType::MsgAppendResponse, 2);
+        reject.reject = true;
+        reject.reject_hint = 3;
+        // Not leading.
+        set(&mut raw, 8);
+        assert!(guard(&mut raw, 0, 1, 10, &mut reject.clone()).is_none());
+        assert_eq!(of(&raw), (8, ProgressState::Replicate));
+        raw.raft.state = StateRole::Leader;
+        // An answer that is no rejection.
+        let mut ack = reject.clone();
+        ack.reject = false;
+        guard(&mut raw, 0, 1, 10, &mut ack);
+        assert_eq!(of(&raw), (8, ProgressState::Replicate));
+        // A rejection at the match.
+        let mut at = reject.clone();
+        at.reject_hint = 8;
+        guard(&mut raw, 0, 1, 10, &mut at);
+        assert_eq!(of(&raw), (8, ProgressState::Replicate));
+        // Below it.
+        assert!(guard(&mut raw, 0, 1, 10, &mut reject).is_none());
+        assert_eq!(of(&raw), (3, ProgressState::Probe));
+    }
+}
