@@ -183,6 +183,9 @@ impl Fence {
     /// lazily); once an entry of its term is committed, everything before
     /// it was (Raft's leader completeness), and this node holds it all.
     pub fn lifts<S: Storage>(&self, raw: &RawNode<S>, stored_last: u64) -> Option<String> {
+        if !self.on {
+            return None;
+        }
         let r = &raw.raft;
         let leader = match r.state {
             StateRole::Leader => Heard::Elected,

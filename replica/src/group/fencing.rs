@@ -28,8 +28,12 @@ impl Group {
     /// Whether `m` may be stepped: a fenced node drops vote requests, and
     /// notes what leaders and candidates tell about the cluster.
     pub(super) fn fence_admits(&mut self, m: &Message) -> bool {
-        let stored_last = self.store.rl().last_index();
-        let voters = self.cluster.ids().len();
+        // Unfenced, only a vote request's mark is looked at: no lock taken
+        // on each message.
+        let (stored_last, voters) = match self.fence.is_on() {
+            true => (self.store.rl().last_index(), self.cluster.ids().len()),
+            false => (0, 0),
+        };
         match self.fence.admit(m, stored_last, self.raw.raft.term, voters) {
             Admit::Step => true,
             Admit::Lift(why) => {
@@ -56,6 +60,10 @@ impl Group {
 
     /// Lifts the fence once this node has caught up with a leader, or leads.
     pub(super) fn check_fence(&mut self) {
+        if !self.fence.is_on() {
+            // After every message stepped: nothing more while unfenced.
+            return;
+        }
         let stored_last = self.store.rl().last_index();
         if let Some(why) = self.fence.lifts(&self.raw, stored_last) {
             self.unfence(&why);
