@@ -41,8 +41,14 @@ impl Group {
                 true
             }
             Admit::Drop => {
+                // Fenced, this node's own journal is new; unfenced, the
+                // request came marked from a node whose journal is.
+                let whose = match self.fence.is_on() {
+                    true => "this node's journal is new".to_string(),
+                    false => format!("node {}'s journal is new", m.from),
+                };
                 tracing::debug!(
-                    "group {}: a vote request from node {} (its last entry {}) dropped: this node's journal is new",
+                    "group {}: a vote request from node {} (its last entry {}) dropped: {whose}",
                     self.id,
                     m.from,
                     m.index

@@ -202,6 +202,7 @@ fn unexpected(expected: &'static str, f: &Frame) -> AuthError {
 mod tests {
     use super::*;
     use crate::config::Secret;
+    use bytes::Bytes;
     use std::net::TcpListener;
 
     /// Runs `open` against `accept` over loopback with the two keys.
@@ -261,6 +262,151 @@ mod tests {
             0,
             b"",
         );
+        assert!(matches!(opened, Err(AuthError::WrongProof)), "{opened:?}");
+        t.join().expect("join");
+    }
+
+    const SECRET: &[u8] = b"0123456789abcdef0123456789abcdef";
+
+    /// A connecting node's first frame, answering the challenge `a`: what
+    /// a machine on the path can record.
+    fn recorded_first_frame(a: [u8; NONCE]) -> Frame {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let t = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().expect("accept");
+            send(&mut s, Kind::Challenge, 0, &a).expect("challenge");
+            frame::read(&mut s).expect("first frame")
+        });
+        let mut s = TcpStream::connect(addr).expect("connect");
+        // No welcome comes: the recorder hangs up.
+        let opened = open(&mut s, &key(SECRET), Kind::Hello, 3, b"body");
+        assert!(opened.is_err(), "{opened:?}");
+        t.join().expect("join")
+    }
+
+    /// Sends `f` to a node accepting with the secret, after its challenge.
+    fn offer(f: &Frame) -> Result<Frame, AuthError> {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let t = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().expect("accept");
+            accept(
+                &mut s,
+                &key(SECRET),
+                Instant::now() + std::time::Duration::from_secs(5),
+            )
+        });
+        let mut s = TcpStream::connect(addr).expect("connect");
+        frame::read(&mut s).expect("challenge");
+        frame::write(&mut s, f.kind, f.group, &f.body).expect("send");
+        let accepted = t.join().expect("join");
+        drop(s);
+        accepted
+    }
+
+    /// A first frame recorded from a node that holds the secret, sent
+    /// again to another (or the same) node: its challenge is new, so the
+    /// proof no longer matches. A proof that did not cover the accepting
+    /// side's nonce would let anyone on the path replay a join.
+    #[test]
+    fn a_recorded_first_frame_cannot_be_replayed() {
+        let f = recorded_first_frame([7u8; NONCE]);
+        assert!(matches!(offer(&f), Err(AuthError::WrongProof)));
+    }
+
+    /// A machine on the path between a connecting node and a node that
+    /// accepts: it passes the accepting node's challenge on, and the
+    /// connecting node's first frame back after `change`. What the
+    /// accepting node made of it.
+    fn relayed(change: fn(&mut Frame)) -> Result<Frame, AuthError> {
+        let real = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let real_addr = real.local_addr().expect("addr");
+        let node = std::thread::spawn(move || {
+            let (mut s, _) = real.accept().expect("accept");
+            accept(
+                &mut s,
+                &key(SECRET),
+                Instant::now() + std::time::Duration::from_secs(5),
+            )
+        });
+        let mut up = TcpStream::connect(real_addr).expect("connect");
+        let challenge = frame::read(&mut up).expect("challenge");
+        let path = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let path_addr = path.local_addr().expect("addr");
+        let client = std::thread::spawn(move || {
+            let mut s = TcpStream::connect(path_addr).expect("connect");
+            open(&mut s, &key(SECRET), Kind::Hello, 3, b"body")
+        });
+        let (mut down, _) = path.accept().expect("accept");
+        frame::write(&mut down, challenge.kind, challenge.group, &challenge.body)
+            .expect("challenge on");
+        let mut f = frame::read(&mut down).expect("first frame");
+        change(&mut f);
+        frame::write(&mut up, f.kind, f.group, &f.body).expect("first frame on");
+        let accepted = node.join().expect("join");
+        drop((up, down));
+        let _ = client.join().expect("join");
+        accepted
+    }
+
+    /// The proof covers the first frame's kind, group and body and the
+    /// connecting side's nonce: changed on the path, each is refused.
+    /// Passed on unchanged it is accepted (the exchange authenticates the
+    /// connection's ends, not later frames: see the module doc).
+    #[test]
+    fn a_first_frame_changed_on_the_path_is_refused() {
+        let f = relayed(|_| {}).expect("passed on unchanged");
+        assert_eq!(
+            (f.kind, f.group, f.body.as_ref()),
+            (Kind::Hello, 3, &b"body"[..])
+        );
+        type Change = (&'static str, fn(&mut Frame));
+        let changes: [Change; 5] = [
+            ("the group", |f| f.group = 4),
+            ("the kind", |f| f.kind = Kind::Fetch),
+            ("a body byte", |f| f.body = flip(&f.body, 0)),
+            ("the nonce", |f| {
+                f.body = flip(&f.body, f.body.len() - PROOF - 1)
+            }),
+            ("the proof", |f| f.body = flip(&f.body, f.body.len() - 1)),
+        ];
+        for (what, change) in changes {
+            let got = relayed(change);
+            assert!(
+                matches!(got, Err(AuthError::WrongProof)),
+                "{what} changed on the path: {got:?}"
+            );
+        }
+    }
+
+    fn flip(b: &Bytes, at: usize) -> Bytes {
+        let mut v = b.to_vec();
+        v[at] ^= 1;
+        v.into()
+    }
+
+    /// A welcome recorded from the real node, replayed by an impostor that
+    /// sends the same challenge: the connecting node's own nonce is new,
+    /// so the welcome does not prove anything and it is refused.
+    #[test]
+    fn a_recorded_welcome_cannot_be_replayed() {
+        let a = [5u8; NONCE];
+        // The real node's welcome for the challenge `a` and a client nonce.
+        let f = recorded_first_frame(a);
+        let at = f.body.len() - NONCE - PROOF;
+        let c: [u8; NONCE] = f.body[at..at + NONCE].try_into().expect("nonce");
+        let welcome = key(SECRET).mac(b'a', &a, &c, &[]);
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = l.local_addr().expect("addr");
+        let t = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().expect("accept");
+            send(&mut s, Kind::Challenge, 0, &a).expect("challenge");
+            frame::read(&mut s).expect("first frame");
+            send(&mut s, Kind::Welcome, 0, welcome.as_bytes()).expect("welcome");
+        });
+        let mut s = TcpStream::connect(addr).expect("connect");
+        let opened = open(&mut s, &key(SECRET), Kind::Hello, 3, b"body");
         assert!(matches!(opened, Err(AuthError::WrongProof)), "{opened:?}");
         t.join().expect("join");
     }
