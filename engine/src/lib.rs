@@ -76,7 +76,7 @@ pub use corelog_segment::log::{
     AppendAck, AppendError, CleanClose, CommitMarkError, CutError, Damage, FsyncPolicy, LogConfig,
     LogError, LogStats, OpenCheck, OpenError as LogOpenError, ParseFsyncError, Poison, PollFrom,
     PollReply, Preallocation, RecoveryReport, Retention, SetAsideFile, SyncIssue, TailCut,
-    WrittenBatch,
+    WrittenBatch, FIRST_RESERVED_CONSUMER,
 };
 /// Tiered storage (`Config::tier`): the object store seam, its S3 and
 /// in-memory implementations, the tier's configuration and figures.

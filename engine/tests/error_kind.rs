@@ -213,6 +213,16 @@ fn table() -> Vec<(RequestError, ErrorKind, Option<u64>)> {
             None,
         ),
         (RequestError::WouldBlockShard, K::Misuse, None),
+        (
+            LogError::TooManyConsumers {
+                partition: 7,
+                consumer: 4,
+                max: 3,
+            }
+            .into(),
+            K::Limit,
+            p,
+        ),
     ]
 }
 

@@ -9,6 +9,37 @@ use common::*;
 use corelog::{Config, Engine, FsyncPolicy, LogConfig, PollFrom, Retention};
 use std::time::Duration;
 
+/// A store for one consumer more than `max_consumer_offsets` is refused
+/// as a `Limit` naming the partition, not retryable; those with an offset
+/// store on, and a delete makes room.
+#[test]
+fn consumers_past_the_limit_are_refused_as_a_limit() {
+    let _serial = serial();
+    let tmp = tempfile::tempdir().unwrap();
+    let engine = open(
+        tmp.path(),
+        2,
+        LogConfig {
+            max_consumer_offsets: 2,
+            ..small_segments()
+        },
+    );
+    let h = engine.handle();
+    h.append(3, batch(0, 0)).wait().unwrap();
+    h.store_offset(3, 7, 0).wait().unwrap();
+    h.store_offset(3, 8, 0).wait().unwrap();
+    let e = h.store_offset(3, 9, 0).wait().unwrap_err();
+    assert_eq!(e.kind(), corelog::ErrorKind::Limit, "{e}");
+    assert_eq!(e.partition(), Some(3));
+    assert!(!e.is_retryable());
+    assert!(e.to_string().contains("max_consumer_offsets"), "{e}");
+    assert_eq!(h.load_offset(3, 9).wait().unwrap(), None);
+    h.store_offset(3, 8, 0).wait().unwrap();
+    assert!(h.delete_offset(3, 7).wait().unwrap());
+    h.store_offset(3, 9, 0).wait().unwrap();
+    engine.shutdown().unwrap();
+}
+
 #[test]
 fn a_deleted_offset_is_gone_and_says_whether_it_was_there() {
     let _serial = serial();

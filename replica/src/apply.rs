@@ -96,6 +96,10 @@ pub(crate) const DELETED_AT: u64 = u64::MAX;
 /// replay of older entries after a restart lowers nothing.
 pub(crate) const OFFLOADED_TO: u64 = u64::MAX - 1;
 
+// Both (`DELETED_AT` is above it) are an owner's records to the log:
+// never counted against, nor refused by, `max_consumer_offsets`.
+const _: () = assert!(OFFLOADED_TO >= corelog::FIRST_RESERVED_CONSUMER);
+
 /// An entry to apply: its place in the log and its command.
 #[derive(Debug)]
 pub(crate) struct ApplyItem {

@@ -1,15 +1,17 @@
 //! Stored consumer offsets: round trip, durability across a reopen and a
 //! power cut (`fsync=batch`), what a power cut leaves under `fsync=never`
 //! (an offset or none, never an error), a torn offset file read as none and
-//! a damaged one refused, and `poll_next` continuing after the stored
-//! offset.
+//! a damaged one refused, `poll_next` continuing after the stored offset,
+//! and the bound on the consumers with an offset (`max_consumer_offsets`).
 #![allow(clippy::unwrap_used)]
 
 mod common;
 
 use common::*;
 use corelog_segment::io::{SimFaults, SimStorage, Storage, UringStorage};
-use corelog_segment::log::{Damage, FsyncPolicy, LogConfig, LogError, PartitionLog, PollFrom};
+use corelog_segment::log::{
+    Damage, FsyncPolicy, LogConfig, LogError, PartitionLog, PollFrom, FIRST_RESERVED_CONSUMER,
+};
 use corelog_segment::Limits;
 use std::cell::RefCell;
 use std::future::Future;
@@ -374,6 +376,96 @@ async fn a_deleted_offset_is_gone<S: Storage, D: Disk>(
 }
 on_both!(a_deleted_offset_is_gone);
 
+/// At most `max_consumer_offsets` consumers have an offset file: a store
+/// for one more is refused, naming the partition, the consumer and the
+/// limit, and stores nothing; those with one still store; a delete makes
+/// room; the files of an earlier run count; an owner's reserved keys are
+/// not counted.
+async fn the_consumers_with_an_offset_are_bounded<S: Storage, D: Disk>(
+    storage: impl Fn() -> S,
+    disk: &D,
+    dir: &Path,
+) {
+    let capped = || LogConfig {
+        max_consumer_offsets: 3,
+        ..config()
+    };
+    let open_capped = |s: S| async { PartitionLog::open(s, dir, P, capped()).await.unwrap().0 };
+    let log = open_capped(storage()).await;
+    for c in 1..=3 {
+        log.store_offset(c, c * 10).await.unwrap();
+    }
+    let refused = log.store_offset(4, 40).await.unwrap_err();
+    assert!(
+        matches!(
+            refused,
+            LogError::TooManyConsumers {
+                partition: P,
+                consumer: 4,
+                max: 3
+            }
+        ),
+        "{refused:?}"
+    );
+    let said = refused.to_string();
+    assert!(
+        said.contains("partition 9") && said.contains("consumer 4") && said.contains("3 consumers"),
+        "{said}"
+    );
+    assert_eq!(log.load_offset(4).await.unwrap(), None, "nothing stored");
+    assert!(disk.read(&offset_file(dir, 4)).is_none(), "no file");
+    // Consumers with an offset store on; the owner's keys are not counted.
+    log.store_offset(2, 21).await.unwrap();
+    log.store_offset(u64::MAX, 7).await.unwrap();
+    log.store_offset(FIRST_RESERVED_CONSUMER, 8).await.unwrap();
+    assert_eq!(log.load_offset(2).await.unwrap(), Some(21));
+    // A delete makes room for one.
+    assert!(log.delete_offset(1).await.unwrap());
+    log.store_offset(4, 40).await.unwrap();
+    assert!(log.store_offset(5, 50).await.is_err(), "full again");
+    log.close().await.unwrap();
+    // The next run counts the files it finds.
+    let log = open_capped(storage()).await;
+    for c in [1, 5] {
+        let refused = log.store_offset(c, 1).await.unwrap_err();
+        assert!(
+            matches!(refused, LogError::TooManyConsumers { .. }),
+            "consumer {c} after a reopen: {refused:?}"
+        );
+    }
+    log.store_offset(3, 31).await.unwrap();
+    assert_eq!(log.load_offset(3).await.unwrap(), Some(31));
+    assert_eq!(log.load_offset(4).await.unwrap(), Some(40));
+    assert_eq!(log.load_offset(u64::MAX).await.unwrap(), Some(7));
+    // Stores of new consumers side by side (as a replica applies entries)
+    // cannot pass the limit together: the first to start are admitted.
+    assert!(log.delete_offset(2).await.unwrap());
+    assert!(log.delete_offset(3).await.unwrap());
+    let tasks: Vec<_> = (10..14)
+        .map(|c| {
+            let log = log.clone();
+            monoio::spawn(async move { log.store_offset(c, c).await })
+        })
+        .collect();
+    let mut admitted = Vec::new();
+    for (c, task) in (10..14).zip(tasks) {
+        match task.await {
+            Ok(()) => admitted.push(c),
+            Err(LogError::TooManyConsumers { .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(
+        admitted,
+        [10, 11],
+        "in the order they started, up to 3 with 4"
+    );
+    for c in [12, 13] {
+        assert_eq!(log.load_offset(c).await.unwrap(), None);
+    }
+}
+on_both!(the_consumers_with_an_offset_are_bounded);
+
 /// The delete is durable when it returns: a power cut right after it
 /// cannot bring the offset back.
 #[test]
@@ -590,4 +682,70 @@ fn an_offset_file_that_cannot_be_opened_or_removed_is_an_error_naming_it() {
         assert!(std::fs::metadata(&path).unwrap().is_dir(), "left as it was");
         assert_eq!(log.load_offset(2).await.unwrap(), Some(20));
     });
+}
+
+/// A store of one consumer more than `max_consumer_offsets`, run side by
+/// side with others under the simulated disk's interleavings (as a
+/// replica applies a batch of entries): the consumers admitted are the
+/// first to start, every time, so nodes applying the same entries refuse
+/// the same ones; and a store that fails gives its slot back.
+#[test]
+fn stores_side_by_side_are_admitted_in_order_and_a_failed_one_gives_its_slot_back() {
+    let capped = LogConfig {
+        max_consumer_offsets: 2,
+        ..config()
+    };
+    for seed in 0..16u64 {
+        let capped = capped.clone();
+        run_sim(async move {
+            let dir = Path::new("/p");
+            let disk = sim_for(seed, &capped);
+            let log = PartitionLog::open(disk.clone(), dir, P, capped.clone())
+                .await
+                .unwrap()
+                .0;
+            disk.set_faults(SimFaults {
+                max_yields: 4,
+                ..SimFaults::default()
+            });
+            let tasks: Vec<_> = (1..=5u64)
+                .map(|c| {
+                    let log = log.clone();
+                    monoio::spawn(async move { (c, log.store_offset(c, c).await) })
+                })
+                .collect();
+            let mut admitted = Vec::new();
+            for task in tasks {
+                match task.await {
+                    (c, Ok(())) => admitted.push(c),
+                    (_, Err(LogError::TooManyConsumers { .. })) => {}
+                    (c, Err(e)) => panic!("seed {seed}: consumer {c}: {e}"),
+                }
+            }
+            assert_eq!(admitted, [1, 2], "seed {seed}");
+            for c in 1..=5 {
+                assert_eq!(
+                    disk.file_bytes(&offset_file(dir, c)).is_some(),
+                    c <= 2,
+                    "seed {seed}: consumer {c}'s file"
+                );
+            }
+            // A store whose write fails frees the slot it was counted in.
+            assert!(log.delete_offset(2).await.unwrap());
+            let writes = disk.counters().writes;
+            disk.set_faults(SimFaults {
+                fail_write_at: Some(writes),
+                ..SimFaults::default()
+            });
+            let failed = log.store_offset(6, 6).await.unwrap_err();
+            assert!(
+                matches!(failed, LogError::Io { .. }),
+                "seed {seed}: {failed:?}"
+            );
+            disk.set_faults(SimFaults::default());
+            log.store_offset(7, 7)
+                .await
+                .unwrap_or_else(|e| panic!("seed {seed}: the failed store's slot: {e}"));
+        });
+    }
 }

@@ -110,6 +110,10 @@ struct Args {
     /// the other members. 0 turns the check off.
     #[arg(long, default_value = "30s", value_parser = parse_duration)]
     heartbeat_interval: Duration,
+    /// Consumers (and groups) with a stored offset in one partition at
+    /// once; a store for one more is refused until one is deleted.
+    #[arg(long, default_value_t = Limits::default().max_consumer_offsets)]
+    max_consumer_offsets: usize,
     /// Once listening, write `[tcp] address = "<bound address>"` here: the
     /// `runtime/current_config.toml` Iggy's test harness waits for.
     #[arg(long)]
@@ -327,6 +331,7 @@ fn limits_of(args: &Args) -> Limits {
         login_failure_burst: args.login_failure_burst,
         login_failure_rate: args.login_failure_rate,
         heartbeat_interval: args.heartbeat_interval,
+        max_consumer_offsets: args.max_consumer_offsets,
     }
 }
 

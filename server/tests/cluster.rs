@@ -41,8 +41,18 @@ fn try_start_node(
     id: u64,
     cluster: &ClusterConfig,
 ) -> Result<Server, corelog_server::ServerError> {
+    try_start_node_with(dir, id, cluster, corelog_server::Limits::default())
+}
+
+fn try_start_node_with(
+    dir: &Path,
+    id: u64,
+    cluster: &ClusterConfig,
+    limits: corelog_server::Limits,
+) -> Result<Server, corelog_server::ServerError> {
     let node = cluster.node(id).expect("node");
     Server::start(ServerConfig {
+        limits,
         shards: Some(2),
         pin_threads: false,
         fsync: corelog::FsyncPolicy::Batch,
@@ -61,11 +71,18 @@ fn try_start_node(
 /// Three nodes on fresh ports, picked again when one was taken between
 /// its pick and its bind (by another test's outgoing connection, say).
 fn start_three(dirs: &[tempfile::TempDir]) -> (ClusterConfig, Vec<Server>) {
+    start_three_with(dirs, &corelog_server::Limits::default())
+}
+
+fn start_three_with(
+    dirs: &[tempfile::TempDir],
+    limits: &corelog_server::Limits,
+) -> (ClusterConfig, Vec<Server>) {
     for _ in 0..5 {
         let cluster = cluster_config();
         let mut servers = Vec::new();
         for (i, dir) in dirs.iter().enumerate() {
-            match try_start_node(dir.path(), i as u64 + 1, &cluster) {
+            match try_start_node_with(dir.path(), i as u64 + 1, &cluster, limits.clone()) {
                 Ok(s) => servers.push(s),
                 Err(e) if format!("{e:?}").contains("AddrInUse") => break,
                 Err(e) => panic!("node {} starts: {e}", i + 1),
@@ -423,4 +440,69 @@ async fn another_users_forged_repeat_is_a_new_send() {
     assert_eq!(again.status, 0);
     assert_eq!(again.body, first.body);
     assert_eq!(ids_in(&c, 0).await, vec![1, 2, 1, 2]);
+}
+
+/// Offset files named `consumer` under `dir` (any partition).
+fn offset_files_of(dir: &Path, consumer: u64) -> usize {
+    let name = format!("{consumer:020}.offset");
+    let mut n = 0;
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else if path.file_name().is_some_and(|f| *f == *name) {
+                n += 1;
+            }
+        }
+    }
+    n
+}
+
+/// `--max-consumer-offsets` in a cluster: the store of one consumer more
+/// is committed, then refused alike on every node when applied; the client
+/// is told (the generic status, as one node tells it), and no node stores
+/// it, while the consumer within the limit is stored on all three.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_max_consumer_offsets_no_node_stores_a_new_consumer() {
+    let dirs: Vec<_> = (0..3)
+        .map(|_| tempfile::tempdir().expect("tempdir"))
+        .collect();
+    let limits = corelog_server::Limits {
+        max_consumer_offsets: 1,
+        ..corelog_server::Limits::default()
+    };
+    let (cluster, servers) = start_three_with(&dirs, &limits);
+    let leader = wait_for_leader(&servers.iter().collect::<Vec<_>>());
+    let c = signed_in(cluster.node(leader).expect("node").client).await;
+    c.create_stream("s").await.expect("create stream");
+    c.create_topic(&named("s"), "t", &TopicCreateOptions::default())
+        .await
+        .expect("create topic");
+    send(&c, 0, 0..1).await;
+    let (s, t) = (named("s"), named("t"));
+    let consumer = |id: u32| Consumer::new(Identifier::numeric(id).expect("id"));
+    c.store_consumer_offset(&consumer(1), &s, &t, Some(0), 0)
+        .await
+        .expect("within the limit");
+    let refused = c
+        .store_consumer_offset(&consumer(2), &s, &t, Some(0), 0)
+        .await;
+    assert!(matches!(refused, Err(IggyError::Error)), "{refused:?}");
+    // Applied everywhere: consumer 1's file on each node, 2's on none.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while dirs.iter().any(|d| offset_files_of(d.path(), 1) == 0) {
+        assert!(
+            Instant::now() < deadline,
+            "consumer 1 not stored on every node"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for d in &dirs {
+        assert_eq!(offset_files_of(d.path(), 2), 0, "{}", d.path().display());
+    }
+    for server in servers {
+        server.shutdown().expect("stops");
+    }
 }

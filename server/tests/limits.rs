@@ -477,3 +477,71 @@ async fn failed_logins_close_the_connection_and_throttle_the_address_only() {
     assert_eq!(counters.closed_for(CloseReason::LoginFailures), 2);
     server.shutdown().expect("shutdown");
 }
+
+/// A client with the poll permission names consumers freely, and each
+/// stored offset is a file: past `max_consumer_offsets` in a partition a
+/// store for one more consumer is refused (and so is a poll that would
+/// auto-commit one), nothing of it stored; consumers with an offset store
+/// on, and a delete makes room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_max_consumer_offsets_a_new_consumers_store_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start_with(
+        dir.path(),
+        Limits {
+            max_consumer_offsets: 2,
+            ..Limits::default()
+        },
+    );
+    let c = client(&server).await;
+    stream_and_topic(&c, "s", "t", 1).await;
+    let mut batch = vec![common::message(1, b"m", None)];
+    c.send_messages(
+        &named("s"),
+        &named("t"),
+        &Partitioning::partition_id(0),
+        &mut batch,
+    )
+    .await
+    .expect("send");
+    let (s, t) = (named("s"), named("t"));
+    let consumer = |id: u32| Consumer::new(Identifier::numeric(id).expect("id"));
+    let store = |id: u32| {
+        let consumer = consumer(id);
+        let (s, t, c) = (&s, &t, &c);
+        async move { c.store_consumer_offset(&consumer, s, t, Some(0), 0).await }
+    };
+    let offset = |id: u32| {
+        let consumer = consumer(id);
+        let (s, t, c) = (&s, &t, &c);
+        async move {
+            c.get_consumer_offset(&consumer, s, t, Some(0))
+                .await
+                .expect("get")
+        }
+    };
+    store(1).await.expect("first consumer");
+    store(2).await.expect("second consumer");
+    let refused = store(3).await;
+    assert!(matches!(refused, Err(IggyError::Error)), "{refused:?}");
+    assert!(offset(3).await.is_none(), "nothing stored for it");
+    let polled = c
+        .poll_messages(
+            &s,
+            &t,
+            Some(0),
+            &consumer(4),
+            &PollingStrategy::offset(0),
+            10,
+            true,
+        )
+        .await;
+    assert!(matches!(polled, Err(IggyError::Error)), "{polled:?}");
+    assert!(offset(4).await.is_none(), "the poll committed nothing");
+    store(2).await.expect("a consumer with an offset stores on");
+    c.delete_consumer_offset(&consumer(1), &s, &t, Some(0))
+        .await
+        .expect("delete");
+    store(3).await.expect("room after a delete");
+    assert_eq!(offset(3).await.map(|o| o.stored_offset), Some(0));
+}

@@ -64,6 +64,11 @@ pub enum ErrorKind {
     /// The call itself was wrong: a shard that does not exist, a blocking
     /// wait on a shard's thread.
     Misuse,
+    /// A limit of the partition's configuration refused it: a store of an
+    /// offset for one consumer more than `max_consumer_offsets`. Nothing
+    /// was changed; it fails again until a consumer's offset is deleted or
+    /// the limit raised.
+    Limit,
 }
 
 fn io_kind(no_space: bool) -> ErrorKind {
@@ -87,6 +92,7 @@ fn log_kind(e: &LogError) -> ErrorKind {
         LogError::Poisoned { .. } => poisoned_kind(e.is_no_space()),
         LogError::Corrupt { .. } => ErrorKind::Corrupt,
         LogError::Closed { .. } => ErrorKind::Closed,
+        LogError::TooManyConsumers { .. } => ErrorKind::Limit,
         _ => io_kind(e.is_no_space()),
     }
 }
@@ -157,7 +163,9 @@ impl RequestError {
                 LogError::Poisoned { partition, .. } | LogError::Closed { partition },
             ))
             | RequestError::Storage(
-                LogError::Poisoned { partition, .. } | LogError::Closed { partition },
+                LogError::Poisoned { partition, .. }
+                | LogError::Closed { partition }
+                | LogError::TooManyConsumers { partition, .. },
             ) => Some(*partition),
             RequestError::CommitMark(e) => match e {
                 corelog_segment::log::CommitMarkError::NotGated { partition } => Some(*partition),

@@ -153,6 +153,15 @@ pub struct LogConfig {
     /// log opens with its mark at its first offset (nothing served) until
     /// the owner sets it. Default off: everything acknowledged is served.
     pub commit_gate: bool,
+    /// Consumers that may have a stored offset in the partition at once
+    /// (each is a file): a store for one more is refused
+    /// ([`LogError::TooManyConsumers`](super::LogError::TooManyConsumers))
+    /// until one is deleted. A new consumer is counted from the moment
+    /// its store is admitted, so stores running side by side cannot pass
+    /// it together. Keys from
+    /// [`FIRST_RESERVED_CONSUMER`](super::FIRST_RESERVED_CONSUMER) up, an
+    /// owner's own records, are not counted. Default 10,000.
+    pub max_consumer_offsets: usize,
 }
 
 /// How the data syncs of a shard's partitions meet the ring.
@@ -182,6 +191,7 @@ impl Default for LogConfig {
             open_check: OpenCheck::Tail,
             syncs: SyncIssue::Together,
             commit_gate: false,
+            max_consumer_offsets: 10_000,
         }
     }
 }
@@ -191,6 +201,9 @@ impl LogConfig {
     pub fn validate(&self) -> Result<(), &'static str> {
         if self.segment_bytes == 0 {
             return Err("segment_bytes must be positive");
+        }
+        if self.max_consumer_offsets == 0 {
+            return Err("max_consumer_offsets must be at least 1");
         }
         if self.limits.max_batch_bytes < crate::format::layout::BATCH_HEADER_LEN as u64 {
             return Err("max_batch_bytes must be at least the 256-byte header");

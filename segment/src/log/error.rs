@@ -305,6 +305,18 @@ pub enum LogError {
         /// the partition
         partition: u64,
     },
+    /// A store of a consumer's offset was refused: `max` consumers already
+    /// have one in the partition (`max_consumer_offsets`). Nothing was
+    /// stored; the consumers' stored offsets are as they were.
+    #[error("partition {partition}: consumer {consumer}'s offset refused: {max} consumers already have a stored offset here (the most a partition keeps: delete one, or raise max_consumer_offsets)")]
+    TooManyConsumers {
+        /// the partition
+        partition: u64,
+        /// the consumer refused
+        consumer: u64,
+        /// the limit
+        max: usize,
+    },
 }
 
 fn is_no_space(e: &io::Error) -> bool {

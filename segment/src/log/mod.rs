@@ -93,6 +93,7 @@ pub use cut::{CutError, CUT_RECORD};
 pub use error::{AppendError, Damage, LogError, OpenError, Poison};
 pub use map_slot::MAPPED_SEALED;
 pub use offload::SealedSegment;
+pub use offsets::FIRST_RESERVED_CONSUMER;
 pub use partition::{AppendAck, LogStats, PartitionLog};
 pub use poll::{PollFrom, PollReply};
 pub use prealloc::preallocated_ahead;

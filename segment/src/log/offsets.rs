@@ -54,6 +54,11 @@ use std::rc::Rc;
 const MAGIC: &[u8; 8] = b"CLOGOFS1";
 const LEN: usize = 32;
 
+/// Consumer keys from here to `u64::MAX` are an owner's own records (a
+/// replica keeps its bookkeeping there): not counted against
+/// `max_consumer_offsets`, never refused by it.
+pub const FIRST_RESERVED_CONSUMER: u64 = u64::MAX - 255;
+
 fn encode(consumer: u64, offset: u64) -> Vec<u8> {
     let mut b = Vec::with_capacity(LEN);
     b.extend_from_slice(MAGIC);
@@ -131,8 +136,28 @@ impl<S: Storage> PartitionLog<S> {
     /// [`PartitionLog::poll_next`] continues after it): durably, except
     /// under `fsync=never` (see the [module](self)).
     pub async fn store_offset(&self, consumer: u64, offset: u64) -> Result<(), LogError> {
+        // Counted from here, so that stores of new consumers running side
+        // by side (a replica applies entries that way) cannot pass the
+        // limit together: the same entries refuse the same consumers on
+        // every node.
+        let reserved = self.admit_consumer(consumer)?;
+        let stored = self.store_admitted(consumer, offset).await;
+        if stored.is_err() && reserved {
+            let mut st = self.inner.st.borrow_mut();
+            let offsets = &mut st.offsets;
+            if !offsets.cache.contains_key(&consumer) {
+                if let Some(s) = offsets.stored.as_mut() {
+                    s.remove(&consumer);
+                }
+            }
+        }
+        stored
+    }
+
+    async fn store_admitted(&self, consumer: u64, offset: u64) -> Result<(), LogError> {
         let storage = &self.inner.storage;
         let dir = self.consumers_dir();
+        let _running = self.running(consumer);
         let seq = {
             let mut st = self.inner.st.borrow_mut();
             st.offsets.next_seq += 1;
@@ -174,6 +199,11 @@ impl<S: Storage> PartitionLog<S> {
             let mut st = self.inner.st.borrow_mut();
             st.offsets.committed.insert(consumer, seq);
             st.offsets.cache.insert(consumer, offset);
+            if let Some(stored) = st.offsets.stored.as_mut() {
+                if consumer < FIRST_RESERVED_CONSUMER {
+                    stored.insert(consumer);
+                }
+            }
         }
         // (A delete that came during the rename removes the file in its turn.)
         drop(turn);
@@ -192,6 +222,7 @@ impl<S: Storage> PartitionLog<S> {
     pub async fn delete_offset(&self, consumer: u64) -> Result<bool, LogError> {
         let dir = self.consumers_dir();
         let path = self.offset_path(consumer);
+        let _running = self.running(consumer);
         let seq = {
             let mut st = self.inner.st.borrow_mut();
             st.offsets.next_seq += 1;
@@ -212,6 +243,9 @@ impl<S: Storage> PartitionLog<S> {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
             Err(e) => return Err(LogError::io("remove", &path, e)),
         };
+        if let Some(stored) = self.inner.st.borrow_mut().offsets.stored.as_mut() {
+            stored.remove(&consumer);
+        }
         drop(turn);
         if existed {
             self.inner
@@ -231,6 +265,7 @@ impl<S: Storage> PartitionLog<S> {
         if let Some(o) = self.inner.st.borrow().offsets.cache.get(&consumer) {
             return Ok(Some(*o));
         }
+        let _running = self.running(consumer);
         // No rename or removal of the file runs while it is read.
         let _turn = self.offset_turn(consumer).await;
         let changes_before = {
@@ -312,6 +347,64 @@ impl<S: Storage> PartitionLog<S> {
         }
     }
 
+    /// Refuses a store that would give one consumer more than
+    /// `max_consumer_offsets` an offset file; counts an admitted new one at
+    /// once (`true`: it was new). The files are listed at the first store
+    /// of this run: stores and deletes keep the set after.
+    fn admit_consumer(&self, consumer: u64) -> Result<bool, LogError> {
+        if consumer >= FIRST_RESERVED_CONSUMER {
+            return Ok(false);
+        }
+        if self.inner.st.borrow().offsets.stored.is_none() {
+            let dir = self.consumers_dir();
+            let names = match self.inner.storage.list_dir(&dir) {
+                Ok(names) => names,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+                Err(e) => return Err(LogError::io("list", &dir, e)),
+            };
+            let stored = names
+                .iter()
+                .filter_map(|n| n.strip_suffix(".offset")?.parse::<u64>().ok())
+                .filter(|c| *c < FIRST_RESERVED_CONSUMER)
+                .collect();
+            self.inner.st.borrow_mut().offsets.stored = Some(stored);
+        }
+        let mut st = self.inner.st.borrow_mut();
+        let max = self.inner.config.max_consumer_offsets;
+        let Some(stored) = st.offsets.stored.as_mut() else {
+            return Ok(false);
+        };
+        if stored.contains(&consumer) {
+            return Ok(false);
+        }
+        if stored.len() >= max {
+            return Err(LogError::TooManyConsumers {
+                partition: self.inner.partition,
+                consumer,
+                max,
+            });
+        }
+        Ok(stored.insert(consumer))
+    }
+
+    /// Counts an operation on `consumer`'s offset as running until the
+    /// guard is dropped; the last one to end forgets the consumer's
+    /// `committed` entry.
+    fn running(&self, consumer: u64) -> Running<'_, S> {
+        *self
+            .inner
+            .st
+            .borrow_mut()
+            .offsets
+            .running
+            .entry(consumer)
+            .or_insert(0) += 1;
+        Running {
+            log: self,
+            consumer,
+        }
+    }
+
     /// Says (once per consumer in this run of the log) that `path` is
     /// torn. The file stays as it is: a read changes nothing on disk; the
     /// consumer's next store replaces it.
@@ -353,9 +446,78 @@ impl<S: Storage> Drop for Turn<'_, S> {
     }
 }
 
+/// An operation on a consumer's offset, running (see
+/// [`PartitionLog::running`]).
+struct Running<'a, S: Storage> {
+    log: &'a PartitionLog<S>,
+    consumer: u64,
+}
+
+impl<S: Storage> Drop for Running<'_, S> {
+    fn drop(&mut self) {
+        let Ok(mut st) = self.log.inner.st.try_borrow_mut() else {
+            return;
+        };
+        let offsets = &mut st.offsets;
+        let Some(n) = offsets.running.get_mut(&self.consumer) else {
+            return;
+        };
+        *n -= 1;
+        if *n == 0 {
+            offsets.running.remove(&self.consumer);
+            offsets.committed.remove(&self.consumer);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::io::SimStorage;
+    use crate::log::LogConfig;
+    use std::collections::HashSet;
+
+    /// A client may name ever new consumers in deletes, reads and stores:
+    /// once they end, the log keeps nothing of them but the files (and the
+    /// cache of the offsets those hold).
+    #[test]
+    fn consumers_named_once_leave_no_bookkeeping_behind() {
+        let rt = monoio::RuntimeBuilder::<monoio::LegacyDriver>::new()
+            .enable_timer()
+            .build();
+        rt.expect("runtime").block_on(async {
+            let disk = SimStorage::new(5, 1 << 20);
+            let config = LogConfig {
+                segment_bytes: 64 << 10,
+                limits: crate::Limits {
+                    max_batch_bytes: 64 << 10,
+                },
+                ..LogConfig::default()
+            };
+            let (log, _) = PartitionLog::open(disk, std::path::Path::new("/p"), 1, config)
+                .await
+                .expect("open");
+            for c in 0..500 {
+                assert!(!log.delete_offset(c).await.expect("delete"));
+                assert_eq!(log.load_offset(1_000 + c).await.expect("load"), None);
+            }
+            for c in 0..20 {
+                log.store_offset(2_000 + c, c).await.expect("store");
+            }
+            for c in 0..10 {
+                assert!(log.delete_offset(2_000 + c).await.expect("delete"));
+            }
+            let st = log.inner.st.borrow();
+            let o = &st.offsets;
+            assert_eq!(
+                (o.committed.len(), o.running.len(), o.busy.len()),
+                (0, 0, 0),
+                "bookkeeping left after every operation ended"
+            );
+            assert_eq!(o.cache.len(), 10, "the offsets of the 10 files left");
+            assert_eq!(o.stored.as_ref().map(HashSet::len), Some(10));
+        });
+    }
 
     #[test]
     fn offset_files_detect_every_bit_flip_and_truncation() {

@@ -230,7 +230,20 @@ impl<F> State<F> {
 pub(super) struct Offsets {
     pub(super) cache: HashMap<u64, u64>,
     pub(super) next_seq: u64,
+    /// The last store landed or delete begun, per consumer, while an
+    /// operation on that consumer runs (its entry goes with the last one:
+    /// an operation started later has a higher seq, for which a missing
+    /// entry says the same, and a client naming ever new consumers grows
+    /// nothing).
     pub(super) committed: HashMap<u64, u64>,
+    /// Stores, deletes and reads of each consumer's offset running now.
+    pub(super) running: HashMap<u64, u32>,
+    /// The consumers with an offset file, counted against
+    /// `max_consumer_offsets` (keys from [`FIRST_RESERVED_CONSUMER`] up are
+    /// not); listed from the directory at this run's first store.
+    ///
+    /// [`FIRST_RESERVED_CONSUMER`]: super::offsets::FIRST_RESERVED_CONSUMER
+    pub(super) stored: Option<HashSet<u64>>,
     /// The `consumers` directory's own name is known durable (its parent
     /// was synced after it was created, in this run of the log).
     pub(super) dir_durable: bool,

@@ -52,6 +52,11 @@ pub struct Limits {
     /// `Eviction(StaleClient)` frame, the connection closed) and its
     /// partitions dealt to the other members. Zero: never.
     pub heartbeat_interval: Duration,
+    /// Consumers (and consumer groups) that may have a stored offset in
+    /// one partition at once: a store for one more is refused until one is
+    /// deleted (each is a file, and a client with the poll permission
+    /// names consumers freely).
+    pub max_consumer_offsets: usize,
 }
 
 impl Default for Limits {
@@ -69,6 +74,7 @@ impl Default for Limits {
             login_failure_burst: 10,
             login_failure_rate: 1.0,
             heartbeat_interval: Duration::from_secs(30),
+            max_consumer_offsets: corelog::LogConfig::default().max_consumer_offsets,
         }
     }
 }
@@ -119,6 +125,9 @@ impl Limits {
         }
         if self.max_failed_logins == 0 {
             return Err(LimitsError::Zero("--max-failed-logins"));
+        }
+        if self.max_consumer_offsets == 0 {
+            return Err(LimitsError::Zero("--max-consumer-offsets"));
         }
         Ok(request)
     }

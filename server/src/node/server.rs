@@ -417,6 +417,7 @@ fn open_engine(
     let base = LogConfig {
         fsync: config.fsync,
         segment_bytes: config.segment_bytes,
+        max_consumer_offsets: config.limits.max_consumer_offsets,
         ..LogConfig::default()
     };
     let (shards, log) = match &config.cluster {

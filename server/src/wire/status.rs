@@ -63,6 +63,11 @@ pub fn from_engine(e: &RequestError) -> IggyError {
             tracing::info!("request during shutdown: {e}");
             IggyError::Disconnected
         }
+        // Iggy has no code for it: the generic one, the cause in the log.
+        ErrorKind::Limit => {
+            refused(e);
+            IggyError::Error
+        }
         _ => {
             tracing::error!("storage: {e}");
             IggyError::CannotAppendMessage
@@ -90,6 +95,8 @@ pub fn from_replica(e: &corelog_replica::ReplicaError) -> IggyError {
             from_batch(error)
         }
         R::Stopped => IggyError::Disconnected,
+        // Refused on every node alike when the entry is applied.
+        R::Store(store) if store.kind() == ErrorKind::Limit => from_engine(store),
         other => {
             tracing::error!("replication: {other}");
             IggyError::CannotAppendMessage
