@@ -205,18 +205,26 @@ mod tests {
     use bytes::Bytes;
     use std::net::TcpListener;
 
-    /// Runs `open` against `accept` over loopback with the two keys.
-    fn exchange(server: Key, client: Key) -> (Result<Frame, AuthError>, Result<(), AuthError>) {
+    type Accepting = std::thread::JoinHandle<Result<Frame, AuthError>>;
+
+    /// A node accepting one connection with `key` on a loopback port.
+    fn accepting(key: Key) -> (std::net::SocketAddr, Accepting) {
         let l = TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = l.local_addr().expect("addr");
         let t = std::thread::spawn(move || {
             let (mut s, _) = l.accept().expect("accept");
             accept(
                 &mut s,
-                &server,
+                &key,
                 Instant::now() + std::time::Duration::from_secs(5),
             )
         });
+        (addr, t)
+    }
+
+    /// Runs `open` against `accept` over loopback with the two keys.
+    fn exchange(server: Key, client: Key) -> (Result<Frame, AuthError>, Result<(), AuthError>) {
+        let (addr, t) = accepting(server);
         let mut s = TcpStream::connect(addr).expect("connect");
         let opened = open(&mut s, &client, Kind::Hello, 3, b"body");
         drop(s);
@@ -287,16 +295,7 @@ mod tests {
 
     /// Sends `f` to a node accepting with the secret, after its challenge.
     fn offer(f: &Frame) -> Result<Frame, AuthError> {
-        let l = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let addr = l.local_addr().expect("addr");
-        let t = std::thread::spawn(move || {
-            let (mut s, _) = l.accept().expect("accept");
-            accept(
-                &mut s,
-                &key(SECRET),
-                Instant::now() + std::time::Duration::from_secs(5),
-            )
-        });
+        let (addr, t) = accepting(key(SECRET));
         let mut s = TcpStream::connect(addr).expect("connect");
         frame::read(&mut s).expect("challenge");
         frame::write(&mut s, f.kind, f.group, &f.body).expect("send");
@@ -320,16 +319,7 @@ mod tests {
     /// connecting node's first frame back after `change`. What the
     /// accepting node made of it.
     fn relayed(change: fn(&mut Frame)) -> Result<Frame, AuthError> {
-        let real = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let real_addr = real.local_addr().expect("addr");
-        let node = std::thread::spawn(move || {
-            let (mut s, _) = real.accept().expect("accept");
-            accept(
-                &mut s,
-                &key(SECRET),
-                Instant::now() + std::time::Duration::from_secs(5),
-            )
-        });
+        let (real_addr, node) = accepting(key(SECRET));
         let mut up = TcpStream::connect(real_addr).expect("connect");
         let challenge = frame::read(&mut up).expect("challenge");
         let path = TcpListener::bind("127.0.0.1:0").expect("bind");
