@@ -114,6 +114,10 @@ struct Args {
     /// once; a store for one more is refused until one is deleted.
     #[arg(long, default_value_t = Limits::default().max_consumer_offsets)]
     max_consumer_offsets: usize,
+    /// Consumer groups one topic may hold; creating one more is refused
+    /// until one is deleted.
+    #[arg(long, default_value_t = Limits::default().max_consumer_groups)]
+    max_consumer_groups: usize,
     /// Once listening, write `[tcp] address = "<bound address>"` here: the
     /// `runtime/current_config.toml` Iggy's test harness waits for.
     #[arg(long)]
@@ -332,6 +336,7 @@ fn limits_of(args: &Args) -> Limits {
         login_failure_rate: args.login_failure_rate,
         heartbeat_interval: args.heartbeat_interval,
         max_consumer_offsets: args.max_consumer_offsets,
+        max_consumer_groups: args.max_consumer_groups,
     }
 }
 

@@ -545,3 +545,34 @@ async fn past_max_consumer_offsets_a_new_consumers_store_is_refused() {
     store(3).await.expect("room after a delete");
     assert_eq!(offset(3).await.map(|o| o.stored_offset), Some(0));
 }
+
+/// A user that may read a topic may create consumer groups in it, and each
+/// is in the catalog every change rewrites: past `max_consumer_groups` in
+/// a topic the next is refused, nothing of it made; a delete makes room.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn past_max_consumer_groups_a_new_group_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = start_with(
+        dir.path(),
+        Limits {
+            max_consumer_groups: 2,
+            ..Limits::default()
+        },
+    );
+    let c = client(&server).await;
+    stream_and_topic(&c, "s", "t", 1).await;
+    let (s, t) = (named("s"), named("t"));
+    c.create_consumer_group(&s, &t, "a").await.expect("first");
+    c.create_consumer_group(&s, &t, "b").await.expect("second");
+    let refused = c.create_consumer_group(&s, &t, "c").await;
+    assert!(matches!(refused, Err(IggyError::Error)), "{refused:?}");
+    let groups = c.get_consumer_groups(&s, &t).await.expect("groups");
+    let names: Vec<_> = groups.iter().map(|g| g.name.as_str()).collect();
+    assert_eq!(names, ["a", "b"]);
+    c.delete_consumer_group(&s, &t, &named("a"))
+        .await
+        .expect("delete");
+    c.create_consumer_group(&s, &t, "c")
+        .await
+        .expect("room after a delete");
+}

@@ -34,18 +34,26 @@ impl Catalog {
             })
     }
 
-    /// Adds a group named `name` to the topic; returns it.
+    /// Adds a group named `name` to the topic, which may hold at most
+    /// `max` groups; returns it.
     pub fn add_group(
         &mut self,
         stream: &WireIdentifier,
         topic: &WireIdentifier,
         name: &str,
+        max: usize,
     ) -> Result<GroupMeta, CatalogError> {
         let t = self.topic_mut(stream, topic)?;
         if t.groups.iter().any(|g| g.name == name) {
             return Err(CatalogError::GroupExists {
                 topic: t.name.clone(),
                 group: name.to_owned(),
+            });
+        }
+        if t.groups.len() >= max {
+            return Err(CatalogError::TooManyGroups {
+                topic: t.name.clone(),
+                max,
             });
         }
         let id = t.next_group_id;
@@ -96,21 +104,21 @@ mod tests {
         c.add_topic(&s, "t", vec![], Vec::new(), 1).expect("topic");
         c.add_topic(&s, "u", vec![], Vec::new(), 1).expect("topic");
         let t = WireIdentifier::numeric(0);
-        assert_eq!(c.add_group(&s, &t, "g").expect("group").id, 0);
+        assert_eq!(c.add_group(&s, &t, "g", 8).expect("group").id, 0);
         assert!(matches!(
-            c.add_group(&s, &t, "g"),
+            c.add_group(&s, &t, "g", 8),
             Err(CatalogError::GroupExists { .. })
         ));
         // Another topic may use the name.
         let u = WireIdentifier::numeric(1);
-        assert_eq!(c.add_group(&s, &u, "g").expect("group").id, 0);
+        assert_eq!(c.add_group(&s, &u, "g", 8).expect("group").id, 0);
         let named = WireIdentifier::named("g").expect("name");
         assert_eq!(c.remove_group(&s, &t, &named).expect("removed").id, 0);
         assert!(matches!(
             c.remove_group(&s, &t, &named),
             Err(CatalogError::NoGroup { .. })
         ));
-        assert_eq!(c.add_group(&s, &t, "g").expect("again").id, 1);
+        assert_eq!(c.add_group(&s, &t, "g", 8).expect("again").id, 1);
         let (_, topic) = c.topic(&s, &t).expect("topic");
         assert_eq!(
             topic
@@ -119,5 +127,26 @@ mod tests {
             Some("g")
         );
         assert!(topic.group(&WireIdentifier::numeric(0)).is_none());
+    }
+
+    #[test]
+    fn a_topic_holds_at_most_max_groups() {
+        let mut c = Catalog::default();
+        let s = WireIdentifier::numeric(0);
+        let t = WireIdentifier::numeric(0);
+        c.add_stream("s", Vec::new(), 1).expect("stream");
+        c.add_topic(&s, "t", vec![], Vec::new(), 1).expect("topic");
+        c.add_group(&s, &t, "a", 2).expect("first");
+        c.add_group(&s, &t, "b", 2).expect("second");
+        let refused = c.add_group(&s, &t, "c", 2);
+        assert!(
+            matches!(refused, Err(CatalogError::TooManyGroups { max: 2, .. })),
+            "{refused:?}"
+        );
+        let (_, topic) = c.topic(&s, &t).expect("topic");
+        assert_eq!(topic.groups.len(), 2, "nothing added");
+        let a = WireIdentifier::named("a").expect("name");
+        c.remove_group(&s, &t, &a).expect("removed");
+        c.add_group(&s, &t, "c", 2).expect("room after a delete");
     }
 }

@@ -173,6 +173,15 @@ pub enum CatalogError {
     /// Ids of this kind ran out.
     #[error("no {0} ids left")]
     IdsExhausted(IdKind),
+    /// The topic holds as many consumer groups as it may
+    /// (`--max-consumer-groups`).
+    #[error("topic {topic} holds {max} consumer groups, the most a topic may (delete one, or raise --max-consumer-groups)")]
+    TooManyGroups {
+        /// the topic
+        topic: String,
+        /// the limit
+        max: usize,
+    },
     /// No such consumer group.
     #[error("consumer group {group} does not exist in topic {topic}")]
     NoGroup {

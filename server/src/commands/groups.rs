@@ -113,7 +113,8 @@ pub(super) async fn create(
     let name = r.name.as_str();
     let group = ctx
         .update_catalog(a, |c| -> Result<_, UpdateError> {
-            Ok(c.add_group(&r.stream_id, &r.topic_id, name)?)
+            let max = ctx.limits.max_consumer_groups;
+            Ok(c.add_group(&r.stream_id, &r.topic_id, name, max)?)
         })
         .await
         .map_err(|e| e.status(&r.stream_id))?;

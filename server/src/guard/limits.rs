@@ -57,6 +57,10 @@ pub struct Limits {
     /// deleted (each is a file, and a client with the poll permission
     /// names consumers freely).
     pub max_consumer_offsets: usize,
+    /// Consumer groups one topic may hold: a user that may read a topic
+    /// may create groups in it, and each is in the catalog every change
+    /// rewrites (and, in a cluster, replicates whole).
+    pub max_consumer_groups: usize,
 }
 
 impl Default for Limits {
@@ -75,6 +79,7 @@ impl Default for Limits {
             login_failure_rate: 1.0,
             heartbeat_interval: Duration::from_secs(30),
             max_consumer_offsets: corelog::LogConfig::default().max_consumer_offsets,
+            max_consumer_groups: 1_000,
         }
     }
 }
@@ -128,6 +133,9 @@ impl Limits {
         }
         if self.max_consumer_offsets == 0 {
             return Err(LimitsError::Zero("--max-consumer-offsets"));
+        }
+        if self.max_consumer_groups == 0 {
+            return Err(LimitsError::Zero("--max-consumer-groups"));
         }
         Ok(request)
     }

@@ -179,6 +179,11 @@ pub(crate) fn from_catalog(e: CatalogError, stream: &WireIdentifier) -> IggyErro
         CatalogError::GroupExists { topic, group } => {
             IggyError::ConsumerGroupNameAlreadyExists(group, named(&topic))
         }
+        // Iggy has no code for it: the generic one, the cause logged.
+        CatalogError::TooManyGroups { .. } => {
+            refused(&e);
+            IggyError::Error
+        }
         CatalogError::IdsExhausted(kind) => match kind {
             IdKind::Stream => IggyError::TooManyStreams,
             IdKind::Topic | IdKind::TopicUid => IggyError::TooManyTopics,
