@@ -226,3 +226,50 @@ impl std::fmt::Display for CountersSnapshot {
         write!(f, "; bytes in {} out {}", self.bytes_in, self.bytes_out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The shutdown line names each reason and kind with its own count:
+    /// each name distinct, in snake case, next to the count kept for it.
+    #[test]
+    fn the_summary_names_every_count() {
+        let mut snap = CountersSnapshot {
+            opened: 0,
+            open: 0,
+            refused: 0,
+            closed: [0; 11],
+            logins_failed: 0,
+            logins_throttled: 0,
+            hashes_busy: 0,
+            refusals: [0; 5],
+            bytes_in: 0,
+            bytes_out: 0,
+        };
+        for (i, n) in snap.closed.iter_mut().enumerate() {
+            *n = 100 + i as u64;
+        }
+        for (i, n) in snap.refusals.iter_mut().enumerate() {
+            *n = 200 + i as u64;
+        }
+        let line = snap.to_string();
+        let mut names = std::collections::HashSet::new();
+        for r in CloseReason::ALL {
+            let name = r.name();
+            assert!(!name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
+            assert!(names.insert(name), "{name} twice");
+            let entry = format!(" {name}={}", snap.closed_for(r));
+            assert!(line.contains(&entry), "{entry} not in {line}");
+        }
+        for k in Refusal::ALL {
+            let name = k.name();
+            assert!(!name.is_empty() && name.chars().all(|c| c.is_ascii_lowercase() || c == '_'));
+            assert!(names.insert(name), "{name} twice");
+            let entry = format!(" {name}={}", snap.refused_as(k));
+            assert!(line.contains(&entry), "{entry} not in {line}");
+        }
+        assert_eq!(snap.closed_for(CloseReason::Stale), 110);
+        assert_eq!(snap.refused_as(Refusal::TooLarge), 200);
+    }
+}
