@@ -365,6 +365,68 @@ mod tests {
         engine.shutdown().expect("shutdown");
     }
 
+    /// A segment deletion applies once: its entry's index is recorded
+    /// before the segments go, and an entry at or below the recorded one
+    /// (a replay after a restart) deletes nothing more; a later entry
+    /// deletes again.
+    #[test]
+    fn a_replayed_segment_deletion_deletes_nothing_more() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let engine = corelog::Engine::open(corelog::Config {
+            shards: Some(1),
+            pin_threads: false,
+            log: corelog::LogConfig {
+                segment_bytes: 256,
+                // Sealed segments deletable at once (under `never`, 30 s
+                // after they roll).
+                fsync: corelog::FsyncPolicy::Batch,
+                ..corelog::LogConfig::default()
+            },
+            ..corelog::Config::new(dir.path().join("engine"))
+        })
+        .expect("engine");
+        let h = engine.handle();
+        for id in 0..5u128 {
+            let mut b = corelog::BatchBuilder::new();
+            b.push(corelog::MessageSpec {
+                id,
+                timestamp: 5,
+                payload: &[7; 300],
+                user_headers: &[],
+            });
+            h.append(3, b.build().expect("build"))
+                .wait()
+                .expect("append");
+        }
+        let (report, reports) = crossbeam_channel::unbounded();
+        let tx = start(&h, 0, 1, report).expect("applier");
+        for (index, deleted) in [(5, 1), (5, 0), (4, 0), (6, 1), (6, 0)] {
+            let item = ApplyItem {
+                index,
+                term: 2,
+                cmd: ApplyCmd::DeleteSegments {
+                    partition: 3,
+                    count: 1,
+                    index,
+                },
+            };
+            tx.unbounded_send(vec![item]).expect("sent");
+            match reports
+                .recv_timeout(Duration::from_secs(10))
+                .expect("applied")
+            {
+                Inbox::Applied {
+                    index: i,
+                    result: Ok(Done::Count(n)),
+                    ..
+                } if i == index => assert_eq!(n, deleted, "entry {index}"),
+                other => panic!("entry {index}: {other:?}"),
+            }
+        }
+        drop((tx, h));
+        engine.shutdown().expect("shutdown");
+    }
+
     /// The replicated manifest end is only ever raised: entries applied
     /// out of the order of their ends (a replay after a restart applies
     /// older entries again) leave the highest one recorded, which is
