@@ -626,3 +626,7 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+#[path = "forward_tests.rs"]
+mod writer_tests;
