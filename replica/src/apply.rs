@@ -365,6 +365,21 @@ mod tests {
         engine.shutdown().expect("shutdown");
     }
 
+    /// The count the applier reports for entry `index`, the next it reports.
+    fn counted(reports: &crossbeam_channel::Receiver<Inbox>, index: u64) -> u64 {
+        match reports
+            .recv_timeout(Duration::from_secs(10))
+            .expect("applied")
+        {
+            Inbox::Applied {
+                index: i,
+                result: Ok(Done::Count(n)),
+                ..
+            } if i == index => n,
+            other => panic!("entry {index}: {other:?}"),
+        }
+    }
+
     /// A segment deletion applies once: its entry's index is recorded
     /// before the segments go, and an entry at or below the recorded one
     /// (a replay after a restart) deletes nothing more; a later entry
@@ -411,17 +426,7 @@ mod tests {
                 },
             };
             tx.unbounded_send(vec![item]).expect("sent");
-            match reports
-                .recv_timeout(Duration::from_secs(10))
-                .expect("applied")
-            {
-                Inbox::Applied {
-                    index: i,
-                    result: Ok(Done::Count(n)),
-                    ..
-                } if i == index => assert_eq!(n, deleted, "entry {index}"),
-                other => panic!("entry {index}: {other:?}"),
-            }
+            assert_eq!(counted(&reports, index), deleted, "entry {index}");
         }
         drop((tx, h));
         engine.shutdown().expect("shutdown");
@@ -444,17 +449,7 @@ mod tests {
                 cmd: ApplyCmd::Offloaded { partition: 3, end },
             };
             tx.unbounded_send(vec![item]).expect("sent");
-            match reports
-                .recv_timeout(Duration::from_secs(10))
-                .expect("applied")
-            {
-                Inbox::Applied {
-                    index: i,
-                    result: Ok(Done::Count(0)),
-                    ..
-                } if i == index => {}
-                other => panic!("entry {index}: {other:?}"),
-            }
+            assert_eq!(counted(&reports, index), 0, "entry {index}");
             let recorded = h.load_offset(3, OFFLOADED_TO).wait().expect("loaded");
             assert_eq!(recorded, Some(held), "after end {end} (entry {index})");
         }
