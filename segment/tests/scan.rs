@@ -88,3 +88,21 @@ fn a_short_non_zero_remainder_is_a_torn_header() {
     assert_eq!(s.stop, Stop::Damaged(Damage::TornHeader { available: 100 }));
     assert_eq!(s.end, good);
 }
+
+#[test]
+fn a_whole_header_of_garbage_is_a_damaged_batch_however_short_the_rest() {
+    // Exactly a header's bytes, and a header's bytes and one: both are
+    // read as a header (its length field zero), not as a torn one.
+    for len in [256usize, 257] {
+        let mut tail = vec![0u8; len];
+        tail[100] = 7;
+        let (data, good) = two_batches_then(&tail);
+        let s = scan(&data, from_start(), &Limits::default(), 4096);
+        assert!(
+            matches!(s.stop, Stop::Damaged(Damage::Batch(_))),
+            "{len} bytes: {:?}",
+            s.stop
+        );
+        assert_eq!(s.end, good);
+    }
+}
