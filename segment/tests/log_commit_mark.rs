@@ -261,3 +261,64 @@ fn appends_acknowledged_past_the_mark_are_served_up_to_it() {
         }
     }
 }
+
+#[test]
+fn a_mark_inside_an_older_segment_serves_its_batches_up_to_the_mark() {
+    for fsync in [FsyncPolicy::Never, FsyncPolicy::Batch] {
+        run_sim(async move {
+            // Three batches of about 900 bytes fill the first segment; a
+            // small fourth one starts the second, whose acknowledged end
+            // (about 300 bytes in) is far below the first's length.
+            let config = gated(fsync, 2000);
+            let disk = sim_for(5, &config);
+            let log = open(&disk, &config).await;
+            for i in 0..3 {
+                log.append(batch(i, 1, 600)).await.unwrap();
+            }
+            log.append(batch(3, 1, 1)).await.unwrap();
+            assert_eq!(log.stats().segments, 2, "{fsync}: {:?}", log.stats());
+            assert!(served(&log).is_empty());
+            // The mark inside the first segment: its batches below it are
+            // served, whatever the later segment's length.
+            log.set_commit_mark(2).unwrap();
+            assert_eq!(served(&log), vec![0, 1], "{fsync}");
+            assert_eq!(log.stats().next_offset, 2, "{fsync}");
+            log.set_commit_mark(3).unwrap();
+            assert_eq!(served(&log), vec![0, 1, 2], "{fsync}");
+            log.set_commit_mark(4).unwrap();
+            assert_eq!(served(&log), vec![0, 1, 2, 3], "{fsync}");
+        });
+    }
+}
+
+#[test]
+fn a_batch_acknowledged_while_the_next_segment_is_being_written_is_served() {
+    use corelog_segment::io::SimFaults;
+    // The mark far ahead (readers follow the acknowledgements), and
+    // exactly at the third batch's end, the second segment's base.
+    for mark in [100, 3] {
+        run_sim(async move {
+            let config = gated(FsyncPolicy::Never, 2000);
+            let disk = sim_for(6, &config);
+            let log = open(&disk, &config).await;
+            log.set_commit_mark(mark).unwrap();
+            for i in 0..2 {
+                log.append(batch(i, 1, 600)).await.unwrap();
+            }
+            // The third batch fills the first segment; the fourth starts the
+            // second segment and its write fails: it is never acknowledged,
+            // and the third must not wait for it.
+            let n = disk.counters().writes;
+            disk.set_faults(SimFaults {
+                fail_write_at: Some(n + 1),
+                ..SimFaults::default()
+            });
+            let third = log.append(batch(2, 1, 600));
+            let fourth = log.append(batch(3, 1, 600));
+            assert_eq!(log.stats().segments, 2, "{:?}", log.stats());
+            third.await.unwrap();
+            assert!(fourth.await.is_err(), "its write failed");
+            assert_eq!(served(&log), vec![0, 1, 2], "mark {mark}");
+        });
+    }
+}
