@@ -322,3 +322,38 @@ fn a_batch_acknowledged_while_the_next_segment_is_being_written_is_served() {
         });
     }
 }
+
+/// On real files a `WrittenBatch` names its segment file and position:
+/// what the replica sends by reference (`sendfile`) is read from there,
+/// and those bytes are the batch's.
+#[test]
+fn a_written_batch_on_real_files_names_its_place_in_the_segment_file() {
+    use corelog_segment::io::UringStorage;
+    use std::os::unix::fs::FileExt;
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("p");
+    run(async move {
+        let config = gated(FsyncPolicy::Never, 4 << 10);
+        let log = PartitionLog::open(UringStorage::new(64).unwrap(), &dir, 1, config)
+            .await
+            .unwrap()
+            .0;
+        let mut segments = std::collections::BTreeSet::new();
+        for i in 0..6u64 {
+            let ack = log.append(batch(i, 2, 300)).await.unwrap();
+            let w = log
+                .written_batch(ack.base_offset)
+                .unwrap()
+                .expect("written");
+            let (fd, at) = w.file().expect("a real segment file");
+            assert_eq!((at, w.len() as u64), (ack.position, ack.bytes), "batch {i}");
+            segments.insert(ack.segment);
+            let mut read = vec![0u8; w.len()];
+            std::fs::File::from(fd.try_clone_to_owned().unwrap())
+                .read_exact_at(&mut read, at)
+                .unwrap();
+            assert_eq!(read, w.bytes().to_vec(), "batch {i}: the file's bytes");
+        }
+        assert!(segments.len() >= 2, "across segments: {segments:?}");
+    });
+}
