@@ -246,7 +246,7 @@ impl Group {
     /// Reads `partition`'s stamp on its shard, unless a read is under way;
     /// the answer comes as `Inbox::Stamped` ([`Group::on_stamped`]).
     fn ask_stamp(&mut self, partition: u64) {
-        if !self.stamps.ask(partition) {
+        if !self.stamps.ask(partition, Instant::now()) {
             return;
         }
         let epoch = self.stamps.epoch();

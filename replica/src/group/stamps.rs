@@ -48,8 +48,7 @@ impl StampBook {
 
     /// Whether a read of `partition`'s stamp is to be asked now (none is
     /// under way, or the last went unanswered too long); noted as asked.
-    pub(super) fn ask(&mut self, partition: u64) -> bool {
-        let now = Instant::now();
+    pub(super) fn ask(&mut self, partition: u64, now: Instant) -> bool {
         match self.asked.get(&partition) {
             Some(t) if now.duration_since(*t) < ASK_AGAIN => false,
             _ => {
@@ -101,5 +100,48 @@ impl StampBook {
         self.failed.clear();
         self.asked.clear();
         self.epoch += 1;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{StampBook, ASK_AGAIN};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn a_read_unanswered_is_asked_again_after_a_while_and_not_before() {
+        let mut b = StampBook::default();
+        let t0 = Instant::now();
+        assert!(b.ask(7, t0), "the first send asks");
+        assert!(!b.ask(7, t0 + Duration::from_millis(10)), "under way");
+        assert!(!b.ask(7, t0 + ASK_AGAIN - Duration::from_millis(1)));
+        assert!(b.ask(8, t0), "another partition's read is its own");
+        // Lost (its report never came): asked again.
+        assert!(
+            b.ask(7, t0 + ASK_AGAIN),
+            "asked again once it went unanswered"
+        );
+        assert!(!b.ask(7, t0 + ASK_AGAIN + Duration::from_millis(1)));
+        // Answered: known; a later read is asked at once.
+        b.answered(7, b.epoch(), Ok((10, 20)));
+        assert!(b.has(7));
+        assert!(matches!(b.take(7), Some(Ok((10, 20)))));
+        b.forget(7);
+        assert!(!b.has(7));
+        assert!(b.ask(7, t0 + ASK_AGAIN + Duration::from_millis(2)));
+    }
+
+    #[test]
+    fn a_report_from_before_the_stamps_were_forgotten_is_ignored() {
+        let mut b = StampBook::default();
+        let t0 = Instant::now();
+        assert!(b.ask(3, t0));
+        let asked_in = b.epoch();
+        b.clear();
+        b.answered(3, asked_in, Ok((5, 6)));
+        assert!(!b.has(3), "stale: leadership changed since it was asked");
+        assert!(b.ask(3, t0), "the reads under way were forgotten too");
+        b.answered(3, b.epoch(), Ok((5, 6)));
+        assert!(matches!(b.take(3), Some(Ok((5, 6)))));
     }
 }
