@@ -227,12 +227,17 @@ mod tests {
 
     #[test]
     fn well_formed_prefix_stops_at_the_first_bad_entry() {
+        // Timestamps may repeat (equal at 10 and 20); offsets and positions
+        // strictly grow.
         let good = vec![e(0, 0, 5), e(10, 4096, 7), e(20, 9000, 7)];
         assert_eq!(well_formed_prefix(&good, 10_000), 3);
         assert_eq!(well_formed_prefix(&good, 9000), 2, "position past the data");
         let mut bad = good.clone();
         bad[2].rel_offset = 10;
         assert_eq!(well_formed_prefix(&bad, 10_000), 2, "offset not increasing");
+        bad = good.clone();
+        bad[2].position = 4096;
+        assert_eq!(well_formed_prefix(&bad, 10_000), 2, "position not increasing");
         bad = good.clone();
         bad[1].timestamp = 1;
         assert_eq!(well_formed_prefix(&bad, 10_000), 1, "timestamp going back");
