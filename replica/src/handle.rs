@@ -20,16 +20,20 @@ use std::task::{Context, Poll};
 pub struct ReplicaHandle {
     pub(crate) shared: Arc<Shared>,
     pub(crate) inboxes: Arc<Vec<Sender<Inbox>>>,
-    pub(crate) shards: usize,
+    /// The engine, whose placement names each partition's shard.
+    pub(crate) engine: corelog::Handle,
     pub(crate) limits: corelog::Limits,
     /// Sends this node hands to the leader (`net/forward.rs`).
     pub(crate) forwarder: Arc<Forwarder>,
 }
 
 impl ReplicaHandle {
-    /// The data group of `partition` (1 + its shard).
+    /// The data group of `partition`: 1 + the shard the engine places it
+    /// on (its `Placement`), so the group's applier, on that shard, calls
+    /// the engine locally, and a snapshot of the group holds its shard's
+    /// partitions (`snapshot.rs`). Every node must place alike.
     pub fn group_of(&self, partition: u64) -> u32 {
-        1 + (partition % self.shards as u64) as u32
+        1 + u32::try_from(self.engine.shard_of(partition)).unwrap_or(u32::MAX - 1)
     }
 
     fn submit<T>(

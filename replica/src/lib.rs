@@ -135,7 +135,7 @@ impl Replica {
         let handle = ReplicaHandle {
             shared: shared.clone(),
             inboxes: Arc::new(txs.clone()),
-            shards: cluster.shards,
+            engine: engine.clone(),
             limits: engine.limits(),
             forwarder: Arc::new(forwarder),
         };

@@ -33,14 +33,15 @@ impl TierLeadership {
     }
 
     /// Answers from now on from `replica`'s groups (partition `p` is in
-    /// data group `1 + engine.shard_of(p)`). Only the first call counts.
+    /// data group [`ReplicaHandle::group_of`]`(p)`). Only the first call
+    /// counts.
     pub fn attach(&self, replica: &ReplicaHandle, engine: corelog::Handle) {
         let _ = self.attached.set((replica.clone(), engine));
     }
 
     fn group(&self, partition: u64) -> Option<(&Shared, usize)> {
-        let (replica, engine) = self.attached.get()?;
-        Some((&replica.shared, 1 + engine.shard_of(partition)))
+        let (replica, _) = self.attached.get()?;
+        Some((&replica.shared, replica.group_of(partition) as usize))
     }
 }
 

@@ -667,3 +667,46 @@ fn an_open_reports_a_log_short_of_its_snapshot() {
     };
     assert_eq!(at_open(&nodes[fi]), found);
 }
+
+/// An engine placing partitions other than by `partition % shards`: each
+/// partition is replicated by the data group of the shard that holds it,
+/// so its applier's engine calls are local, and every node stores the
+/// same bytes.
+#[test]
+fn partitions_placed_by_the_engine_are_replicated_by_their_shards_groups() {
+    init_log();
+    let dirs: Vec<_> = (0..3)
+        .map(|_| tempfile::tempdir().expect("tempdir"))
+        .collect();
+    let cluster = cluster(3);
+    // The reverse of modulo on two shards.
+    let place = || corelog::Placement::new(|p, shards| ((p + 1) % shards as u64) as usize);
+    let nodes: Vec<Node> = (0..3)
+        .map(|i| {
+            Node::start_with(i as u64 + 1, dirs[i].path(), &cluster, options(), |c| {
+                c.placement = place();
+            })
+        })
+        .collect();
+    let leader = wait_for_leader(&nodes.iter().collect::<Vec<_>>(), ELECT);
+    let li = (leader - 1) as usize;
+    for p in 0..4u64 {
+        assert_ne!(nodes[li].engine().shard_of(p), (p % 2) as usize);
+        assert_eq!(
+            nodes[li].handle().group_of(p),
+            1 + nodes[li].engine().shard_of(p) as u32,
+            "partition {p}: its shard's group"
+        );
+        for tag in 0..2 {
+            append_retrying(&nodes[li], p, batch(p * 10 + tag, 2));
+        }
+    }
+    for p in 0..4u64 {
+        let want = stored(&nodes[li].engine(), p);
+        assert!(!want.is_empty(), "partition {p} stored on the leader");
+        for n in &nodes {
+            wait_stored(&n.engine(), p, want.len(), ELECT);
+            assert_eq!(stored(&n.engine(), p), want, "node {} partition {p}", n.id);
+        }
+    }
+}

@@ -237,7 +237,11 @@ mod tests {
         assert_eq!(well_formed_prefix(&bad, 10_000), 2, "offset not increasing");
         bad = good.clone();
         bad[2].position = 4096;
-        assert_eq!(well_formed_prefix(&bad, 10_000), 2, "position not increasing");
+        assert_eq!(
+            well_formed_prefix(&bad, 10_000),
+            2,
+            "position not increasing"
+        );
         bad = good.clone();
         bad[1].timestamp = 1;
         assert_eq!(well_formed_prefix(&bad, 10_000), 1, "timestamp going back");
