@@ -229,6 +229,15 @@ mod tests {
         assert_eq!(m.segment_from(25).map(|s| s.base_offset), Some(30));
         assert!(m.segment_from(40).is_none());
         assert!(m.holds(30) && !m.holds(20));
+        assert_eq!(
+            (m.start_offset(), m.end_offset(), m.bytes()),
+            (Some(0), 40, 30)
+        );
+        // Retention dropped the oldest: the store starts at the next.
+        m.segments.remove(0);
+        assert_eq!((m.start_offset(), m.end_offset()), (Some(10), 40));
+        let empty = Manifest::new(7);
+        assert_eq!((empty.start_offset(), empty.end_offset()), (None, 0));
     }
 
     #[test]
