@@ -374,3 +374,46 @@ fn batches_a_failed_fsync_lost_are_not_served_after_a_reopen() {
         }
     });
 }
+
+/// Closing a poisoned log fails with its cause and leaves no clean-close
+/// record: the next open must not trust what the log last described, so it
+/// recovers by scanning, and what was acknowledged is there.
+#[test]
+fn a_poisoned_log_closes_with_its_cause_and_no_clean_close_record() {
+    use corelog_segment::log::{CleanClose, CLEAN_RECORD};
+    run_sim(async {
+        let config = config(FsyncPolicy::Batch);
+        let disk = sim_for(3, &config);
+        let log = open(&disk, &config).await;
+        let kept = acked(&log, 0..5).await;
+        disk.set_faults(SimFaults {
+            fail_sync_at: Some(disk.counters().syncs),
+            ..SimFaults::default()
+        });
+        assert!(log.append(batch(10, 1, 50)).await.is_err());
+        assert!(log.is_poisoned());
+        for _ in 0..20 {
+            yield_to_others().await;
+        }
+        let err = log.close().await.unwrap_err();
+        assert_eq!(log_cause(&err).op, "fdatasync", "{err}");
+        assert!(
+            disk.file_bytes(&Path::new(DIR).join(CLEAN_RECORD))
+                .is_none(),
+            "a poisoned log wrote a clean-close record"
+        );
+        drop(log);
+        disk.set_faults(SimFaults::default());
+        let (reopened, report) =
+            PartitionLog::open(disk.clone(), Path::new(DIR), P, config.clone())
+                .await
+                .unwrap();
+        assert_eq!(
+            report.clean_close,
+            CleanClose::NotFound,
+            "recovered by scanning: {report:?}"
+        );
+        drop(reopened);
+        reopen_and_continue(&disk, &config, &kept).await;
+    });
+}
