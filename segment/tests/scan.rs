@@ -8,7 +8,7 @@
 mod common;
 
 use common::*;
-use corelog_segment::log::scan::{scan, ScanFrom, Stop};
+use corelog_segment::log::scan::{scan, Scan, ScanFrom, Stop};
 use corelog_segment::log::Damage;
 use corelog_segment::Limits;
 
@@ -25,6 +25,11 @@ fn from_start() -> ScanFrom {
     }
 }
 
+/// The scan of `data` from its start.
+fn scan_all(data: &[u8]) -> Scan {
+    scan(data, from_start(), &Limits::default(), 4096)
+}
+
 /// Two good batches (offsets 0..3), then `tail`.
 fn two_batches_then(tail: &[u8]) -> (Vec<u8>, u64) {
     let mut data = stamped(1, 2, 100, P, 0, 1_000).bytes().to_vec();
@@ -37,7 +42,7 @@ fn two_batches_then(tail: &[u8]) -> (Vec<u8>, u64) {
 #[test]
 fn the_data_ending_after_a_batch_is_the_end() {
     let (data, good) = two_batches_then(&[]);
-    let s = scan(&data, from_start(), &Limits::default(), 4096);
+    let s = scan_all(&data);
     assert_eq!(s.stop, Stop::End);
     assert_eq!((s.end, s.next_offset, s.batches), (good, 3, 2));
 }
@@ -47,7 +52,7 @@ fn only_zeros_after_the_last_batch_are_a_zero_tail() {
     // Shorter than a header, a header and more, and far past the probe.
     for len in [1usize, 255, 256, 4096, (64 << 10) + 4096] {
         let (data, good) = two_batches_then(&vec![0u8; len]);
-        let s = scan(&data, from_start(), &Limits::default(), 4096);
+        let s = scan_all(&data);
         assert_eq!(s.stop, Stop::Zeros, "{len} zero bytes");
         assert_eq!((s.end, s.next_offset), (good, 3), "{len} zero bytes");
     }
@@ -62,7 +67,7 @@ fn a_zero_header_with_bytes_behind_it_is_damage_not_a_zero_tail() {
         let mut tail = vec![0u8; (64 << 10) + 512];
         tail[at] = 0x5a;
         let (data, good) = two_batches_then(&tail);
-        let s = scan(&data, from_start(), &Limits::default(), 4096);
+        let s = scan_all(&data);
         assert!(
             matches!(s.stop, Stop::Damaged(Damage::Batch(_))),
             "a non-zero byte {at} bytes after the last batch: {:?}",
@@ -75,7 +80,7 @@ fn a_zero_header_with_bytes_behind_it_is_damage_not_a_zero_tail() {
     let mut tail = vec![0u8; (64 << 10) + 512];
     tail[(64 << 10) + 8] = 0x5a;
     let (data, _) = two_batches_then(&tail);
-    let s = scan(&data, from_start(), &Limits::default(), 4096);
+    let s = scan_all(&data);
     assert_eq!(s.stop, Stop::Zeros);
 }
 
@@ -84,7 +89,7 @@ fn a_short_non_zero_remainder_is_a_torn_header() {
     let mut tail = vec![0u8; 100];
     tail[99] = 1;
     let (data, good) = two_batches_then(&tail);
-    let s = scan(&data, from_start(), &Limits::default(), 4096);
+    let s = scan_all(&data);
     assert_eq!(s.stop, Stop::Damaged(Damage::TornHeader { available: 100 }));
     assert_eq!(s.end, good);
 }
@@ -97,7 +102,7 @@ fn a_whole_header_of_garbage_is_a_damaged_batch_however_short_the_rest() {
         let mut tail = vec![0u8; len];
         tail[100] = 7;
         let (data, good) = two_batches_then(&tail);
-        let s = scan(&data, from_start(), &Limits::default(), 4096);
+        let s = scan_all(&data);
         assert!(
             matches!(s.stop, Stop::Damaged(Damage::Batch(_))),
             "{len} bytes: {:?}",
