@@ -353,3 +353,50 @@ fn a_pass_that_fails_midway_reports_what_still_waits() {
     assert_eq!((p.uploaded, p.backlog), (2, (0, 0)));
     t.stop();
 }
+
+/// Looking for strays lists every object of the partition, so a steady
+/// leader looks once its term's manifest is in force and then every
+/// `CLEAN_EVERY_PASSES` passes, not on every pass; a leader of a new term
+/// looks as soon as its own manifest is in force. A follower within its
+/// local limit asks the store nothing.
+#[test]
+fn a_leader_looks_for_strays_when_its_term_begins_and_then_periodically() {
+    let tmp = tempfile::tempdir().unwrap();
+    let segs = segments(tmp.path(), 3);
+    let store = Arc::new(MemoryStore::new());
+    let (a, lead_a) = node(&store);
+    lead_a.set(Some(1), 1);
+    assert_eq!(pass(&a, &segs[..1]).uploaded, 1);
+    // A deposed leader's late copy, which no manifest will name.
+    let stray = |base: u64| {
+        let key = corelog_tier::manifest::object_key(1, base, base + 10, "log");
+        store.put(&key, b"late").unwrap();
+        key
+    };
+    let late = stray(90);
+    for n in 1..corelog_tier::pass::CLEAN_EVERY_PASSES {
+        pass(&a, &segs[..1]);
+        assert!(store.keys().contains(&late), "cleaned at pass {n}");
+    }
+    pass(&a, &segs[..1]);
+    assert!(!store.keys().contains(&late), "{:?}", store.keys());
+
+    // The same node leads again in term 3: its first commit in that term
+    // puts its manifest in force, and it cleans at once.
+    let late = stray(80);
+    lead_a.set(Some(3), 3);
+    assert_eq!(pass(&a, &segs[..2]).uploaded, 1);
+    assert!(!store.keys().contains(&late), "{:?}", store.keys());
+
+    // A follower holding less than its local limit has nothing to trim:
+    // with the store down, its pass still succeeds, having asked nothing.
+    let lead_b = Arc::new(Lead::default());
+    let b = tier(&store, Some(lead_b.clone()), 1 << 30);
+    lead_b.set(None, 3);
+    store.set_down(true);
+    let quiet = b.offload(1, &segs, &Retention::default(), (0, 1000), 0);
+    assert_eq!(quiet.unwrap(), corelog_tier::OffloadPass::default());
+    store.set_down(false);
+    a.stop();
+    b.stop();
+}
