@@ -6,69 +6,23 @@
 use corelog_segment::log::index::{encode_all, encode_sealed, IndexEntry, Seal};
 use corelog_segment::log::PollFrom;
 use corelog_segment::watchdog::Watchdog;
-use corelog_segment::{Batch, BatchBuilder, Limits, MessageSpec, Stamp};
+use corelog_segment::Limits;
 use corelog_tier::buffers::ChunkBuffers;
 use corelog_tier::cache::ChunkCache;
 use corelog_tier::manifest::{index_key, log_key};
 use corelog_tier::read::{IndexCache, Reader};
 use corelog_tier::{Manifest, MemoryStore, ObjectStore, RemoteSegment};
 use proptest::prelude::*;
+
+mod common;
 use std::time::Duration;
 
 const PARTITION: u64 = 3;
 const BASE: u64 = 1_000;
 
-/// A segment of `sizes.len()` stamped batches (batch k holds `sizes[k]`
-/// messages of a payload length that varies), its index (an entry every
-/// third batch, the first at the start), its manifest entry, and every
-/// batch as an index entry would name it.
+/// A segment of [`PARTITION`] from [`BASE`] (see [`common::segment_at`]).
 fn segment(sizes: &[u8]) -> (Vec<u8>, Vec<IndexEntry>, RemoteSegment, Vec<IndexEntry>) {
-    let limits = Limits::default();
-    let (mut log, mut entries, mut all) = (Vec::new(), Vec::new(), Vec::new());
-    let mut offset = BASE;
-    for (k, &n) in sizes.iter().enumerate() {
-        let payloads: Vec<Vec<u8>> = (0..u64::from(n))
-            .map(|i| vec![k as u8; ((k as u64 * 53 + i * 17) % 300) as usize])
-            .collect();
-        let mut b = BatchBuilder::new();
-        for (i, p) in payloads.iter().enumerate() {
-            b.push(MessageSpec {
-                id: (k * 1000 + i + 1) as u128,
-                timestamp: 5,
-                payload: p,
-                user_headers: &[],
-            });
-        }
-        let stamp = Stamp {
-            partition_id: PARTITION,
-            base_offset: offset,
-            base_timestamp: 10_000 + 10 * k as u64,
-        };
-        let batch = Batch::admit(b.build().expect("build"), &limits)
-            .expect("admit")
-            .stamp(stamp);
-        let entry = IndexEntry {
-            rel_offset: (offset - BASE) as u32,
-            position: log.len() as u32,
-            timestamp: stamp.base_timestamp,
-        };
-        if k % 3 == 0 {
-            entries.push(entry);
-        }
-        all.push(entry);
-        log.extend_from_slice(batch.bytes());
-        offset += u64::from(n);
-    }
-    let seg = RemoteSegment {
-        base_offset: BASE,
-        next_offset: offset,
-        bytes: log.len() as u64,
-        index_bytes: 0,
-        first_timestamp: 10_000,
-        last_timestamp: 10_000 + 10 * (sizes.len() as u64 - 1),
-        checksum: corelog_segment::checksum::xxh3(&log),
-    };
-    (log, entries, seg, all)
+    common::segment_at(PARTITION, BASE, sizes)
 }
 
 /// A segment's log and index objects in a store in memory, its manifest,
@@ -304,18 +258,27 @@ fn a_poll_near_the_end_starts_from_the_index_entry_before_it() {
         gets - gets_before,
         seg.bytes.div_ceil(chunk)
     );
-    // By timestamp the same, from a cache emptied of the log's chunks.
-    cache.forget(PARTITION, BASE);
-    let (_, gets_before) = store.requests();
-    let from = PollFrom::Timestamp(last.timestamp);
-    let (reply, _, _) = reader.poll(manifest, from, 1).expect("poll").expect("held");
-    assert_eq!(reply.first_offset(), BASE + u64::from(last.rel_offset));
-    let (_, gets) = store.requests();
+    // By timestamp the same, from a cache emptied of the log's chunks; the
+    // index decoded for the first poll is held, so only chunks are fetched.
+    let by_timestamp = || {
+        cache.forget(PARTITION, BASE);
+        let (_, gets_before) = store.requests();
+        let from = PollFrom::Timestamp(last.timestamp);
+        let (reply, _, _) = reader.poll(manifest, from, 1).expect("poll").expect("held");
+        assert_eq!(reply.first_offset(), BASE + u64::from(last.rel_offset));
+        store.requests().1 - gets_before
+    };
+    let gets = by_timestamp();
     assert!(
-        gets - gets_before <= 1 + chunks,
-        "{} GETs by timestamp, where the index and {chunks} chunks would do",
-        gets - gets_before
+        gets <= chunks,
+        "{gets} GETs by timestamp, where {chunks} chunks would do (the index is held)"
     );
+    // Forgetting another partition keeps this one's index; forgetting
+    // this one (deleted) drops it, and the next poll fetches it again.
+    stored.indexes.forget_partition(PARTITION + 1);
+    assert_eq!(by_timestamp(), gets);
+    stored.indexes.forget_partition(PARTITION);
+    assert_eq!(by_timestamp(), gets + 1);
 }
 
 /// A batch whose length says less than a batch header is named where it
