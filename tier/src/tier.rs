@@ -330,17 +330,21 @@ impl Tier {
         let Some((_, ahead)) = jobs.as_ref() else {
             return;
         };
+        // From the chunk after the one holding byte `end`: the poll read
+        // the header there (to find where its reply ends), so it is held.
         let (mut seg, mut n) = (i, end / c + 1);
-        for _ in 0..window {
+        let mut asked = 0;
+        while asked < window {
             let Some(s) = m.segments.get(seg) else {
                 return;
             };
             if n >= s.bytes.div_ceil(c) {
+                // On into the next segment: no chunk of the window spent.
                 (seg, n) = (seg + 1, 0);
                 continue;
             }
             let _ = ahead.send(Job::Prefetch(m.partition, s.base_offset, n));
-            n += 1;
+            (n, asked) = (n + 1, asked + 1);
         }
     }
 
