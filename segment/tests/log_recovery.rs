@@ -190,6 +190,28 @@ async fn clean_close<S: Storage, D: Disk>(storage: impl Fn() -> S, disk: &D, dir
 }
 on_both!(clean_close);
 
+/// A crash while a close wrote its record leaves `CLEAN.tmp` behind; the
+/// next close writes its record over it, and a leftover longer than the
+/// record leaves no bytes after it: the record is trusted.
+async fn clean_close_over_a_longer_leftover<S: Storage, D: Disk>(
+    storage: impl Fn() -> S,
+    disk: &D,
+    dir: &Path,
+) {
+    build_closed(storage(), dir, &config(), 12).await;
+    let (log, _) = reopen(storage(), dir, &config()).await;
+    appends_continue_at(&log, 12).await;
+    let leftover = format!("{CLEAN_RECORD}.tmp");
+    disk.put(&dir.join(&leftover), &[0x5a; 8192]);
+    let stored = read_all(&log);
+    log.close().await.unwrap();
+    assert!(!disk.names(dir).contains(&leftover));
+    let (log, report) = reopen(storage(), dir, &config()).await;
+    assert_eq!(report.clean_close, CleanClose::Trusted, "{report}");
+    assert_eq!(read_all(&log), stored);
+}
+on_both!(clean_close_over_a_longer_leftover);
+
 /// A record that no longer describes the files (a crash lost the removal
 /// of the record after the log grew) is not trusted: removed, and the log
 /// recovered by scanning, which finds the bytes past the recorded end.

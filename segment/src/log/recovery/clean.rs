@@ -410,4 +410,64 @@ mod tests {
             "a record of no segment"
         );
     }
+
+    /// `check` trusts a record only for exactly the files it names: a
+    /// segment file more or fewer, a segment before the last not sealed
+    /// where the record says, or one the next does not continue, is
+    /// refused.
+    #[test]
+    fn check_refuses_files_the_record_does_not_describe() {
+        let sealed = |data_len: u64, next_offset: u64| {
+            index::encode_sealed(
+                &[],
+                Seal {
+                    data_len,
+                    next_offset,
+                },
+            )
+        };
+        let record_of = |idx: &[(u64, u64, u64, &[u8])]| {
+            let segs: Vec<CleanSegment> = idx
+                .iter()
+                .map(|&(base, data_len, next_offset, bytes)| CleanSegment {
+                    base,
+                    data_len,
+                    next_offset,
+                    last_batch: None,
+                    last_timestamp: 0,
+                    index_hash: xxh3_64(bytes),
+                })
+                .collect();
+            encode(3, &segs)
+        };
+        fn found<'a>(files: &[(u64, u64, &'a [u8])]) -> Vec<Found<'a>> {
+            files
+                .iter()
+                .map(|&(base, len, index)| Found { base, len, index })
+                .collect()
+        }
+        let first = &sealed(4096, 10)[..];
+        let last: &[u8] = &[];
+        let record = record_of(&[(0, 4096, 10, first), (10, 100, 12, last)]);
+        let files = found(&[(0, 4096, first), (10, 100, last)]);
+        assert!(check(3, &record, &files).is_ok());
+
+        let differ = Err("segment files differ from the record");
+        let more = found(&[(0, 4096, first), (10, 100, last), (12, 0, last)]);
+        assert_eq!(check(3, &record, &more), differ, "a file more");
+        assert_eq!(check(3, &record, &files[..1]), differ, "a file fewer");
+
+        let not_sealed = Err("a segment before the last is not sealed where the next begins");
+        // The first segment's index sealed at another length, the next
+        // segment continuing where the record says.
+        let short = &sealed(4000, 10)[..];
+        let record = record_of(&[(0, 4096, 10, short), (10, 100, 12, last)]);
+        let files = found(&[(0, 4096, short), (10, 100, last)]);
+        assert_eq!(check(3, &record, &files), not_sealed, "sealed elsewhere");
+        // Sealed where the record says, and the next segment starting past
+        // it: offsets 10 and 11 in no segment.
+        let record = record_of(&[(0, 4096, 10, first), (12, 100, 14, last)]);
+        let files = found(&[(0, 4096, first), (12, 100, last)]);
+        assert_eq!(check(3, &record, &files), not_sealed, "a gap");
+    }
 }
