@@ -113,6 +113,11 @@ fn while_the_store_is_down_sends_go_on_nothing_is_trimmed_and_the_backlog_drains
         .backlog_segments
         .load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(backlog, report.backlog_segments);
+    // The engine's figures say it too, as the server's stats print them.
+    let said = engine.handle().metrics().to_string();
+    let backlog = format!("backlog {} segments", report.backlog_segments);
+    assert!(said.contains(&backlog), "{said}");
+    assert!(said.contains("tier: 0 segments uploaded"), "{said}");
     assert_eq!(engine.handle().stats(2).wait().unwrap().first_offset, 0);
     // Polls of what is local go on, whatever the start they name.
     for from in [PollFrom::First, PollFrom::Offset(0), PollFrom::Timestamp(0)] {
