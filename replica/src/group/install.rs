@@ -145,3 +145,36 @@ pub(super) fn cut_answered(
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use corelog::RequestError;
+
+    /// A cut the engine refused or failed stops the group with the
+    /// partition and offset named: the entries replacing the suffix must
+    /// never be written over a suffix still there. A partition not (yet)
+    /// on this node has nothing to cut.
+    #[test]
+    fn a_failed_cut_is_the_groups_error_and_a_missing_partition_is_nothing_to_cut() {
+        let answered = |answer| cut_answered(2, 7, 100, answer, "a test");
+        assert!(answered(Ok(None)).is_ok());
+        assert!(answered(Err(RequestError::UnknownPartition { partition: 7 })).is_ok());
+        let refused = corelog::CutError::Committed {
+            partition: 7,
+            from: 100,
+            commit: 120,
+        };
+        for source in [RequestError::Cut(refused), RequestError::ShuttingDown] {
+            match answered(Err(source)) {
+                Err(GroupError::Cut {
+                    group: 2,
+                    partition: 7,
+                    offset: 100,
+                    ..
+                }) => {}
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+}
