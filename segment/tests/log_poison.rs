@@ -38,6 +38,14 @@ async fn open(disk: &SimStorage, config: &LogConfig) -> PartitionLog<SimStorage>
     }
 }
 
+/// The disk's next fdatasync fails (one, counted from now).
+fn fail_next_sync(disk: &SimStorage) {
+    disk.set_faults(SimFaults {
+        fail_sync_at: Some(disk.counters().syncs),
+        ..SimFaults::default()
+    });
+}
+
 fn seg0() -> PathBuf {
     Path::new(DIR).join(log_name(0))
 }
@@ -105,10 +113,7 @@ fn a_failed_fsync_poisons_the_partition_until_it_is_reopened() {
         let disk = sim_for(1, &config);
         let log = open(&disk, &config).await;
         let kept = acked(&log, 0..5).await;
-        disk.set_faults(SimFaults {
-            fail_sync_at: Some(disk.counters().syncs),
-            ..SimFaults::default()
-        });
+        fail_next_sync(&disk);
         // Three appends waiting for the same (failing) group commit.
         let futs: Vec<_> = (10..13).map(|t| log.append(batch(t, 1, 50))).collect();
         for f in futs {
@@ -165,10 +170,7 @@ fn a_failed_fsync_while_sealing_poisons_the_partition() {
         };
         let disk = sim_for(2, &config);
         let log = open(&disk, &config).await;
-        disk.set_faults(SimFaults {
-            fail_sync_at: Some(disk.counters().syncs),
-            ..SimFaults::default()
-        });
+        fail_next_sync(&disk);
         let kept = acked(&log, 0..4).await;
         // The 5th batch finds segment 0 full: it rotates and is
         // acknowledged once written (the interval's way); the sync round
@@ -202,10 +204,7 @@ fn a_failed_interval_fsync_poisons_the_partition() {
         let config = config(FsyncPolicy::Interval(Duration::from_millis(10)));
         let disk = sim_for(3, &config);
         let log = open(&disk, &config).await;
-        disk.set_faults(SimFaults {
-            fail_sync_at: Some(disk.counters().syncs),
-            ..SimFaults::default()
-        });
+        fail_next_sync(&disk);
         let kept = acked(&log, 0..3).await;
         // Generous: wait up to 20 s for the background sync to fail.
         for _ in 0..2000 {
@@ -354,10 +353,7 @@ fn batches_a_failed_fsync_lost_are_not_served_after_a_reopen() {
         let disk = sim_for(6, &config);
         let log = open(&disk, &config).await;
         let kept = acked(&log, 0..3).await;
-        disk.set_faults(SimFaults {
-            fail_sync_at: Some(disk.counters().syncs),
-            ..SimFaults::default()
-        });
+        fail_next_sync(&disk);
         assert!(log.append(batch(10, 1, 50)).await.is_err());
         drop(log);
         disk.set_faults(SimFaults::default());
@@ -386,10 +382,7 @@ fn a_poisoned_log_closes_with_its_cause_and_no_clean_close_record() {
         let disk = sim_for(3, &config);
         let log = open(&disk, &config).await;
         let kept = acked(&log, 0..5).await;
-        disk.set_faults(SimFaults {
-            fail_sync_at: Some(disk.counters().syncs),
-            ..SimFaults::default()
-        });
+        fail_next_sync(&disk);
         assert!(log.append(batch(10, 1, 50)).await.is_err());
         assert!(log.is_poisoned());
         for _ in 0..20 {
